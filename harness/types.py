@@ -1,0 +1,230 @@
+"""Core value types shared by backends, judges, the cache and the runner.
+
+The backend interface is deliberately narrow: a :class:`Request` (chat messages + a
+:class:`GenerationConfig`, optionally a set of label words to score) goes in, a
+:class:`Response` (text, log-probs, usage, raw payload) comes out. Everything here is
+plain data and JSON-serialisable so it can be cached and replayed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+ROLES = ("system", "user", "assistant")
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    role: str
+    content: str
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ValueError(f"unknown chat role {self.role!r}; expected one of {ROLES}")
+        if not isinstance(self.content, str):
+            raise TypeError(f"chat message content must be str, got {type(self.content).__name__}")
+
+    def to_dict(self) -> dict[str, str]:
+        return {"role": self.role, "content": self.content}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ChatMessage:
+        return cls(role=d["role"], content=d["content"])
+
+
+# Fields of GenerationConfig that do not change what a model returns; excluded from cache keys.
+NON_SEMANTIC_FIELDS = frozenset({"timeout"})
+
+
+@dataclass(frozen=True)
+class GenerationConfig:
+    """Decoding parameters. Judges default to greedy decoding (temperature 0)."""
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int | None = None
+    max_tokens: int = 256
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    # Return per-token log-probs of the generated text, with this many alternatives per position.
+    logprobs: bool = False
+    top_logprobs: int = 0
+    # Seconds per request for remote backends (not part of the cache key).
+    timeout: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
+        if self.top_logprobs < 0:
+            raise ValueError(f"top_logprobs must be >= 0, got {self.top_logprobs}")
+        if isinstance(self.stop, list):  # tolerate lists from configs
+            object.__setattr__(self, "stop", tuple(self.stop))
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["stop"] = list(self.stop)
+        return d
+
+    def semantic_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.to_dict().items() if k not in NON_SEMANTIC_FIELDS}
+
+    def replace(self, **overrides: Any) -> GenerationConfig:
+        unknown = set(overrides) - {f.name for f in dataclasses.fields(self)}
+        if unknown:
+            raise ValueError(f"unknown generation parameter(s): {sorted(unknown)}")
+        return dataclasses.replace(self, **overrides)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> GenerationConfig:
+        d = dict(d)
+        if "stop" in d and d["stop"] is not None:
+            d["stop"] = tuple(d["stop"])
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class Request:
+    """One call to a backend.
+
+    ``choices``: when set, the backend must return ``Response.choice_logprobs`` — the
+    log-probability of each label word as the *start of the assistant reply* (e.g. "Yes"/"No"
+    for P(Yes) scoring, or "1".."5" for expected-score scoring). Backends that cannot give
+    log-probs raise :class:`LogprobsUnavailableError`.
+    """
+
+    messages: tuple[ChatMessage, ...]
+    config: GenerationConfig = field(default_factory=GenerationConfig)
+    choices: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.messages, list):
+            object.__setattr__(self, "messages", tuple(self.messages))
+        if not self.messages:
+            raise ValueError("a request needs at least one chat message")
+        if isinstance(self.choices, list):
+            object.__setattr__(self, "choices", tuple(self.choices))
+        if self.choices is not None and len(self.choices) < 1:
+            raise ValueError("choices, when given, must be non-empty")
+
+    def payload(self) -> dict[str, Any]:
+        """The semantic content of the request (what the cache key is built from)."""
+        return {
+            "messages": [m.to_dict() for m in self.messages],
+            "config": self.config.semantic_dict(),
+            "choices": list(self.choices) if self.choices is not None else None,
+        }
+
+    def prompt_hash(self) -> str:
+        return sha256_json({"messages": [m.to_dict() for m in self.messages]})[:16]
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(self.prompt_tokens + other.prompt_tokens, self.completion_tokens + other.completion_tokens)
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.total_tokens,
+        }
+
+
+@dataclass
+class TokenLogprob:
+    """Log-prob of one generated token plus the top alternatives at that position."""
+
+    token: str
+    logprob: float
+    top: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"token": self.token, "logprob": self.logprob, "top": dict(self.top)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TokenLogprob:
+        return cls(token=d["token"], logprob=float(d["logprob"]), top={k: float(v) for k, v in d.get("top", {}).items()})
+
+
+@dataclass
+class Response:
+    text: str
+    choice_logprobs: dict[str, float] | None = None
+    token_logprobs: list[TokenLogprob] | None = None
+    usage: Usage = field(default_factory=Usage)
+    finish_reason: str | None = None
+    raw: dict[str, Any] | None = None
+    # Set by the cache layer, never by backends.
+    cached: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "choice_logprobs": self.choice_logprobs,
+            "token_logprobs": [t.to_dict() for t in self.token_logprobs] if self.token_logprobs is not None else None,
+            "usage": {"prompt_tokens": self.usage.prompt_tokens, "completion_tokens": self.usage.completion_tokens},
+            "finish_reason": self.finish_reason,
+            "raw": self.raw,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], *, cached: bool = False) -> Response:
+        tl = d.get("token_logprobs")
+        u = d.get("usage") or {}
+        return cls(
+            text=d.get("text", ""),
+            choice_logprobs=d.get("choice_logprobs"),
+            token_logprobs=[TokenLogprob.from_dict(t) for t in tl] if tl is not None else None,
+            usage=Usage(int(u.get("prompt_tokens", 0)), int(u.get("completion_tokens", 0))),
+            finish_reason=d.get("finish_reason"),
+            raw=d.get("raw"),
+            cached=cached,
+        )
+
+
+class BackendError(RuntimeError):
+    """A backend failed in a way retries did not fix."""
+
+
+class LogprobsUnavailableError(BackendError):
+    """The backend (or the server behind it) cannot return the log-probs a scoring method needs."""
+
+
+def canonical_json(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=_json_default)
+
+
+def sha256_json(obj: Any) -> str:
+    return hashlib.sha256(canonical_json(obj).encode("utf-8")).hexdigest()
+
+
+def _json_default(o: Any) -> Any:
+    if dataclasses.is_dataclass(o):
+        return dataclasses.asdict(o)
+    if isinstance(o, (set, frozenset)):
+        return sorted(o)
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
