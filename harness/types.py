@@ -171,7 +171,7 @@ class TokenLogprob:
 @dataclass
 class Response:
     text: str
-    choice_logprobs: dict[str, float] | None = None
+    choice_logprobs: dict[str, float | None] | None = None
     token_logprobs: list[TokenLogprob] | None = None
     usage: Usage = field(default_factory=Usage)
     finish_reason: str | None = None

@@ -93,7 +93,7 @@ class Backend(ABC):
         """What identifies the model for cache keys and provenance (kind, model id, revision, adapter...)."""
         return {"backend": self.kind, "model": self.model, "revision": self.revision, **self._identity_extras()}
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook, default does nothing
         """Release model memory / connections. Safe to call twice."""
 
     def __enter__(self) -> Backend:

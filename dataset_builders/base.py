@@ -1,0 +1,744 @@
+"""Shared machinery of the dataset builders: record schema, validation errors, Parquet + card +
+manifest writers, atomic output and progress reporting.
+
+A builder turns raw source files (CSV, JSONL, ...) into a *dataset directory* that
+``datasets.load_dataset(str(output_dir), config_name)`` loads without any loading script::
+
+    output_dir/
+        README.md                         dataset card; YAML front matter declares the configs
+        build_manifest.json               provenance: inputs + sha256, counts, warnings, fingerprint
+        <config>/test-00000-of-00001.parquet
+
+Every config has a single split, ``test`` (these are evaluation sets).
+
+Record schema
+-------------
+Two schemas, one per level. Both are written with explicit :class:`datasets.Features`
+(:data:`TURN_FEATURES`, :data:`DIALOGUE_FEATURES`), so the Arrow schema is identical on every
+build whatever the data.
+
+Turn level (one row per item and language; the quality of ``response`` given ``context``):
+
+==============  ==================================  ==============================================
+column          type                                meaning
+==============  ==================================  ==============================================
+``id``          string                              unique row id, ``<dataset>-<item>-<language>``
+                                                    (e.g. ``fed-turn-00017-en``)
+``item_id``     string                              shared by all translations of one item
+                                                    (e.g. ``fed-turn-00017``)
+``dataset``     string                              config name (e.g. ``fed-turn``)
+``language``    string                              ISO 639-1 code (en zh es de fr ja ko hi ar ru)
+``level``       string                              ``"turn"``
+``context``     list of {role: string, text: str}   dialogue history, oldest first
+``response``    string                              the rated response (spoken by ``assistant``)
+``rating``      float64                             mean human rating of the item
+``dimension``   string                              rated quality aspect (``"relevance"``)
+==============  ==================================  ==============================================
+
+Dialogue level: the same minus ``context``/``response``, plus ``turns`` (list of
+{role, text}, the whole dialogue, first utterance first); ``level`` is ``"dialogue"`` and
+``dimension`` ``"coherence"``.
+
+Roles are ``"user"`` (the human) and ``"assistant"`` (the chatbot). Where a source does not mark
+speakers, builders infer them (see :func:`turn_level_roles` and :func:`dialogue_level_roles`)
+and say so in the dataset card.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import hashlib
+import json
+import math
+import os
+import re
+import shutil
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import yaml
+from datasets import Features, List, Value
+
+# -- constants -----------------------------------------------------------------------------------
+
+#: Languages of the record schema, ISO 639-1 code -> English name (xDial-Eval column prefix).
+#: Order is the canonical output order (the order of the xDial-Eval paper).
+LANGUAGE_NAMES: dict[str, str] = {
+    "en": "english",
+    "zh": "chinese",
+    "es": "spanish",
+    "de": "german",
+    "fr": "french",
+    "ja": "japanese",
+    "ko": "korean",
+    "hi": "hindi",
+    "ar": "arabic",
+    "ru": "russian",
+}
+LANGUAGES: tuple[str, ...] = tuple(LANGUAGE_NAMES)
+LEVELS: tuple[str, ...] = ("turn", "dialogue")
+ROLES: tuple[str, ...] = ("user", "assistant")
+DEFAULT_DIMENSION: dict[str, str] = {"turn": "relevance", "dialogue": "coherence"}
+SPLIT = "test"
+MANIFEST_NAME = "build_manifest.json"
+CARD_NAME = "README.md"
+
+_MESSAGE = {"role": Value("string"), "text": Value("string")}
+
+#: Features of turn-level configs.
+TURN_FEATURES = Features(
+    {
+        "id": Value("string"),
+        "item_id": Value("string"),
+        "dataset": Value("string"),
+        "language": Value("string"),
+        "level": Value("string"),
+        "context": List(_MESSAGE),
+        "response": Value("string"),
+        "rating": Value("float64"),
+        "dimension": Value("string"),
+    }
+)
+
+#: Features of dialogue-level configs.
+DIALOGUE_FEATURES = Features(
+    {
+        "id": Value("string"),
+        "item_id": Value("string"),
+        "dataset": Value("string"),
+        "language": Value("string"),
+        "level": Value("string"),
+        "turns": List(_MESSAGE),
+        "rating": Value("float64"),
+        "dimension": Value("string"),
+    }
+)
+
+FEATURES_BY_LEVEL: dict[str, Features] = {"turn": TURN_FEATURES, "dialogue": DIALOGUE_FEATURES}
+
+_SCHEMA_DOC: dict[str, list[tuple[str, str, str]]] = {
+    "turn": [
+        ("id", "string", "unique row id `<dataset>-<item>-<language>`"),
+        ("item_id", "string", "same for all translations of one item"),
+        ("dataset", "string", "config name"),
+        ("language", "string", "ISO 639-1 code"),
+        ("level", "string", '`"turn"`'),
+        ("context", "list of {role: string, text: string}", "dialogue history, oldest first"),
+        ("response", "string", "the rated response (role `assistant`)"),
+        ("rating", "float64", "mean human rating"),
+        ("dimension", "string", "rated quality aspect"),
+    ],
+    "dialogue": [
+        ("id", "string", "unique row id `<dataset>-<item>-<language>`"),
+        ("item_id", "string", "same for all translations of one item"),
+        ("dataset", "string", "config name"),
+        ("language", "string", "ISO 639-1 code"),
+        ("level", "string", '`"dialogue"`'),
+        ("turns", "list of {role: string, text: string}", "the whole dialogue, first utterance first"),
+        ("rating", "float64", "mean human rating"),
+        ("dimension", "string", "rated quality aspect"),
+    ],
+}
+
+
+# -- errors --------------------------------------------------------------------------------------
+
+
+class DataValidationError(ValueError):
+    """A source record failed validation. The message always names the file, the row and the column.
+
+    ``row`` is a 1-based data-row number (the header is not counted; for JSONL sources it is the
+    line number) or ``"header"`` when a column is missing from the header. ``row_label`` and
+    ``column_label`` only change the wording ("row"/"line", "column"/"field").
+    """
+
+    def __init__(
+        self,
+        file: str | os.PathLike[str],
+        row: int | str,
+        column: str,
+        problem: str,
+        *,
+        row_label: str = "row",
+        column_label: str = "column",
+    ) -> None:
+        self.file = str(file)
+        self.row = row
+        self.column = column
+        self.problem = problem
+        if row == "header":
+            where = "header row (a required column is missing)" if row_label == "row" else "header"
+        elif row_label == "row":
+            where = f"row {row} (data rows are 1-based, header excluded)"
+        else:
+            where = f"{row_label} {row}"
+        super().__init__(f"{self.file}, {where}, {column_label} {column!r}: {problem}")
+
+    def __reduce__(self):  # keep picklable despite the keyword-only arguments
+        return (_rebuild_validation_error, (self.file, self.row, self.column, self.problem, self.args[0]))
+
+
+def _rebuild_validation_error(file, row, column, problem, message):
+    err = DataValidationError.__new__(DataValidationError)
+    ValueError.__init__(err, message)
+    err.file, err.row, err.column, err.problem = file, row, column, problem
+    return err
+
+
+class SourceUnavailableError(FileNotFoundError):
+    """The source data could not be found or fetched (e.g. no network for the default source).
+
+    A :class:`FileNotFoundError` so that callers handling missing inputs handle this too.
+    """
+
+
+# -- results -------------------------------------------------------------------------------------
+
+
+@dataclass
+class BuildResult:
+    """What :meth:`Builder.build` produced."""
+
+    output_dir: Path
+    configs: dict[str, int]  # config name -> rows written
+    fingerprint: str
+    warnings: list[str] = field(default_factory=list)
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """One input file of a build; ``origin`` is where it came from (a path or a URL)."""
+
+    config: str
+    level: str
+    path: Path
+    origin: str
+
+
+@dataclass
+class ConfigData:
+    """The validated records of one config, ready to be written."""
+
+    name: str
+    level: str
+    records: list[dict[str, Any]]
+    expected_instances: int | None = None
+    dimension: str | None = None
+    title: str | None = None  # human-readable name, e.g. "FED-Turn"
+    source: SourceFile | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # goes into the manifest as is
+    num_bytes: int = 0  # Arrow size, set when written
+
+    @property
+    def rows(self) -> int:
+        return len(self.records)
+
+    @property
+    def instances(self) -> int:
+        return len({r["item_id"] for r in self.records})
+
+    @property
+    def languages(self) -> list[str]:
+        present = {r["language"] for r in self.records}
+        return [lang for lang in LANGUAGES if lang in present] + sorted(present - set(LANGUAGES))
+
+
+# -- helpers for subclasses ----------------------------------------------------------------------
+
+
+def normalize_languages(languages: Iterable[str] | str | None) -> tuple[str, ...]:
+    """ISO codes (or English names, e.g. ``"english"``) -> canonical tuple of ISO codes.
+
+    ``None`` means every language. Comma-separated strings are accepted.
+    """
+    if languages is None:
+        return LANGUAGES
+    if isinstance(languages, str):
+        languages = [languages]
+    by_name = {name: code for code, name in LANGUAGE_NAMES.items()}
+    wanted: set[str] = set()
+    for raw in languages:
+        for part in str(raw).split(","):
+            key = part.strip().lower()
+            if not key:
+                continue
+            code = key if key in LANGUAGE_NAMES else by_name.get(key)
+            if code is None:
+                raise ValueError(f"unknown language {part.strip()!r}; known: {', '.join(LANGUAGES)}")
+            wanted.add(code)
+    if not wanted:
+        raise ValueError("languages= selects no language")
+    return tuple(lang for lang in LANGUAGES if lang in wanted)
+
+
+def turn_level_roles(n_context: int) -> list[str]:
+    """Roles of ``n_context`` context utterances when the response is the chatbot's.
+
+    The response is ``assistant``; going backwards from it, speakers alternate, so the last
+    context utterance is ``user``, the one before it ``assistant``, and so on.
+    """
+    return ["user" if (n_context - i) % 2 == 1 else "assistant" for i in range(n_context)]
+
+
+def dialogue_level_roles(n_turns: int) -> list[str]:
+    """Roles of a dialogue whose speakers alternate starting with the human (``user``)."""
+    return ["user" if i % 2 == 0 else "assistant" for i in range(n_turns)]
+
+
+def messages(texts: Sequence[str], roles: Sequence[str]) -> list[dict[str, str]]:
+    return [{"role": r, "text": t} for r, t in zip(roles, texts, strict=True)]
+
+
+def sha256_file(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def check_rating(value: Any) -> float | None:
+    """Return the rating as a finite float, or None if it is not one (bools are rejected)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, str):
+        value = value.strip()
+        if not value:
+            return None
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return None
+    return out if math.isfinite(out) else None
+
+
+def size_category(n: int) -> str:
+    """Hugging Face Hub ``size_categories`` bucket for ``n`` rows."""
+    buckets = [
+        (10**3, "n<1K"),
+        (10**4, "1K<n<10K"),
+        (10**5, "10K<n<100K"),
+        (10**6, "100K<n<1M"),
+        (10**7, "1M<n<10M"),
+        (10**8, "10M<n<100M"),
+        (10**9, "100M<n<1B"),
+    ]
+    for limit, label in buckets:
+        if n < limit:
+            return label
+    return "n>1B"
+
+
+def data_file(config: str) -> str:
+    """Path of a config's Parquet file, relative to the output directory."""
+    return f"{config}/{SPLIT}-00000-of-00001.parquet"
+
+
+def write_parquet(records: Sequence[dict[str, Any]], features: Features, path: Path) -> int:
+    """Write records with an explicit schema (the datasets Features are stored in its metadata).
+
+    Returns the in-memory (Arrow) size of the table in bytes.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table = pa.Table.from_pylist(list(records), schema=features.arrow_schema)
+    pq.write_table(table, path, compression="zstd")
+    return table.nbytes
+
+
+@contextlib.contextmanager
+def progress_bar(total: int, description: str, enabled: bool = True) -> Iterator[Any]:
+    """A rich progress bar (on stderr) with an ``advance(label)`` method; a no-op when disabled."""
+
+    class _Null:
+        def advance(self, label: str = "") -> None:
+            pass
+
+        def describe(self, label: str) -> None:
+            pass
+
+    if not enabled:
+        yield _Null()
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    progress = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[label]}"),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=False,
+    )
+
+    class _Bar:
+        def __init__(self) -> None:
+            self.task = progress.add_task(description, total=total, label="")
+
+        def describe(self, label: str) -> None:
+            progress.update(self.task, label=label)
+
+        def advance(self, label: str = "") -> None:
+            progress.update(self.task, advance=1, label=label)
+
+    with progress:
+        yield _Bar()
+
+
+def utc_now() -> str:
+    return _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+_CONFIG_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+# -- the builder base class ----------------------------------------------------------------------
+
+
+class Builder(ABC):
+    """Base class of dataset builders.
+
+    Subclasses set the class attributes and implement :meth:`resolve_sources` (find / fetch the
+    input files) and :meth:`read_config` (parse and validate one input file into records).
+    :meth:`build` does the rest: hashing, writing Parquet + card + manifest into a temporary
+    directory next to ``output_dir``, then swapping it into place, so a failed build leaves a
+    previous ``output_dir`` untouched.
+    """
+
+    name: ClassVar[str]
+    version: ClassVar[str]  # semver of the builder (bump when the output changes)
+    description: ClassVar[str] = ""
+    license: ClassVar[str] = "unknown"
+    citation: ClassVar[str] = ""
+    homepage: ClassVar[str] = ""
+    pretty_name: ClassVar[str] = ""
+    tags: ClassVar[tuple[str, ...]] = ("dialogue-evaluation",)
+
+    # -- to implement ----------------------------------------------------------------------------
+    @abstractmethod
+    def resolve_sources(self, source: str | os.PathLike[str] | None, warnings: list[str]) -> list[SourceFile]:
+        """Return the input files to build from (append a message to ``warnings`` for each set
+        that is expected but absent). Raise :class:`SourceUnavailableError` if there is none."""
+
+    @abstractmethod
+    def read_config(self, src: SourceFile, languages: tuple[str, ...], warnings: list[str]) -> ConfigData:
+        """Parse and validate one input file; raise :class:`DataValidationError` on bad data."""
+
+    # -- card hooks (optional) -------------------------------------------------------------------
+    def card_sections(self, configs: list[ConfigData], languages: tuple[str, ...]) -> list[str]:
+        """Extra Markdown sections of the card, inserted before the provenance section."""
+        return []
+
+    def license_note(self) -> str:
+        return ""
+
+    # -- the build -------------------------------------------------------------------------------
+    def build(
+        self,
+        source: str | os.PathLike[str] | None,
+        output_dir: str | os.PathLike[str],
+        *,
+        languages: Iterable[str] | str | None = None,
+        show_progress: bool = True,
+    ) -> BuildResult:
+        """Build the dataset from ``source`` (None = the builder's default source) into
+        ``output_dir``; ``languages`` restricts which languages are written (ISO codes)."""
+        langs = normalize_languages(languages)
+        output_dir = Path(output_dir).expanduser().resolve()
+        _check_replaceable(output_dir)
+        warnings: list[str] = []
+
+        sources = self.resolve_sources(source, warnings)
+        if not sources:
+            raise SourceUnavailableError(f"{self.name}: no input file found in {source}")
+        names = [s.config for s in sources]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"{self.name}: more than one input file for config(s) {dupes}")
+        for s in sources:
+            if not _CONFIG_NAME_RE.match(s.config):
+                raise ValueError(f"{self.name}: invalid config name {s.config!r}")
+
+        inputs = [
+            {
+                "config": s.config,
+                "level": s.level,
+                "file": s.path.name,
+                "source": s.origin,
+                "sha256": sha256_file(s.path),
+                "size": s.path.stat().st_size,
+            }
+            for s in sources
+        ]
+        options = {"languages": list(langs)}
+        fingerprint = hashlib.sha256(
+            json.dumps(
+                {
+                    "builder": self.name,
+                    "version": self.version,
+                    "inputs": sorted((i["config"], i["sha256"]) for i in inputs),
+                    "options": options,
+                },
+                sort_keys=True,
+            ).encode("utf-8")
+        ).hexdigest()
+
+        output_dir.parent.mkdir(parents=True, exist_ok=True)
+        tmp = output_dir.parent / f".{output_dir.name}.tmp-{uuid.uuid4().hex[:12]}"
+        tmp.mkdir()
+        try:
+            configs: list[ConfigData] = []
+            with progress_bar(len(sources), f"building {self.name}", enabled=show_progress) as bar:
+                for src in sources:
+                    bar.describe(src.path.name)
+                    cfg = self.read_config(src, langs, warnings)
+                    cfg.source = cfg.source or src
+                    cfg.num_bytes = write_parquet(
+                        cfg.records, FEATURES_BY_LEVEL[cfg.level], tmp / data_file(cfg.name)
+                    )
+                    configs.append(cfg)
+                    bar.advance(src.path.name)
+
+            config_entries: dict[str, dict[str, Any]] = {}
+            for cfg in configs:
+                expected_rows = (
+                    cfg.expected_instances * len(langs) if cfg.expected_instances is not None else None
+                )
+                if cfg.expected_instances is not None and cfg.instances != cfg.expected_instances:
+                    warnings.append(
+                        f"{cfg.name}: {cfg.instances} instances in {cfg.source.path.name}, "
+                        f"but the reference count is {cfg.expected_instances}"
+                    )
+                elif expected_rows is not None and cfg.rows != expected_rows:
+                    warnings.append(f"{cfg.name}: {cfg.rows} rows written, expected {expected_rows}")
+                config_entries[cfg.name] = {
+                    "level": cfg.level,
+                    "data_file": data_file(cfg.name),
+                    "rows": cfg.rows,
+                    "instances": cfg.instances,
+                    "expected_instances": cfg.expected_instances,
+                    "expected_rows": expected_rows,
+                    "languages": cfg.languages,
+                    **cfg.extra,
+                }
+
+            manifest = {
+                "builder": {"name": self.name, "version": self.version},
+                "created_at": utc_now(),
+                "fingerprint": fingerprint,
+                "options": options,
+                "inputs": inputs,
+                "configs": config_entries,
+                "warnings": list(warnings),
+            }
+            (tmp / MANIFEST_NAME).write_text(
+                json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", "utf-8"
+            )
+            (tmp / CARD_NAME).write_text(self._render_card(configs, langs, manifest), "utf-8")
+            _swap_into_place(tmp, output_dir)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
+        return BuildResult(
+            output_dir=output_dir,
+            configs={c.name: c.rows for c in configs},
+            fingerprint=fingerprint,
+            warnings=list(warnings),
+            manifest=manifest,
+        )
+
+    # -- the dataset card ------------------------------------------------------------------------
+    def _render_card(
+        self, configs: list[ConfigData], languages: tuple[str, ...], manifest: dict[str, Any]
+    ) -> str:
+        total = sum(c.rows for c in configs)
+        langs_written = [lang for lang in LANGUAGES if any(lang in c.languages for c in configs)]
+        front: dict[str, Any] = {
+            "pretty_name": self.pretty_name or self.name,
+            "license": self.license.lower(),
+            "language": langs_written or list(languages),
+            "multilinguality": "multilingual" if len(langs_written) > 1 else "monolingual",
+            "task_categories": ["text-classification"],
+            "tags": list(self.tags),
+            "size_categories": [size_category(total)],
+            "configs": [
+                {"config_name": c.name, "data_files": [{"split": SPLIT, "path": data_file(c.name)}]}
+                for c in configs
+            ],
+            "dataset_info": [
+                {
+                    "config_name": c.name,
+                    "features": FEATURES_BY_LEVEL[c.level]._to_yaml_list(),
+                    "splits": [{"name": SPLIT, "num_bytes": c.num_bytes, "num_examples": c.rows}],
+                }
+                for c in configs
+            ],
+        }
+        yaml_text = yaml.safe_dump(front, sort_keys=False, allow_unicode=True, width=1000)
+
+        out: list[str] = ["---", yaml_text.rstrip("\n"), "---", ""]
+        out += [f"# {self.pretty_name or self.name}", ""]
+        if self.description:
+            out += [self.description.strip(), ""]
+        out += [
+            f"Built by the `{self.name}` builder v{self.version} of dialeval-harness "
+            f"(fingerprint `{manifest['fingerprint'][:16]}`, {manifest['created_at']}).",
+            "",
+            "```python",
+            "import datasets",
+            f'ds = datasets.load_dataset("path/to/this/directory", "{configs[0].name}", split="{SPLIT}")',
+            "```",
+            "",
+            "## Configs",
+            "",
+            "| config | level | rows | instances | expected instances | languages |",
+            "|---|---|---:|---:|---:|---|",
+        ]
+        for c in configs:
+            exp = "—" if c.expected_instances is None else str(c.expected_instances)
+            out.append(
+                f"| `{c.name}` | {c.level} | {c.rows} | {c.instances} | {exp} | {' '.join(c.languages)} |"
+            )
+        out.append("")
+
+        out += ["## Schema", ""]
+        for level in LEVELS:
+            if not any(c.level == level for c in configs):
+                continue
+            dims = sorted({r["dimension"] for c in configs if c.level == level for r in c.records[:1]})
+            out += [
+                f"### {level.capitalize()}-level configs",
+                "",
+                "| column | type | description |",
+                "|---|---|---|",
+            ]
+            out += [f"| `{n}` | {t} | {d} |" for n, t, d in _SCHEMA_DOC[level]]
+            out += ["", f"`dimension` is {', '.join(f'`{d}`' for d in dims) or '—'} for these configs.", ""]
+        out += [
+            "Roles are `user` (the human) and `assistant` (the chatbot). Where the source does not mark "
+            "speakers the roles are **inferred**: dialogue turns alternate starting with `user`; at turn "
+            "level the response is the `assistant`'s and the context alternates backwards from it "
+            "(the last context utterance is `user`).",
+            "",
+        ]
+
+        out += ["## Statistics", ""]
+        for c in configs:
+            out += [f"### `{c.name}`" + (f" ({c.title})" if c.title else ""), ""]
+            out += _config_stats(c)
+        out += self.card_sections(configs, languages)
+
+        out += ["## Provenance", ""]
+        out += ["| config | file | source | sha256 | bytes |", "|---|---|---|---|---:|"]
+        for i in manifest["inputs"]:
+            out.append(f"| `{i['config']}` | {i['file']} | {i['source']} | `{i['sha256']}` | {i['size']} |")
+        out.append("")
+        if manifest["warnings"]:
+            out += ["### Build warnings", ""]
+            out += [f"- {_md_escape(w)}" for w in manifest["warnings"]]
+            out.append("")
+        out += ["Full details: `build_manifest.json`.", ""]
+
+        out += [
+            "## License",
+            "",
+            f"`{self.license}`." + (f" {self.license_note()}" if self.license_note() else ""),
+            "",
+        ]
+        if self.homepage:
+            out += ["## Homepage", "", self.homepage, ""]
+        if self.citation:
+            out += ["## Citation", "", "```bibtex", self.citation.strip(), "```", ""]
+        return "\n".join(out)
+
+
+# -- module-private helpers ----------------------------------------------------------------------
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _truncate(text: str, n: int = 160) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _config_stats(c: ConfigData) -> list[str]:
+    ratings: dict[str, float] = {}
+    for r in c.records:
+        ratings.setdefault(r["item_id"], r["rating"])
+    vals = list(ratings.values())
+    per_lang: dict[str, int] = {}
+    for r in c.records:
+        per_lang[r["language"]] = per_lang.get(r["language"], 0) + 1
+    out = [
+        f"- rows: {c.rows} ({c.instances} instances × {len(per_lang)} languages)",
+        "- rows per language: " + ", ".join(f"{lang} {per_lang[lang]}" for lang in c.languages),
+    ]
+    if vals:
+        mean = sum(vals) / len(vals)
+        out.append(f"- rating (per instance): mean {mean:.3f}, min {min(vals):g}, max {max(vals):g}")
+    if c.level == "turn" and c.records:
+        mean_ctx = sum(len(r["context"]) for r in c.records) / c.rows
+        out.append(f"- context utterances per row: mean {mean_ctx:.2f}")
+    elif c.records:
+        mean_turns = sum(len(r["turns"]) for r in c.records) / c.rows
+        out.append(f"- utterances per dialogue: mean {mean_turns:.2f}")
+    out.append("")
+    sample_lang = "en" if "en" in per_lang else (c.languages[0] if c.languages else None)
+    samples = [r for r in c.records if r["language"] == sample_lang][:2]
+    if samples:
+        out += ["Sample rows (long texts truncated):", "", "```json"]
+        for r in samples:
+            s = dict(r)
+            for key in ("context", "turns"):
+                if key in s:
+                    msgs = s[key]
+                    shown = [{"role": m["role"], "text": _truncate(m["text"], 100)} for m in msgs[-4:]]
+                    if len(msgs) > 4:
+                        shown.insert(0, {"role": "…", "text": f"({len(msgs) - 4} earlier utterances)"})
+                    s[key] = shown
+            if "response" in s:
+                s["response"] = _truncate(s["response"])
+            out.append(json.dumps(s, ensure_ascii=False))
+        out += ["```", ""]
+    return out
+
+
+def _check_replaceable(output_dir: Path) -> None:
+    """Refuse to replace a directory that is not a dataset built by a builder (or empty)."""
+    if not output_dir.exists():
+        return
+    if not output_dir.is_dir():
+        raise FileExistsError(f"output path {output_dir} exists and is not a directory")
+    if any(output_dir.iterdir()) and not (output_dir / MANIFEST_NAME).is_file():
+        raise FileExistsError(
+            f"output directory {output_dir} is not empty and has no {MANIFEST_NAME}; "
+            "refusing to replace it (choose another --output or remove it)"
+        )
+
+
+def _swap_into_place(tmp: Path, output_dir: Path) -> None:
+    """Replace ``output_dir`` by ``tmp``: rename the old one aside, rename the new one in, then
+    delete the old one. If the second rename fails, the old one is put back."""
+    if not output_dir.exists():
+        os.replace(tmp, output_dir)
+        return
+    old = output_dir.parent / f".{output_dir.name}.old-{uuid.uuid4().hex[:12]}"
+    os.replace(output_dir, old)
+    try:
+        os.replace(tmp, output_dir)
+    except BaseException:
+        os.replace(old, output_dir)
+        raise
+    shutil.rmtree(old, ignore_errors=True)

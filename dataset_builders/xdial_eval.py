@@ -1,0 +1,484 @@
+"""xDial-Eval (Zhang et al., Findings of EMNLP 2023): 12 turn-level and 6 dialogue-level open-domain
+dialogue evaluation sets, machine-translated from English into nine languages.
+
+Source layout (the upstream repository, https://github.com/e0397123/xDial-Eval, ``data/``)::
+
+    turn/<stem>.csv   columns <language>_ctx, <language>_res (x10 languages), ratings
+    dial/<stem>.csv   columns <language>_dial (x10 languages), ratings
+
+``<language>`` is the English name (``english``, ``chinese``, ...). Utterances inside a field are
+separated by ``"\\n"``; dialogue fields start with a blank line, which is stripped. Note that
+upstream stores ``heval-dial.csv`` (Human-Eval, a dialogue-level set) under ``data/turn/``; the
+level of every set is taken from :data:`XDIAL_SETS`, not from the folder it is found in.
+
+One config per set, named by the file stem (``fed-turn``, ``conture-dial``, ...); each config
+holds every language as rows. The CSVs do not mark speakers: roles are inferred as in the
+authors' scripts (dialogues alternate [H] human / [C] chatbot, starting with the human; at turn
+level the response is the chatbot's and the context alternates backwards from it).
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from dataset_builders.base import (
+    DEFAULT_DIMENSION,
+    LANGUAGE_NAMES,
+    Builder,
+    ConfigData,
+    DataValidationError,
+    SourceFile,
+    SourceUnavailableError,
+    check_rating,
+    dialogue_level_roles,
+    messages,
+    turn_level_roles,
+)
+
+UPSTREAM_REPO = "https://github.com/e0397123/xDial-Eval"
+RAW_BASE_URL = "https://raw.githubusercontent.com/e0397123/xDial-Eval/main/data"
+RATING_COLUMN = "ratings"
+
+
+@dataclass(frozen=True)
+class XDialSet:
+    """One set of Table 1 of the xDial-Eval paper."""
+
+    stem: str  # file stem upstream = config name
+    title: str  # name in Table 1
+    level: str  # "turn" | "dialogue"
+    instances: int  # #Instance in Table 1 (English items)
+    upstream_dir: str  # folder under data/ upstream ("turn" | "dial")
+    reference: str  # the original English dataset (as cited in Table 1)
+    original_source: str  # where the English data comes from (upstream README)
+
+    @property
+    def url(self) -> str:
+        return f"{RAW_BASE_URL}/{self.upstream_dir}/{self.stem}.csv"
+
+
+_GRADE = "https://github.com/li3cmz/GRADE/tree/main/evaluation"
+_USR = "http://shikib.com/usr"
+_ZHAO = "https://github.com/ZHAOTING/dialog-processing/tree/master/src/tasks/response_eval"
+_FED = "http://shikib.com/fed_data.json"
+_CONTURE = "https://github.com/alexa/conture"
+_DSTC10 = "https://chateval.org/dstc10"
+
+#: Table 1 of the paper, in its order. Stems are those used by the authors' scripts.
+XDIAL_SETS: tuple[XDialSet, ...] = (
+    XDialSet("persona-usr", "Persona-USR", "turn", 300, "turn", "Mehri and Eskenazi (2020b)", _USR),
+    XDialSet("persona-zhao", "Persona-Zhao", "turn", 900, "turn", "Zhao et al. (2020)", _ZHAO),
+    XDialSet("convai2-grade", "ConvAI2-GRADE", "turn", 600, "turn", "Huang et al. (2020)", _GRADE),
+    XDialSet("dstc10-persona_clean", "Persona-DSTC10", "turn", 4829, "turn", "Zhang et al. (2022b)", _DSTC10),
+    XDialSet("dailydialog-grade", "DailyDialog-GRADE", "turn", 300, "turn", "Huang et al. (2020)", _GRADE),
+    XDialSet("dailydialog-zhao", "DailyDialog-Zhao", "turn", 900, "turn", "Zhao et al. (2020)", _ZHAO),
+    XDialSet(
+        "dailydialog-gupta",
+        "DailyDialog-Gupta",
+        "turn",
+        500,
+        "turn",
+        "Gupta et al. (2019)",
+        "https://github.com/prakharguptaz/multirefeval",
+    ),
+    XDialSet("topical-usr", "Topical-USR", "turn", 360, "turn", "Mehri and Eskenazi (2020b)", _USR),
+    XDialSet("dstc10-topical_clean", "Topical-DSTC10", "turn", 4500, "turn", "Zhang et al. (2022b)", _DSTC10),
+    XDialSet("empathetic-grade", "Empathetic-GRADE", "turn", 300, "turn", "Huang et al. (2020)", _GRADE),
+    XDialSet("fed-turn", "FED-Turn", "turn", 375, "turn", "Mehri and Eskenazi (2020a)", _FED),
+    XDialSet("conture-turn", "ConTurE-Turn", "turn", 1066, "turn", "Ghazarian et al. (2022a)", _CONTURE),
+    XDialSet(
+        "ieval-dial",
+        "IEval",
+        "dialogue",
+        1920,
+        "dial",
+        "Svikhnushina et al. (2022)",
+        "https://github.com/Sea94/ieval",
+    ),
+    XDialSet(
+        "persona-see",
+        "Persona-See",
+        "dialogue",
+        3316,
+        "dial",
+        "See et al. (2019)",
+        "https://github.com/facebookresearch/ParlAI/tree/main/projects/controllable_dialogue",
+    ),
+    XDialSet(
+        "reliable-dial",
+        "Reliable-Eval",
+        "dialogue",
+        2925,
+        "dial",
+        "Ji et al. (2022)",
+        "https://github.com/TianboJi/Dialogue-Eval",
+    ),
+    XDialSet("conture-dial", "ConTurE-Dial", "dialogue", 119, "dial", "Ghazarian et al. (2022b)", _CONTURE),
+    XDialSet("fed-dial", "FED-Dial", "dialogue", 125, "dial", "Mehri and Eskenazi (2020a)", _FED),
+    XDialSet(
+        "heval-dial",
+        "Human-Eval",
+        "dialogue",
+        286,
+        "turn",  # sic: upstream keeps this dialogue-level set under data/turn/
+        "Smith et al. (2022)",
+        "https://github.com/facebookresearch/ParlAI/tree/main/projects/humaneval",
+    ),
+)
+SETS_BY_STEM: dict[str, XDialSet] = {s.stem: s for s in XDIAL_SETS}
+#: Table 1 instance counts, by config name.
+EXPECTED_INSTANCES: dict[str, int] = {s.stem: s.instances for s in XDIAL_SETS}
+
+XDIAL_CITATION = """\
+@inproceedings{zhang-etal-2023-xdial,
+    title = "x{D}ial-Eval: A Multilingual Open-Domain Dialogue Evaluation Benchmark",
+    author = "Zhang, Chen and D{'}Haro, Luis Fernando and Tang, Chengguang and Shi, Ke and Tang, Guohua and Li, Haizhou",
+    booktitle = "Findings of the Association for Computational Linguistics: EMNLP 2023",
+    month = dec,
+    year = "2023",
+    address = "Singapore",
+    publisher = "Association for Computational Linguistics",
+    url = "https://aclanthology.org/2023.findings-emnlp.371",
+    doi = "10.18653/v1/2023.findings-emnlp.371",
+}"""
+
+# Share of rows whose translation equals the English text above which a warning is raised.
+_IDENTICAL_WARN_FRACTION = 0.5
+_MAX_LISTED_ROWS = 10
+
+
+def download_file(url: str, dest: Path, client: httpx.Client) -> bool:
+    """Download ``url`` to ``dest`` (atomically). Returns False on HTTP 404.
+
+    Network failures propagate as :class:`httpx.TransportError`; other HTTP errors as
+    :class:`httpx.HTTPStatusError`.
+    """
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{dest.name}.part-{os.getpid()}")
+    try:
+        with client.stream("GET", url) as resp:
+            if resp.status_code == 404:
+                return False
+            resp.raise_for_status()
+            with open(tmp, "wb") as f:
+                for chunk in resp.iter_bytes():
+                    f.write(chunk)
+        os.replace(tmp, dest)
+        return True
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def split_utterances(text: str) -> list[str]:
+    """Split a ``"\\n"``-separated field into utterances.
+
+    Leading/trailing blank lines are dropped (dialogue fields start with one) and each utterance
+    is stripped of surrounding whitespace. Blank lines *inside* the field are kept as ``""`` so
+    the caller can report them.
+    """
+    parts = [p.strip() for p in text.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
+    while parts and not parts[0]:
+        parts.pop(0)
+    while parts and not parts[-1]:
+        parts.pop()
+    return parts
+
+
+class XDialEvalBuilder(Builder):
+    """Builds the xDial-Eval sets into one Parquet config per set (all languages as rows)."""
+
+    name = "xdial-eval"
+    version = "1.0.0"
+    pretty_name = "xDial-Eval"
+    description = (
+        "xDial-Eval is a multilingual open-domain dialogue evaluation benchmark (Zhang et al., Findings of "
+        "EMNLP 2023): 12 turn-level and 6 dialogue-level English evaluation sets with human quality ratings, "
+        "machine-translated (Microsoft Azure) into Chinese, Spanish, German, French, Japanese, Korean, Hindi, "
+        "Arabic and Russian. The original English ratings are kept for every translation. This is a "
+        "re-packaging of the CSV files of the authors' repository into a common record schema "
+        "(turn level: context + response; dialogue level: turns), one config per set."
+    )
+    license = "GPL-3.0"
+    homepage = UPSTREAM_REPO
+    citation = XDIAL_CITATION
+    tags = ("dialogue-evaluation", "multilingual", "machine-translated", "meta-evaluation")
+
+    def __init__(self, *, transport: httpx.BaseTransport | None = None, timeout: float = 60.0) -> None:
+        # ``transport`` lets tests (or proxies) control how the default source is fetched.
+        self._transport = transport
+        self._timeout = timeout
+
+    # -- sources ---------------------------------------------------------------------------------
+    def resolve_sources(self, source: str | os.PathLike[str] | None, warnings: list[str]) -> list[SourceFile]:
+        if source is None:
+            found = self._download_default(warnings)
+        else:
+            found = self._scan_directory(Path(source).expanduser(), warnings)
+        missing = [s.stem for s in XDIAL_SETS if s.stem not in found]
+        if not found:
+            where = "the default source" if source is None else str(source)
+            raise SourceUnavailableError(
+                f"xdial-eval: none of the {len(XDIAL_SETS)} xDial-Eval sets was found in {where}; expected "
+                "<source>/turn/<stem>.csv and <source>/dial/<stem>.csv (or the CSVs directly in <source>), "
+                f"stems: {', '.join(s.stem for s in XDIAL_SETS)}"
+            )
+        if missing:
+            warnings.append(
+                f"xdial-eval: {len(missing)} of {len(XDIAL_SETS)} sets not present in the source and not built: "
+                + ", ".join(missing)
+            )
+        return [found[s.stem] for s in XDIAL_SETS if s.stem in found]
+
+    def _scan_directory(self, root: Path, warnings: list[str]) -> dict[str, SourceFile]:
+        if not root.exists():
+            raise SourceUnavailableError(f"xdial-eval: source directory {root} does not exist")
+        if not root.is_dir():
+            raise SourceUnavailableError(
+                f"xdial-eval: --source must be a directory holding turn/*.csv and dial/*.csv, got the file {root}"
+            )
+        found: dict[str, SourceFile] = {}
+        for s in XDIAL_SETS:
+            other = "dial" if s.upstream_dir == "turn" else "turn"
+            candidates = [
+                root / s.upstream_dir / f"{s.stem}.csv",
+                root / other / f"{s.stem}.csv",
+                root / f"{s.stem}.csv",
+            ]
+            hits = [c for c in candidates if c.is_file()]
+            if hits:
+                found[s.stem] = SourceFile(s.stem, s.level, hits[0], str(hits[0].resolve()))
+                if len(hits) > 1:
+                    warnings.append(
+                        f"xdial-eval: {s.stem}: several files found, using {hits[0]} and ignoring "
+                        + ", ".join(str(h) for h in hits[1:])
+                    )
+        used = {f.path.resolve() for f in found.values()}
+        unknown = sorted(
+            str(p)
+            for d in (root, root / "turn", root / "dial")
+            if d.is_dir()
+            for p in d.glob("*.csv")
+            if p.resolve() not in used and p.stem not in SETS_BY_STEM
+        )
+        if unknown:
+            warnings.append(
+                "xdial-eval: ignored CSV file(s) that are not xDial-Eval sets: " + ", ".join(unknown)
+            )
+        return found
+
+    def download_dir(self) -> Path:
+        from harness.cache import default_home
+
+        return default_home() / "downloads" / "xdial-eval"
+
+    def _download_default(self, warnings: list[str]) -> dict[str, SourceFile]:
+        root = self.download_dir()
+        found: dict[str, SourceFile] = {}
+        offline_error: Exception | None = None
+        client = httpx.Client(follow_redirects=True, timeout=self._timeout, transport=self._transport)
+        with client:
+            for s in XDIAL_SETS:
+                dest = root / s.upstream_dir / f"{s.stem}.csv"
+                if dest.is_file():  # downloaded earlier
+                    found[s.stem] = SourceFile(s.stem, s.level, dest, s.url)
+                    continue
+                if offline_error is not None:
+                    continue
+                try:
+                    ok = download_file(s.url, dest, client)
+                except httpx.TransportError as e:  # no network, DNS failure, timeout, ...
+                    offline_error = e
+                    continue
+                except httpx.HTTPStatusError as e:
+                    raise SourceUnavailableError(
+                        f"xdial-eval: downloading {s.url} failed with HTTP {e.response.status_code}; "
+                        "retry later, or download the CSVs yourself and pass --source DIR"
+                    ) from e
+                if ok:
+                    found[s.stem] = SourceFile(s.stem, s.level, dest, s.url)
+        if offline_error is not None:
+            hint = (
+                f"could not download xDial-Eval from {RAW_BASE_URL} ({type(offline_error).__name__}: "
+                f"{offline_error}). This machine looks offline: fetch the CSVs of {UPSTREAM_REPO} (folder data/) "
+                "elsewhere and pass --source DIR, a directory holding turn/*.csv and dial/*.csv"
+            )
+            if not found:
+                raise SourceUnavailableError(f"xdial-eval: {hint}") from offline_error
+            warnings.append(
+                f"xdial-eval: {hint}; building from the {len(found)} file(s) downloaded earlier to {root}"
+            )
+        return found
+
+    # -- parsing ---------------------------------------------------------------------------------
+    def read_config(self, src: SourceFile, languages: tuple[str, ...], warnings: list[str]) -> ConfigData:
+        spec = SETS_BY_STEM[src.config]
+        level = spec.level
+        path = src.path
+        suffixes = ("ctx", "res") if level == "turn" else ("dial",)
+        text_col = "ctx" if level == "turn" else "dial"
+
+        _raise_field_limit()
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            rows = list(csv.reader(f))
+        if not rows:
+            raise DataValidationError(path, "header", RATING_COLUMN, "empty file (no header)")
+        header, data = rows[0], rows[1:]
+        dupes = sorted({c for c in header if header.count(c) > 1})
+        if dupes:
+            raise DataValidationError(path, "header", dupes[0], f"duplicate column(s) {dupes}")
+        col = {c: i for i, c in enumerate(header)}
+        required = [RATING_COLUMN] + [
+            f"{LANGUAGE_NAMES[lang]}_{sfx}" for lang in languages for sfx in suffixes
+        ]
+        absent = [c for c in required if c not in col]
+        if absent:
+            raise DataValidationError(
+                path,
+                "header",
+                absent[0],
+                f"missing column(s) {absent} required for a {level}-level set (header: {header})",
+            )
+        if not data:
+            raise DataValidationError(path, 1, RATING_COLUMN, "no data rows")
+
+        ratings: list[float] = []
+        for i, row in enumerate(data, start=1):
+            if len(row) != len(header):
+                column = header[len(row)] if len(row) < len(header) else f"<extra field {len(header) + 1}>"
+                raise DataValidationError(
+                    path, i, column, f"row has {len(row)} fields, the header has {len(header)}"
+                )
+            raw = row[col[RATING_COLUMN]]
+            rating = check_rating(raw)
+            if rating is None:
+                raise DataValidationError(path, i, RATING_COLUMN, f"rating {raw!r} is not a finite number")
+            ratings.append(rating)
+
+        dimension = DEFAULT_DIMENSION[level]
+        english = col.get(f"english_{text_col}")
+        en_counts = [len(split_utterances(row[english])) for row in data] if english is not None else None
+        mismatches: dict[str, list[int]] = {}
+        records: list[dict[str, Any]] = []
+        for lang in languages:
+            lname = LANGUAGE_NAMES[lang]
+            text_column = f"{lname}_{text_col}"
+            ti = col[text_column]
+            identical = 0
+            for i, row in enumerate(data, start=1):
+                utts = split_utterances(row[ti])
+                kind = "context" if level == "turn" else "dialogue"
+                if not utts:
+                    raise DataValidationError(path, i, text_column, f"empty {kind}")
+                for k, u in enumerate(utts, start=1):
+                    if not u:
+                        raise DataValidationError(
+                            path, i, text_column, f"empty utterance {k} of {len(utts)} inside the {kind}"
+                        )
+                if en_counts is not None and len(utts) != en_counts[i - 1]:
+                    mismatches.setdefault(lang, []).append(i)
+                if english is not None and lang != "en" and row[ti].strip() == row[english].strip():
+                    identical += 1
+                item_id = f"{src.config}-{i:05d}"
+                rec: dict[str, Any] = {
+                    "id": f"{item_id}-{lang}",
+                    "item_id": item_id,
+                    "dataset": src.config,
+                    "language": lang,
+                    "level": level,
+                }
+                if level == "turn":
+                    res_column = f"{lname}_res"
+                    response = row[col[res_column]].strip()
+                    if not response:
+                        raise DataValidationError(path, i, res_column, "empty response")
+                    rec["context"] = messages(utts, turn_level_roles(len(utts)))
+                    rec["response"] = response
+                else:
+                    rec["turns"] = messages(utts, dialogue_level_roles(len(utts)))
+                rec["rating"] = ratings[i - 1]
+                rec["dimension"] = dimension
+                records.append(rec)
+            if identical > _IDENTICAL_WARN_FRACTION * len(data):
+                warnings.append(
+                    f"{src.config}: column {text_column!r} equals 'english_{text_col}' in {identical} of "
+                    f"{len(data)} rows; the {lname} translation may be missing in {path.name}"
+                )
+
+        for lang, bad in mismatches.items():
+            listed = ", ".join(map(str, bad[:_MAX_LISTED_ROWS])) + (
+                " ..." if len(bad) > _MAX_LISTED_ROWS else ""
+            )
+            warnings.append(
+                f"{src.config}: {len(bad)} row(s) of '{LANGUAGE_NAMES[lang]}_{text_col}' have a different number "
+                f"of utterances than the English text (rows {listed}); inferred roles may not align there"
+            )
+
+        return ConfigData(
+            name=src.config,
+            level=level,
+            records=records,
+            expected_instances=spec.instances,
+            dimension=dimension,
+            title=spec.title,
+            source=src,
+            extra={
+                "title": spec.title,
+                "utterance_count_mismatches": {lang: rows for lang, rows in mismatches.items()},
+            },
+        )
+
+    # -- card ------------------------------------------------------------------------------------
+    def license_note(self) -> str:
+        return (
+            "The xDial-Eval repository (translations and packaging) is distributed under GPL-3.0. "
+            "The underlying English evaluation sets were created by other authors and keep their own "
+            "licenses and terms of use; check the original source of each set (table above) before "
+            "redistributing. Human-Eval in particular is only available from its authors on request."
+        )
+
+    def card_sections(self, configs: list[ConfigData], languages: tuple[str, ...]) -> list[str]:
+        built = {c.name for c in configs}
+        out = [
+            "## xDial-Eval sets (Table 1 of the paper)",
+            "",
+            "| set | level | config | #instances (Table 1) | original data | status |",
+            "|---|---|---|---:|---|---|",
+        ]
+        for s in XDIAL_SETS:
+            status = "built" if s.stem in built else "**not in source**"
+            out.append(
+                f"| {s.title} ({s.reference}) | {s.level} | `{s.stem}` | {s.instances} | {s.original_source} | {status} |"
+            )
+        out += [
+            "",
+            "## Notes",
+            "",
+            "- Ratings are the original English mean human ratings, copied to every translation; their scale "
+            "differs between sets (see the statistics above).",
+            "- Speaker roles are **inferred**, the CSVs do not mark speakers. Following the authors' scripts, "
+            "dialogues alternate human ([H] → `user`) and chatbot ([C] → `assistant`) starting with the human; "
+            "at turn level the response is the chatbot's and the context alternates backwards from it. "
+            "Dialogue fields start with a blank line, which is stripped before roles are assigned (the authors' "
+            "script splits the raw field, so its first tag lands on that empty line).",
+            "- Utterances are stripped of surrounding whitespace; nothing else is changed and no row is dropped "
+            "(e.g. the ConTurE sets keep their literal `<EMPTY>` placeholder for empty chatbot turns).",
+            "- Turn-level `dimension` is `relevance`, dialogue-level `coherence` (the aspects prompted for in the "
+            "paper); the source ratings themselves come from each set's own annotation protocol.",
+            "",
+        ]
+        return out
+
+
+def _raise_field_limit() -> None:
+    """Long dialogues exceed the csv module's default 128 KiB field limit."""
+    limit = min(sys.maxsize, 2**31 - 1)
+    if csv.field_size_limit() < limit:
+        csv.field_size_limit(limit)

@@ -1,0 +1,508 @@
+"""``hf:<model>`` — a local transformers causal LM (optionally with an unmerged PEFT LoRA adapter).
+
+Prompts are rendered with the tokenizer's chat template (or ``chat_template=alpaca|plain|<jinja>``)
+and decoded by a small batched loop over the model's KV cache: left padding with explicit
+attention masks and position ids (so batched results equal one-by-one results), greedy or seeded
+per-request sampling, stop strings, and log-probs from the *unprocessed* distribution.
+
+Label words (``Request.choices``) are scored exactly: ``log P(choice | prompt)`` as the start of
+the assistant reply, by teacher forcing. When every label is one token, the first decoding step
+gives them all (plus the greedy next token); multi-token labels are scored in batched forward
+passes over prompt+label sequences.
+
+The tokenizer and config load in ``__init__`` (cheap), the weights on first use, so
+:meth:`identity` never loads weights.
+"""
+
+from __future__ import annotations
+
+import gc
+import inspect
+import math
+import secrets
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from harness.backends.base import Backend, Capabilities
+from harness.backends.hf_templates import (
+    ChatTemplateError,
+    adapter_sha,
+    local_model_fingerprint,
+    resolve_chat_template,
+    short_sha,
+)
+from harness.types import ChatMessage, Request, Response, TokenLogprob, Usage
+
+__all__ = ["HFBackend", "ChatTemplateError", "PromptTooLongError"]
+
+_DTYPE_ALIASES = {
+    "float32": torch.float32, "fp32": torch.float32, "float": torch.float32,
+    "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+    "float16": torch.float16, "fp16": torch.float16, "half": torch.float16,
+}  # fmt: skip
+# Options passed through to ``from_pretrained`` of the model.
+_MODEL_OPTIONS = ("attn_implementation", "device_map")
+_POSITION_LIMIT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
+
+
+class PromptTooLongError(ValueError):
+    """A rendered prompt is longer than the model's position limit (and no max_length was set)."""
+
+
+@dataclass(eq=False)
+class _Row:
+    """Decoding state of one request."""
+
+    index: int
+    req: Request
+    ids: list[int]
+    truncated: bool
+    max_new: int
+    choice_ids: dict[str, list[int]] | None = None
+    choice_lp: dict[str, float] | None = None
+    first_logits: torch.Tensor | None = None  # next-token logits after the prompt (teacher-forcing path)
+    gen: list[int] = field(default_factory=list)  # generated ids, EOS excluded
+    n_generated: int = 0
+    token_lps: list[TokenLogprob] = field(default_factory=list)
+    finished: bool = False
+    finish_reason: str | None = None
+    stop_at: int | None = None  # char offset where the text is cut at a stop string
+    generator: torch.Generator | None = None
+
+    @property
+    def single_token_choices(self) -> bool:
+        return self.choice_ids is not None and all(len(c) == 1 for c in self.choice_ids.values())
+
+
+class HFBackend(Backend):
+    kind = "hf"
+    capabilities = Capabilities(choice_logprobs=True, token_logprobs=True)
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        revision: str | None = None,
+        device: str = "auto",
+        dtype: Any = "auto",
+        batch_size: int = 8,
+        adapter: str | None = None,
+        chat_template: str | None = None,
+        max_length: int | None = None,
+        trust_remote_code: bool = False,
+        **options: Any,
+    ) -> None:
+        super().__init__(model, revision=revision, **options)
+        from transformers import AutoConfig, AutoTokenizer
+
+        self.model_kwargs: dict[str, Any] = dict(options.pop("model_kwargs", None) or {})
+        for key in _MODEL_OPTIONS:
+            if key in options:
+                self.model_kwargs[key] = options.pop(key)
+        if options:
+            raise ValueError(
+                f"unknown hf backend option(s) {sorted(options)}; known: device, dtype, batch_size, adapter, "
+                f"chat_template, max_length, trust_remote_code, model_kwargs, {', '.join(_MODEL_OPTIONS)}"
+            )
+        self.batch_size = int(batch_size)
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self.max_length = int(max_length) if max_length is not None else None
+        if self.max_length is not None and self.max_length < 1:
+            raise ValueError(f"max_length must be >= 1, got {max_length}")
+        self.trust_remote_code = bool(trust_remote_code)
+        self.device = self._resolve_device(device)
+        self.dtype = self._resolve_dtype(dtype, self.device)
+        self.adapter = str(adapter) if adapter else None
+        self.truncated = 0  # prompts truncated to max_length so far
+
+        self.tokenizer = AutoTokenizer.from_pretrained(
+            model, revision=revision, trust_remote_code=self.trust_remote_code
+        )
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.config = AutoConfig.from_pretrained(
+            model, revision=revision, trust_remote_code=self.trust_remote_code
+        )
+        self.chat_template_name, self.chat_template = resolve_chat_template(
+            chat_template, getattr(self.tokenizer, "chat_template", None), model
+        )
+        text_config = (
+            self.config.get_text_config() if hasattr(self.config, "get_text_config") else self.config
+        )
+        self.max_positions: int | None = next(
+            (
+                int(v)
+                for k in _POSITION_LIMIT_KEYS
+                if isinstance(v := getattr(text_config, k, None), int) and v > 0
+            ),
+            None,
+        )
+        self._adapter_dir = self._resolve_adapter(self.adapter) if self.adapter else None
+        self._model: Any = None
+        self._eos_ids: set[int] = set()
+        self._accepts: set[str] = set()
+        self._input_device = torch.device(self.device)
+        self._tok_str: dict[int, str] = {}
+        self._bos_added: bool | None = None
+        self._identity: dict[str, Any] | None = None
+        self._lock = threading.RLock()
+
+    # -- setup ----------------------------------------------------------------------------------
+    @staticmethod
+    def _resolve_device(device: str) -> str:
+        if device in (None, "auto"):
+            return "cuda" if torch.cuda.is_available() else "cpu"
+        return str(device)
+
+    @staticmethod
+    def _resolve_dtype(dtype: Any, device: str) -> torch.dtype:
+        if isinstance(dtype, torch.dtype):
+            return dtype
+        if dtype in (None, "auto"):
+            if device.startswith("cuda"):
+                return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+            return torch.float32
+        key = str(dtype).lower().removeprefix("torch.")
+        if key not in _DTYPE_ALIASES:
+            raise ValueError(f"unknown dtype {dtype!r}; use auto, {', '.join(_DTYPE_ALIASES)}")
+        return _DTYPE_ALIASES[key]
+
+    def _resolve_adapter(self, adapter: str) -> Path:
+        p = Path(adapter).expanduser()
+        if p.is_dir():
+            return p
+        from huggingface_hub import snapshot_download
+
+        try:
+            return Path(snapshot_download(adapter, allow_patterns=["adapter_*", "*.json"]))
+        except Exception as e:  # noqa: BLE001 - re-raised with context
+            raise FileNotFoundError(
+                f"PEFT adapter {adapter!r} is neither a local directory nor a reachable Hub repo: {e}"
+            ) from e
+
+    def _ensure_model(self) -> Any:
+        if self._model is not None:
+            return self._model
+        from transformers import AutoModelForCausalLM
+
+        kwargs: dict[str, Any] = {
+            "dtype": self.dtype,
+            "trust_remote_code": self.trust_remote_code,
+            **self.model_kwargs,
+        }
+        if self.device != "cpu":
+            kwargs.setdefault("device_map", self.device)
+        model = AutoModelForCausalLM.from_pretrained(self.model, revision=self.revision, **kwargs)
+        if "device_map" not in kwargs:
+            model.to(self.device)
+        if self._adapter_dir is not None:
+            from peft import PeftModel
+
+            model = PeftModel.from_pretrained(model, str(self._adapter_dir))
+        model.eval()
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        self._accepts = set(inspect.signature(base.forward).parameters)
+        self._input_device = model.get_input_embeddings().weight.device
+        eos: set[int] = set()
+        for src in (getattr(base, "generation_config", None), self.config, self.tokenizer):
+            v = getattr(src, "eos_token_id", None)
+            eos.update([v] if isinstance(v, int) else list(v or []))
+        self._eos_ids = eos
+        self._model = model
+        return model
+
+    def close(self) -> None:
+        with self._lock:
+            if self._model is None:
+                return
+            self._model = None
+            gc.collect()
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+
+    # -- identity -------------------------------------------------------------------------------
+    def _identity_extras(self) -> dict[str, Any]:
+        if self._identity is None:
+            d: dict[str, Any] = {
+                "dtype": str(self.dtype).removeprefix("torch."),
+                "chat_template": self.chat_template_name,
+                "chat_template_sha256": short_sha(self.chat_template),
+            }
+            if Path(self.model).is_dir():
+                d["model_fingerprint"] = local_model_fingerprint(self.model)
+            else:
+                d["resolved_revision"] = getattr(self.config, "_commit_hash", None)
+            if self.adapter:
+                d["adapter"] = self.adapter
+                d["adapter_sha256"] = adapter_sha(self._adapter_dir)
+            if self.max_length is not None:
+                d["max_length"] = self.max_length
+            self._identity = d
+        return dict(self._identity)
+
+    # -- prompts --------------------------------------------------------------------------------
+    def render_prompt(self, messages: Request | tuple[ChatMessage, ...] | list[ChatMessage]) -> str:
+        """The prompt text a request is rendered to (chat template + generation prompt)."""
+        if isinstance(messages, Request):
+            messages = messages.messages
+        return self.tokenizer.apply_chat_template(
+            [m.to_dict() for m in messages],
+            tokenize=False,
+            add_generation_prompt=True,
+            chat_template=self.chat_template,
+        )
+
+    def encode_prompt(self, text: str) -> list[int]:
+        """Token ids of a rendered prompt.
+
+        Like ``apply_chat_template(tokenize=True)``, no special tokens are added (a model's template
+        renders its own BOS; an added EOS would end the prompt). With a built-in or custom template,
+        BOS is prepended when the tokenizer normally starts sequences with it (Alpaca-tuned Llamas).
+        """
+        ids = list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        bos = self.tokenizer.bos_token_id
+        if self.chat_template_name != "tokenizer" and bos is not None and self._adds_bos():
+            if not ids or ids[0] != bos:
+                ids.insert(0, bos)
+        return ids
+
+    def _adds_bos(self) -> bool:
+        if self._bos_added is None:
+            probe = self.tokenizer("a", add_special_tokens=True)["input_ids"]
+            self._bos_added = bool(probe) and probe[0] == self.tokenizer.bos_token_id
+        return self._bos_added
+
+    def _prepare(self, index: int, req: Request) -> _Row:
+        ids = self.encode_prompt(self.render_prompt(req))
+        truncated = False
+        if self.max_length is not None and len(ids) > self.max_length:
+            ids = ids[-self.max_length :]
+            truncated = True
+            self.truncated += 1
+        limit = self.max_positions
+        if limit is not None and len(ids) > limit:
+            raise PromptTooLongError(
+                f"request {index}: the rendered prompt is {len(ids)} tokens, longer than the limit of {limit} "
+                f"positions (max_position_embeddings) of {self.model}; pass max_length=N to truncate prompts "
+                "from the left"
+            )
+        max_new = req.config.max_tokens
+        if limit is not None:
+            max_new = max(1, min(max_new, limit - len(ids) + 1))
+        choice_ids = None
+        if req.choices is not None:
+            choice_ids = {
+                c: list(self.tokenizer(c, add_special_tokens=False)["input_ids"]) for c in req.choices
+            }
+        return _Row(
+            index=index, req=req, ids=ids, truncated=truncated, max_new=max_new, choice_ids=choice_ids
+        )
+
+    # -- generation -----------------------------------------------------------------------------
+    def _generate(self, requests: list[Request], emit: Callable[[int, Response], None]) -> list[Response]:
+        with self._lock:
+            self._ensure_model()
+            with torch.inference_mode():
+                return self._run(requests, emit)
+
+    def _run(self, requests: list[Request], emit: Callable[[int, Response], None]) -> list[Response]:
+        rows = [self._prepare(i, r) for i, r in enumerate(requests)]
+        out: list[Response | None] = [None] * len(rows)
+
+        def finish(batch: list[_Row]) -> None:
+            for r in batch:
+                out[r.index] = self._response(r)
+                emit(r.index, out[r.index])
+
+        tf_rows = [r for r in rows if r.choice_ids is not None and not r.single_token_choices]
+        if tf_rows:
+            self._score_teacher_forced(tf_rows)
+            done = []
+            for r in tf_rows:
+                if r.max_new == 1 and r.first_logits is not None:
+                    self._advance(r, r.first_logits, int(r.first_logits.argmax()))
+                    done.append(r)
+                r.first_logits = None
+            finish(done)
+        pending = sorted((r for r in rows if not r.finished), key=lambda r: -len(r.ids))
+        for start in range(0, len(pending), self.batch_size):
+            batch = pending[start : start + self.batch_size]
+            self._decode(batch)
+            finish(batch)
+        return out  # type: ignore[return-value]
+
+    def _pad(self, seqs: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Left-pad sequences; return input ids, attention mask and position ids."""
+        n = max(len(s) for s in seqs)
+        ids = torch.full((len(seqs), n), self.tokenizer.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(seqs), n), dtype=torch.long)
+        for b, s in enumerate(seqs):
+            ids[b, n - len(s) :] = torch.tensor(s, dtype=torch.long)
+            mask[b, n - len(s) :] = 1
+        pos = (mask.cumsum(-1) - 1).clamp(min=0)
+        dev = self._input_device
+        return ids.to(dev), mask.to(dev), pos.to(dev)
+
+    def _forward(self, ids, mask, pos, cache, keep: int, use_cache: bool) -> tuple[torch.Tensor, Any]:
+        kwargs: dict[str, Any] = {"input_ids": ids, "attention_mask": mask, "use_cache": use_cache}
+        if "position_ids" in self._accepts:
+            kwargs["position_ids"] = pos
+        if "logits_to_keep" in self._accepts:
+            kwargs["logits_to_keep"] = keep
+        if cache is not None:
+            kwargs["past_key_values"] = cache
+        res = self._model(**kwargs)
+        return res.logits[:, -keep:, :].float(), (res.past_key_values if use_cache else None)
+
+    def _decode(self, rows: list[_Row]) -> None:
+        """Batched decoding with a KV cache until every row has finished."""
+        ids, mask, pos = self._pad([r.ids for r in rows])
+        cache = None
+        pad = self.tokenizer.pad_token_id
+        steps = max(r.max_new for r in rows)
+        for step in range(steps):
+            logits, cache = self._forward(ids, mask, pos, cache, keep=1, use_cache=steps > 1)
+            logits = logits[:, -1, :]
+            if step == 0 and any(r.single_token_choices for r in rows):
+                lsm = torch.log_softmax(logits, dim=-1)
+                for b, r in enumerate(rows):
+                    if r.single_token_choices:
+                        r.choice_lp = {c: float(lsm[b, t[0]]) for c, t in r.choice_ids.items()}
+            greedy = logits.argmax(dim=-1).tolist()
+            nxt = []
+            for b, r in enumerate(rows):
+                if not r.finished:
+                    self._advance(r, logits[b], greedy[b])
+                nxt.append(r.gen[-1] if r.gen and not r.finished else pad)
+            if all(r.finished for r in rows):
+                break
+            ids = torch.tensor(nxt, dtype=torch.long, device=ids.device).unsqueeze(1)
+            mask = torch.cat([mask, mask.new_ones((len(rows), 1))], dim=1)
+            pos = pos[:, -1:] + 1
+        del cache
+
+    def _score_teacher_forced(self, rows: list[_Row]) -> None:
+        """Exact log P(label | prompt) for labels of any length, batched over prompt+label sequences."""
+        items = []
+        for r in rows:
+            r.choice_lp = {}
+            for c, cids in r.choice_ids.items():
+                if cids:
+                    items.append((r, c, cids))
+                else:
+                    r.choice_lp[c] = 0.0  # the empty string: log P = 0
+        items.sort(key=lambda it: -(len(it[0].ids) + len(it[2])))
+        for start in range(0, len(items), self.batch_size):
+            chunk = items[start : start + self.batch_size]
+            keep = max(len(cids) for _, _, cids in chunk) + 1
+            ids, mask, pos = self._pad([r.ids + cids for r, _, cids in chunk])
+            logits, _ = self._forward(ids, mask, pos, None, keep=keep, use_cache=False)
+            lsm = torch.log_softmax(logits, dim=-1)
+            for b, (r, c, cids) in enumerate(chunk):
+                first = keep - len(cids) - 1
+                target = torch.tensor(cids, device=lsm.device).unsqueeze(1)
+                r.choice_lp[c] = float(lsm[b, first : first + len(cids)].gather(-1, target).sum())
+                if r.first_logits is None:
+                    r.first_logits = logits[b, first].clone()
+
+    # -- one decoding step of one row --------------------------------------------------------------
+    def _advance(self, r: _Row, logits: torch.Tensor, greedy_token: int) -> None:
+        cfg = r.req.config
+        sel = logits
+        if (cfg.presence_penalty or cfg.frequency_penalty) and r.gen:
+            counts = torch.bincount(torch.tensor(r.gen, device=logits.device), minlength=logits.numel())
+            counts = counts[: logits.numel()].to(logits.dtype)
+            sel = (
+                logits - cfg.frequency_penalty * counts - cfg.presence_penalty * (counts > 0).to(logits.dtype)
+            )
+            greedy_token = int(sel.argmax())
+        tok = greedy_token if cfg.greedy else self._sample(r, sel)
+        r.n_generated += 1
+        if tok in self._eos_ids:
+            r.finished, r.finish_reason = True, "stop"
+            return
+        r.gen.append(tok)
+        if cfg.logprobs:
+            r.token_lps.append(self._token_logprob(tok, torch.log_softmax(logits, dim=-1), cfg.top_logprobs))
+        if cfg.stop:
+            text = self.tokenizer.decode(r.gen, skip_special_tokens=True)
+            hits = [i for s in cfg.stop if s and (i := text.find(s)) >= 0]
+            if hits:
+                r.stop_at = min(hits)
+                r.finished, r.finish_reason = True, "stop"
+                return
+        if r.n_generated >= r.max_new:
+            r.finished, r.finish_reason = True, "length"
+
+    def _sample(self, r: _Row, logits: torch.Tensor) -> int:
+        cfg = r.req.config
+        x = logits / cfg.temperature
+        if cfg.top_k is not None and 0 < cfg.top_k < x.numel():
+            kth = torch.topk(x, cfg.top_k).values[-1]
+            x = x.masked_fill(x < kth, -math.inf)
+        if cfg.top_p < 1.0:
+            sx, si = torch.sort(x, descending=True)
+            p = torch.softmax(sx, dim=-1)
+            sx = sx.masked_fill(p.cumsum(-1) - p > cfg.top_p, -math.inf)  # always keeps the top token
+            x = torch.full_like(x, -math.inf).scatter(0, si, sx)
+        if r.generator is None:
+            seed = cfg.seed if cfg.seed is not None else secrets.randbits(63)
+            r.generator = torch.Generator(device=x.device).manual_seed(int(seed))
+        return int(torch.multinomial(torch.softmax(x, dim=-1), 1, generator=r.generator))
+
+    def _token_str(self, tok: int) -> str:
+        """A token as text; a token that is only part of a UTF-8 character decodes to U+FFFD, so it is
+        named by its vocabulary entry instead (keeps distinct byte tokens apart in ``top``)."""
+        s = self._tok_str.get(tok)
+        if s is None:
+            s = self.tokenizer.decode([tok])
+            if "\ufffd" in s:
+                s = self.tokenizer.convert_ids_to_tokens(tok) or s
+            self._tok_str[tok] = s
+        return s
+
+    def _token_logprob(self, tok: int, lsm: torch.Tensor, k: int) -> TokenLogprob:
+        top: dict[str, float] = {}
+        if k > 0:
+            vals, idx = torch.topk(lsm, min(k, lsm.numel()))
+            for v, i in zip(vals.tolist(), idx.tolist(), strict=True):
+                s = self._token_str(i)
+                # distinct ids that decode alike (e.g. partial UTF-8 bytes) are merged, as label matching does
+                top[s] = float(torch.logaddexp(torch.tensor(top[s]), torch.tensor(v))) if s in top else v
+            top = dict(sorted(top.items(), key=lambda kv: -kv[1]))
+        return TokenLogprob(token=self._token_str(tok), logprob=float(lsm[tok]), top=top)
+
+    def _response(self, r: _Row) -> Response:
+        text = self.tokenizer.decode(r.gen, skip_special_tokens=True)
+        token_lps = list(r.token_lps) if r.req.config.logprobs else None
+        if r.stop_at is not None:
+            text = text[: r.stop_at]
+            if token_lps is not None:
+                keep = 0
+                if r.stop_at > 0:  # tokens up to the one that reaches the cut
+                    keep = next(
+                        (k for k in range(1, len(r.gen) + 1)
+                         if len(self.tokenizer.decode(r.gen[:k], skip_special_tokens=True)) >= r.stop_at),
+                        len(r.gen),
+                    )  # fmt: skip
+                token_lps = token_lps[:keep]
+        raw: dict[str, Any] = {"prompt_tokens": len(r.ids), "truncated": r.truncated}
+        if r.choice_ids is not None:
+            raw["choice_tokens"] = {c: len(t) for c, t in r.choice_ids.items()}
+        choice_lp = None
+        if r.req.choices is not None:
+            choice_lp = {c: r.choice_lp[c] for c in r.req.choices}
+        return Response(
+            text=text,
+            choice_logprobs=choice_lp,
+            token_logprobs=token_lps,
+            usage=Usage(prompt_tokens=len(r.ids), completion_tokens=r.n_generated),
+            finish_reason=r.finish_reason,
+            raw=raw,
+        )

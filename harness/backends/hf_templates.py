@@ -1,0 +1,142 @@
+"""Helpers of the ``hf`` backend: built-in chat templates, template resolution, cheap fingerprints.
+
+Built-in templates are Jinja strings rendered by ``tokenizer.apply_chat_template`` exactly like a
+model's own template, so one code path renders every prompt and one sha identifies it.
+
+* ``alpaca`` — the Alpaca format used by xDial-Eval for its fine-tuned evaluators: system messages
+  (if any) first, then the Alpaca preamble, the conversation contents and ``### Response:``.
+* ``plain`` — the messages' contents joined by blank lines, then a newline.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+ALPACA_PREAMBLE = (
+    "Below is an instruction that describes a task, paired with an input that provides further context. "
+    "Write a response that appropriately completes the request.\n\n"
+)
+
+# Newlines are written as Jinja string literals: transformers renders with trim_blocks/lstrip_blocks,
+# which would eat literal newlines that follow block tags.
+ALPACA_TEMPLATE = (
+    "{%- for m in messages if m['role'] == 'system' -%}{{ m['content'] ~ '\\n\\n' }}{%- endfor -%}"
+    "{{ '" + ALPACA_PREAMBLE.replace("\n", "\\n") + "' }}"
+    "{%- for m in messages if m['role'] != 'system' -%}"
+    "{%- if not loop.first %}{{ '\\n\\n' }}{% endif -%}{{ m['content'] }}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt %}{{ '\\n\\n### Response:\\n' }}{% endif -%}"
+)
+
+PLAIN_TEMPLATE = (
+    "{%- for m in messages -%}{%- if not loop.first %}{{ '\\n\\n' }}{% endif -%}{{ m['content'] }}{%- endfor -%}"
+    "{{ '\\n' }}"
+)
+
+BUILTIN_TEMPLATES: dict[str, str] = {"alpaca": ALPACA_TEMPLATE, "plain": PLAIN_TEMPLATE}
+
+# Files whose names and sizes fingerprint a local model directory (their bytes are not hashed).
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".msgpack", ".h5")
+_TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer.model",
+    "vocab.json",
+    "merges.txt",
+    "vocab.txt",
+    "spiece.model",
+)
+# Small files whose bytes are hashed.
+_HASHED_FILES = ("config.json", "generation_config.json")
+
+
+class ChatTemplateError(ValueError):
+    """No usable chat template for a model."""
+
+
+def short_sha(data: str | bytes, n: int = 16) -> str:
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    return hashlib.sha256(data).hexdigest()[:n]
+
+
+def resolve_chat_template(
+    override: str | None, tokenizer_template: str | dict | None, model: str
+) -> tuple[str, str]:
+    """Return ``(name, jinja)`` of the template to use.
+
+    ``override`` is a built-in name (``alpaca``, ``plain``), a path to a ``.jinja`` file, or a Jinja
+    string; ``None`` means the tokenizer's own template.
+    """
+    if override is not None:
+        override = str(override)
+        if override in BUILTIN_TEMPLATES:
+            return override, BUILTIN_TEMPLATES[override]
+        if _is_file(override):
+            return "file", Path(override).expanduser().read_text(encoding="utf-8")
+        if "{{" in override or "{%" in override:
+            return "custom", override
+        if override.endswith(".jinja"):
+            raise ChatTemplateError(f"chat template file not found: {override}")
+        raise ChatTemplateError(
+            f"chat_template={override!r} is neither a built-in template ({', '.join(BUILTIN_TEMPLATES)}), "
+            "an existing .jinja file, nor a Jinja string"
+        )
+    if isinstance(tokenizer_template, dict):
+        tokenizer_template = tokenizer_template.get("default")
+    if not tokenizer_template:
+        raise ChatTemplateError(
+            f"the tokenizer of {model} has no chat template; pass chat_template=alpaca|plain|<jinja string or "
+            "path to a .jinja file> (e.g. 'hf:<model>,chat_template=alpaca' for xDial-Eval's Alpaca format)"
+        )
+    return "tokenizer", tokenizer_template
+
+
+def _is_file(s: str) -> bool:
+    if "\n" in s or "{" in s:
+        return False
+    try:
+        return Path(s).expanduser().is_file()
+    except (OSError, ValueError):  # e.g. a name too long to be a path
+        return False
+
+
+def local_model_fingerprint(path: str | Path) -> str:
+    """Cheap fingerprint of a local model directory: config bytes + weight/tokenizer file names and sizes."""
+    root = Path(path)
+    h = hashlib.sha256()
+    for name in _HASHED_FILES:
+        f = root / name
+        if f.is_file():
+            h.update(f"{name}\0".encode())
+            h.update(f.read_bytes())
+    for f in sorted(root.rglob("*")):
+        if not f.is_file() or any(part.startswith(".") for part in f.relative_to(root).parts):
+            continue
+        name = f.name
+        if name.endswith(_WEIGHT_SUFFIXES) or name.endswith(".index.json") or name in _TOKENIZER_FILES:
+            h.update(f"{f.relative_to(root).as_posix()}\0{f.stat().st_size}\n".encode())
+    return h.hexdigest()[:16]
+
+
+def adapter_files(adapter_dir: str | Path) -> list[Path]:
+    root = Path(adapter_dir)
+    files = sorted(
+        f
+        for f in root.iterdir()
+        if f.is_file() and f.name.startswith("adapter_") and f.suffix in (".safetensors", ".bin", ".json")
+    )
+    if not any(f.suffix in (".safetensors", ".bin") for f in files):
+        raise FileNotFoundError(f"no adapter weights (adapter_model.safetensors / .bin) found in {root}")
+    return files
+
+
+def adapter_sha(adapter_dir: str | Path) -> str:
+    """sha256 (short) of a PEFT adapter's weight and config files (adapters are small: hash the bytes)."""
+    h = hashlib.sha256()
+    for f in adapter_files(adapter_dir):
+        h.update(f"{f.name}\0".encode())
+        with f.open("rb") as fh:
+            while chunk := fh.read(1 << 20):
+                h.update(chunk)
+    return h.hexdigest()[:16]

@@ -1,0 +1,537 @@
+"""``openai:<model>`` — any OpenAI-compatible chat-completions server.
+
+Works against api.openai.com and local servers that speak the same protocol (vLLM, TGI,
+llama.cpp, LM Studio, ...)::
+
+    openai:gpt-4o-mini,concurrency=8
+    openai:Qwen/Qwen2.5-7B-Instruct,base_url=http://localhost:8000/v1
+
+The API key is read from the environment variable named by ``api_key_env`` (default
+``OPENAI_API_KEY``) at call time and is never stored on the backend, put in its identity, in a
+response, an exception message or a log line. A missing key is an error for api.openai.com; other
+servers get no ``Authorization`` header.
+
+Requests of one batch run concurrently (``asyncio.Semaphore(concurrency)``) over one
+``httpx.AsyncClient``; each finished request is handed to ``emit`` at once so a write-through
+cache keeps it even if the batch later fails. When one request fails permanently, requests not
+yet started are skipped, those in flight finish (and are emitted), then the first error is
+raised. HTTP 408/429/5xx, timeouts and connection errors
+are retried with exponential backoff plus jitter (``Retry-After`` / ``retry-after-ms`` honoured,
+capped at ``retry_after_cap`` seconds); other 4xx fail at once with the server's message.
+
+Choice scoring (``Request.choices``) asks for ``logprobs=true`` and ``top_logprobs=
+choice_top_logprobs`` and reads the label log-probs from the *first* generated token's
+alternatives. By default (``choice_match=exact``) only the token spelled exactly like the label
+counts — the xDial-Eval definition, and what the hf and vllm backends score, so P(Yes) is
+comparable across backends; ``choice_match=normalized`` merges whitespace/case variants
+(:func:`harness.scoring.choice_logprobs_from_top`). Labels outside the top-k get ``None``. ``max_tokens`` is sent as the request's config says
+(judges that only score set it to 1). OpenAI caps ``top_logprobs`` at 20; local servers may allow
+more (vLLM: ``--max-logprobs``), so a larger ``choice_top_logprobs`` is accepted for them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import email.utils
+import logging
+import math
+import os
+import random
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+import numpy as np
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+
+from harness.backends.base import Backend, Capabilities
+from harness.scoring import choice_logprobs_from_top
+from harness.types import (
+    BackendError,
+    LogprobsUnavailableError,
+    Request,
+    Response,
+    TokenLogprob,
+    Usage,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+OPENAI_MAX_TOP_LOGPROBS = 20
+CHOICE_MATCH_MODES = ("normalized", "exact")
+RETRYABLE_STATUS = frozenset({408, 429})  # plus every 5xx
+_MAX_ERROR_CHARS = 1000
+_REDACTED = "***"
+
+
+class _RetryableHTTPError(Exception):
+    """A response status worth retrying (429 / 5xx / 408), with the server's Retry-After."""
+
+    def __init__(self, status: int, message: str, retry_after: float | None) -> None:
+        super().__init__(f"HTTP {status}: {message}")
+        self.status = status
+        self.message = message
+        self.retry_after = retry_after
+
+
+class _Aborted(Exception):
+    """A request skipped because another request of the batch already failed permanently."""
+
+
+def _is_retryable(exc: BaseException) -> bool:
+    return isinstance(
+        exc, _RetryableHTTPError | httpx.TimeoutException | httpx.NetworkError | httpx.RemoteProtocolError
+    )
+
+
+def sanitize_base_url(url: str) -> str:
+    """``scheme://host[:port]/path`` — no credentials, query or fragment, no trailing slash."""
+    parts = urlsplit(url.strip())
+    host = (parts.hostname or "").lower()
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    netloc = f"{host}:{port}" if port is not None else host
+    return urlunsplit((parts.scheme.lower(), netloc, parts.path.rstrip("/"), "", ""))
+
+
+def _is_openai_host(url: str) -> bool:
+    host = (urlsplit(url).hostname or "").lower()
+    return host == "openai.com" or host.endswith(".openai.com")
+
+
+def parse_retry_after(headers: httpx.Headers) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
+    ms = headers.get("retry-after-ms")
+    if ms is not None:
+        try:
+            v = float(ms) / 1000.0
+            if math.isfinite(v) and v >= 0:
+                return v
+        except ValueError:
+            pass
+    ra = headers.get("retry-after")
+    if ra is None:
+        return None
+    ra = ra.strip()
+    try:
+        v = float(ra)
+        return v if math.isfinite(v) and v >= 0 else None
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(ra)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _server_message(resp: httpx.Response) -> str:
+    """The error message from an error response body (OpenAI, vLLM, TGI, FastAPI shapes)."""
+    try:
+        body = resp.json()
+    except ValueError:
+        body = None
+    msg: Any = None
+    if isinstance(body, dict):
+        err = body.get("error")
+        if isinstance(err, dict):
+            msg = err.get("message") or err
+        elif err:
+            msg = err
+        else:
+            msg = body.get("message") or body.get("detail")
+    if msg is None:
+        msg = resp.text.strip() or resp.reason_phrase or "(empty body)"
+    msg = str(msg)
+    if len(msg) > _MAX_ERROR_CHARS:
+        msg = msg[:_MAX_ERROR_CHARS] + "..."
+    return msg
+
+
+def _top_to_dict(top: Any) -> dict[str, float]:
+    """OpenAI's ``top_logprobs`` (list of {token, logprob}) or a legacy {token: logprob} dict."""
+    out: dict[str, float] = {}
+    if isinstance(top, dict):
+        items = top.items()
+    elif isinstance(top, list):
+        items = [(t.get("token"), t.get("logprob")) for t in top if isinstance(t, dict)]
+    else:
+        return out
+    for tok, lp in items:
+        if tok is None or lp is None:
+            continue
+        tok = str(tok)
+        lp = float(lp)
+        # Distinct token ids can decode to the same string (partial UTF-8 bytes): merge them, as
+        # label matching does (and as the hf backend does for its top alternatives).
+        out[tok] = float(np.logaddexp(out[tok], lp)) if tok in out else lp
+    return out
+
+
+class OpenAIBackend(Backend):
+    kind = "openai"
+    capabilities = Capabilities(choice_logprobs=True, token_logprobs=True)
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        revision: str | None = None,
+        base_url: str | None = None,
+        api_key_env: str = "OPENAI_API_KEY",
+        concurrency: int = 8,
+        max_retries: int = 6,
+        timeout: float = 60.0,
+        choice_top_logprobs: int = 20,
+        retry_initial: float = 1.0,
+        retry_max_wait: float = 60.0,
+        retry_after_cap: float = 60.0,
+        choice_match: str = "exact",
+        **options: Any,
+    ) -> None:
+        super().__init__(model, revision=revision, **options)
+        url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+        url = str(url).strip().rstrip("/")
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(
+                f"openai backend: base_url must be an http(s) URL, got {sanitize_base_url(url)!r}"
+            )
+        self.base_url = url  # may carry credentials: only ever shown through display_url
+        self.display_url = sanitize_base_url(url)
+        self.api_key_env = str(api_key_env)
+        self.concurrency = int(concurrency)
+        self.max_retries = int(max_retries)
+        self.timeout = float(timeout)
+        self.choice_top_logprobs = int(choice_top_logprobs)
+        self.retry_initial = float(retry_initial)
+        self.retry_max_wait = float(retry_max_wait)
+        self.retry_after_cap = float(retry_after_cap)
+        self.choice_match = str(choice_match)
+        if self.choice_match not in CHOICE_MATCH_MODES:
+            raise ValueError(
+                f"openai backend: choice_match must be one of {CHOICE_MATCH_MODES}, got {self.choice_match!r}"
+            )
+        if self.concurrency < 1:
+            raise ValueError(f"openai backend: concurrency must be >= 1, got {self.concurrency}")
+        if self.max_retries < 0:
+            raise ValueError(f"openai backend: max_retries must be >= 0, got {self.max_retries}")
+        if self.timeout <= 0:
+            raise ValueError(f"openai backend: timeout must be > 0 seconds, got {self.timeout}")
+        if self.choice_top_logprobs < 1:
+            raise ValueError(
+                f"openai backend: choice_top_logprobs must be >= 1, got {self.choice_top_logprobs}"
+            )
+        if self.choice_top_logprobs > OPENAI_MAX_TOP_LOGPROBS and _is_openai_host(url):
+            raise ValueError(
+                f"openai backend: choice_top_logprobs={self.choice_top_logprobs} exceeds the OpenAI API "
+                f"limit of {OPENAI_MAX_TOP_LOGPROBS}"
+            )
+
+    def __repr__(self) -> str:
+        return f"OpenAIBackend(model={self.model!r}, base_url={self.display_url!r})"
+
+    def _identity_extras(self) -> dict[str, Any]:
+        extras: dict[str, Any] = {"base_url": self.display_url}
+        # Settings that change choice_logprobs join the identity only when not at their defaults,
+        # so default identities (and cache keys) stay stable.
+        if self.choice_top_logprobs != OPENAI_MAX_TOP_LOGPROBS:
+            extras["choice_top_logprobs"] = self.choice_top_logprobs
+        if self.choice_match != "exact":
+            extras["choice_match"] = self.choice_match
+        return extras
+
+    # -- key handling ---------------------------------------------------------------------------
+    def _api_key(self) -> str | None:
+        key = os.environ.get(self.api_key_env, "").strip()
+        if key:
+            return key
+        if _is_openai_host(self.base_url):
+            raise BackendError(
+                f"openai backend: no API key for {self.display_url} (model {self.model}); "
+                f"set the environment variable {self.api_key_env}"
+            )
+        return None
+
+    @staticmethod
+    def _redact(obj: Any, key: str | None) -> Any:
+        """Replace any occurrence of the key (servers sometimes echo it) in strings of ``obj``."""
+        if not key:
+            return obj
+        if isinstance(obj, str):
+            return obj.replace(key, _REDACTED) if key in obj else obj
+        if isinstance(obj, dict):
+            return {OpenAIBackend._redact(k, key): OpenAIBackend._redact(v, key) for k, v in obj.items()}
+        if isinstance(obj, list):
+            return [OpenAIBackend._redact(v, key) for v in obj]
+        return obj
+
+    # -- payload --------------------------------------------------------------------------------
+    def _payload(self, req: Request) -> dict[str, Any]:
+        cfg = req.config
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": [m.to_dict() for m in req.messages],
+            "temperature": cfg.temperature,
+            "top_p": cfg.top_p,
+            "max_tokens": cfg.max_tokens,
+            "presence_penalty": cfg.presence_penalty,
+            "frequency_penalty": cfg.frequency_penalty,
+        }
+        if cfg.stop:
+            body["stop"] = list(cfg.stop)
+        if cfg.seed is not None:
+            body["seed"] = cfg.seed
+        if cfg.top_k is not None:  # not OpenAI; vLLM/TGI accept it
+            body["top_k"] = cfg.top_k
+        top = 0
+        if req.choices is not None:
+            top = self.choice_top_logprobs
+        if cfg.logprobs:
+            top = max(top, cfg.top_logprobs)
+        if req.choices is not None or cfg.logprobs:
+            body["logprobs"] = True
+            if top > 0:
+                body["top_logprobs"] = top
+        return body
+
+    # -- response parsing -----------------------------------------------------------------------
+    def _unavailable(self, what: str) -> LogprobsUnavailableError:
+        return LogprobsUnavailableError(
+            f"openai backend: the server at {self.display_url} returned no {what} for model {self.model}; "
+            "choice scoring and token log-probs need a server that supports 'logprobs'/'top_logprobs' "
+            "(OpenAI chat models, vLLM, TGI >= 2)"
+        )
+
+    def _parse(self, req: Request, data: Any) -> Response:
+        if not isinstance(data, dict) or not isinstance(data.get("choices"), list) or not data["choices"]:
+            detail = str(data)[:_MAX_ERROR_CHARS]
+            raise BackendError(
+                f"openai backend: unexpected response from {self.display_url} for model {self.model} "
+                f"(no 'choices'): {detail}"
+            )
+        ch = data["choices"][0] or {}
+        msg = ch.get("message") or {}
+        text = msg.get("content") or ""
+        content = (ch.get("logprobs") or {}).get("content")
+
+        choice_lp: dict[str, float | None] | None = None
+        if req.choices is not None:
+            if not content:
+                raise self._unavailable("log-probs")
+            first = content[0]
+            top = _top_to_dict(first.get("top_logprobs"))
+            if not top:
+                raise self._unavailable("top_logprobs")
+            tok, lp = first.get("token"), first.get("logprob")
+            if tok is not None and lp is not None and str(tok) not in top:
+                top[str(tok)] = float(lp)
+            if self.choice_match == "exact":
+                choice_lp = {c: top.get(c) for c in req.choices}
+            else:
+                choice_lp = choice_logprobs_from_top(top, req.choices)
+
+        token_lp: list[TokenLogprob] | None = None
+        if req.config.logprobs:
+            if content is None:
+                raise self._unavailable("token log-probs")
+            keep = req.config.top_logprobs
+            token_lp = []
+            for c in content:
+                top = _top_to_dict(c.get("top_logprobs"))
+                if keep:
+                    top = dict(sorted(top.items(), key=lambda kv: -kv[1])[:keep])
+                else:
+                    top = {}
+                token_lp.append(
+                    TokenLogprob(token=str(c.get("token", "")), logprob=float(c.get("logprob")), top=top)
+                )
+
+        u = data.get("usage") or {}
+        usage = Usage(int(u.get("prompt_tokens") or 0), int(u.get("completion_tokens") or 0))
+        return Response(
+            text=text,
+            choice_logprobs=choice_lp,  # type: ignore[arg-type]  # None marks a label outside the top-k
+            token_logprobs=token_lp,
+            usage=usage,
+            finish_reason=ch.get("finish_reason"),
+            raw=data,
+        )
+
+    # -- one request with retries ---------------------------------------------------------------
+    def _wait(self, state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        if isinstance(exc, _RetryableHTTPError) and exc.retry_after is not None:
+            return min(exc.retry_after, self.retry_after_cap)
+        base = min(self.retry_max_wait, self.retry_initial * 2 ** (state.attempt_number - 1))
+        return min(self.retry_max_wait, base + random.uniform(0, self.retry_initial))
+
+    def _before_sleep(self, state: RetryCallState) -> None:
+        with self._stats_lock:
+            self.stats.retries += 1
+        exc = state.outcome.exception() if state.outcome is not None else None
+        wait = state.next_action.sleep if state.next_action is not None else 0.0
+        log.warning(
+            "openai backend: %s from %s (model %s); retry %d/%d in %.2fs",
+            self._describe(exc),
+            self.display_url,
+            self.model,
+            state.attempt_number,
+            self.max_retries,
+            wait,
+        )
+
+    @staticmethod
+    def _describe(exc: BaseException | None) -> str:
+        if isinstance(exc, _RetryableHTTPError):
+            return f"HTTP {exc.status}: {exc.message}"
+        if isinstance(exc, httpx.TimeoutException):
+            return f"timeout ({type(exc).__name__})"
+        if exc is None:
+            return "unknown error"
+        return f"{type(exc).__name__}: {exc}"
+
+    async def _post_once(
+        self,
+        client: httpx.AsyncClient,
+        body: dict[str, Any],
+        headers: dict[str, str],
+        timeout: float,
+        key: str | None,
+    ) -> Any:
+        resp = await client.post(
+            f"{self.base_url}/chat/completions", json=body, headers=headers, timeout=httpx.Timeout(timeout)
+        )
+        status = resp.status_code
+        if 200 <= status < 300:
+            try:
+                return resp.json()
+            except ValueError as e:
+                snippet = self._redact(resp.text[:300], key)
+                raise BackendError(
+                    f"openai backend: non-JSON response (HTTP {status}) from {self.display_url} "
+                    f"for model {self.model}: {snippet!r}"
+                ) from e
+        message = self._redact(_server_message(resp), key)
+        if status in RETRYABLE_STATUS or status >= 500:
+            raise _RetryableHTTPError(status, message, parse_retry_after(resp.headers))
+        raise BackendError(
+            f"openai backend: HTTP {status} from {self.display_url} for model {self.model}: {message}"
+        )
+
+    async def _one(self, client: httpx.AsyncClient, req: Request, key: str | None) -> Response:
+        body = self._payload(req)
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        timeout = float(req.config.timeout) if req.config.timeout else self.timeout
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self.max_retries + 1),
+            wait=self._wait,
+            retry=retry_if_exception(_is_retryable),
+            before_sleep=self._before_sleep,
+            reraise=True,
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    data = await self._post_once(client, body, headers, timeout, key)
+        except _RetryableHTTPError as e:
+            raise BackendError(
+                f"openai backend: HTTP {e.status} from {self.display_url} for model {self.model} after "
+                f"{self.max_retries + 1} attempts: {e.message}"
+            ) from None
+        except httpx.TimeoutException:
+            raise BackendError(
+                f"openai backend: request to {self.display_url} for model {self.model} timed out "
+                f"({timeout:g}s) on all {self.max_retries + 1} attempts"
+            ) from None
+        except (httpx.NetworkError, httpx.RemoteProtocolError) as e:
+            raise BackendError(
+                f"openai backend: cannot reach {self.display_url} for model {self.model} after "
+                f"{self.max_retries + 1} attempts: {type(e).__name__}: {self._redact(str(e), key)}"
+            ) from None
+        except httpx.HTTPError as e:  # e.g. invalid URL / unsupported protocol: not retried
+            raise BackendError(
+                f"openai backend: request to {self.display_url} for model {self.model} failed: "
+                f"{type(e).__name__}: {self._redact(str(e), key)}"
+            ) from None
+        data = self._redact(data, key)
+        try:
+            return self._parse(req, data)
+        except BackendError:
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
+            raise BackendError(
+                f"openai backend: malformed response from {self.display_url} for model {self.model}: "
+                f"{type(e).__name__}: {e}; body: {str(data)[:_MAX_ERROR_CHARS]}"
+            ) from None
+
+    # -- batches --------------------------------------------------------------------------------
+    async def _run_batch(
+        self, requests: list[Request], emit: Callable[[int, Response], None]
+    ) -> list[Response]:
+        key = self._api_key()
+        sem = asyncio.Semaphore(self.concurrency)
+        failures: list[BaseException] = []
+        limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
+
+        async with httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(self.timeout)) as client:
+
+            async def task(i: int, req: Request) -> Response:
+                async with sem:
+                    if failures:
+                        raise _Aborted()
+                    try:
+                        resp = await self._one(client, req, key)
+                    except BaseException as e:
+                        failures.append(e)
+                        raise
+                emit(i, resp)
+                return resp
+
+            results = await asyncio.gather(
+                *(task(i, r) for i, r in enumerate(requests)), return_exceptions=True
+            )
+        if failures:
+            raise failures[0]
+        for r in results:
+            if isinstance(r, BaseException):  # pragma: no cover - only if emit itself raised
+                raise r
+        return list(results)  # type: ignore[arg-type]
+
+    def _generate(self, requests: list[Request], emit: Callable[[int, Response], None]) -> list[Response]:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self._run_batch(requests, emit))
+        # An event loop already runs in this thread (Jupyter): run the batch on a worker thread.
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="openai-backend") as ex:
+            return ex.submit(asyncio.run, self._run_batch(requests, emit)).result()
+
+    async def agenerate(
+        self, requests: Sequence[Request], on_result: Callable[[int, Response], None] | None = None
+    ) -> list[Response]:
+        """Async twin of :meth:`generate` for callers that already run an event loop."""
+        requests = list(requests)
+        if not requests:
+            return []
+        with self._stats_lock:
+            self.stats.requests += len(requests)
+            self.stats.batches += 1
+
+        def emit(i: int, resp: Response) -> None:
+            if on_result is not None:
+                on_result(i, resp)
+
+        return await self._run_batch(requests, emit)

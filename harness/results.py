@@ -1,0 +1,152 @@
+"""Versioned ``results.json`` and per-sample ``samples.parquet``.
+
+``results.json`` (schema :data:`SCHEMA_VERSION`)::
+
+    {
+      "schema_version": "1.0",
+      "results": {task: {language: {metric: {value, ci, n, n_datasets, parse_failures,
+                                             per_dataset: {dataset: {value, p_value, ci, n, ...}}}},
+                         "all": {metric: {value, ci, n, n_languages, parse_failures}}}},
+      "harness": {version, git_sha, git_dirty}, "run": {...}, "judge": {...},
+      "datasets": {task: {...}}, "tasks": {task: {...}}, "usage": {...}, "cache": {...},
+      "timings": {...}, "environment": {...}
+    }
+
+``samples.parquet`` has one row per judged item (ids, language, prompt hash, raw output, score,
+parse status, human rating, ...) and loads with ``load_dataset("parquet", data_files=...)``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+SCHEMA_VERSION = "1.0"
+RESULTS_FILE = "results.json"
+SAMPLES_FILE = "samples.parquet"
+
+SAMPLE_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("task", pa.string()),
+        ("dataset", pa.string()),
+        ("language", pa.string()),
+        ("id", pa.string()),
+        ("item_id", pa.string()),
+        ("judge", pa.string()),
+        ("prompt_hash", pa.string()),
+        ("raw_output", pa.string()),
+        ("score", pa.float64()),
+        ("parse_status", pa.string()),
+        ("parse_detail", pa.string()),
+        ("human_rating", pa.float64()),
+        ("cached", pa.bool_()),
+        ("prompt_tokens", pa.int64()),
+        ("completion_tokens", pa.int64()),
+        ("extra", pa.string()),  # JSON: e.g. label log-probs
+    ]
+)
+
+
+def _atomic_write_bytes(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _json_safe(obj: Any) -> Any:
+    if isinstance(obj, float):
+        return None if math.isnan(obj) or math.isinf(obj) else obj
+    if isinstance(obj, dict):
+        return {str(k): _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    return obj
+
+
+def write_results(output_dir: str | Path, results: dict[str, Any], samples: pd.DataFrame) -> tuple[Path, Path]:
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    table = pa.Table.from_pandas(samples.reindex(columns=SAMPLE_SCHEMA.names), schema=SAMPLE_SCHEMA, preserve_index=False)
+    samples_path = out / SAMPLES_FILE
+    fd, tmp = tempfile.mkstemp(dir=out, prefix=".samples.", suffix=".parquet")
+    os.close(fd)
+    try:
+        pq.write_table(table, tmp)
+        os.replace(tmp, samples_path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    results_path = out / RESULTS_FILE
+    payload = json.dumps(_json_safe(results), indent=2, ensure_ascii=False, allow_nan=False)
+    _atomic_write_bytes(results_path, payload.encode("utf-8"))
+    return results_path, samples_path
+
+
+def load_results(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    if p.is_dir():
+        p = p / RESULTS_FILE
+    data = json.loads(p.read_text(encoding="utf-8"))
+    ver = str(data.get("schema_version", ""))
+    if ver.split(".")[0] != SCHEMA_VERSION.split(".")[0]:
+        raise ValueError(f"{p}: results schema version {ver!r} is not readable by this harness ({SCHEMA_VERSION})")
+    return data
+
+
+def format_metric(m: dict[str, Any] | None) -> str:
+    if not m or m.get("value") is None:
+        return "—"
+    s = f"{m['value']:+.3f}"
+    ci = m.get("ci")
+    if ci and ci[0] is not None and ci[1] is not None:
+        s += f" [{ci[0]:+.2f},{ci[1]:+.2f}]"
+    return s
+
+
+def results_tables(results: dict[str, Any]):
+    """One rich Table per task: languages × metrics, with the overall average last."""
+    from rich.table import Table
+
+    tables = []
+    for task, by_lang in results["results"].items():
+        metrics = list(results["tasks"][task]["metrics"])
+        t = Table(title=f"{task} — judge {results['judge']['spec']}", title_justify="left")
+        t.add_column("lang")
+        t.add_column("n", justify="right")
+        t.add_column("sets", justify="right")
+        for m in metrics:
+            t.add_column(f"{m} [95% CI]", justify="right", no_wrap=True)
+        t.add_column("fail", justify="right")
+        langs = [lang for lang in by_lang if lang != "all"]
+        for lang in langs:
+            row = by_lang[lang]
+            first = row[metrics[0]]
+            t.add_row(
+                lang, str(first["n"]), str(first["n_datasets"]),
+                *[format_metric(row[m]) for m in metrics], str(first["parse_failures"]),
+            )
+        if "all" in by_lang:
+            row = by_lang["all"]
+            first = row[metrics[0]]
+            t.add_section()
+            t.add_row(
+                "avg", str(first["n"]), f"{first['n_languages']}L",
+                *[format_metric(row[m]) for m in metrics], str(first["parse_failures"]), style="bold",
+            )
+        tables.append(t)
+    return tables

@@ -1,0 +1,205 @@
+"""Meta-evaluation statistics: judge scores vs human ratings.
+
+Point estimates and p-values come from scipy (``pearsonr``, ``spearmanr``, ``kendalltau``).
+Confidence intervals are percentile bootstraps. Because xDial-Eval's languages are translations
+of the same items, a dataset's resamples draw the *same item indices* in every language (a
+paired design), and the per-language average over datasets (xDial-Eval §4:
+``1/|Ω| Σ_i ρ^{i,l}``) and the overall average over languages (``1/|L| Σ_l …``) get their
+intervals from the same replicates, so the three levels are consistent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+METHODS = ("pearson", "spearman", "kendall")
+
+
+@dataclass
+class CorrelationEstimate:
+    value: float
+    p_value: float
+    n: int
+    ci: tuple[float, float] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "value": _clean(self.value),
+            "p_value": _clean(self.p_value),
+            "ci": [_clean(self.ci[0]), _clean(self.ci[1])] if self.ci else None,
+            "n": self.n,
+        }
+
+
+def _clean(x: float | None) -> float | None:
+    if x is None:
+        return None
+    x = float(x)
+    return None if math.isnan(x) else x
+
+
+def correlation(x: Sequence[float], y: Sequence[float], method: str = "pearson") -> CorrelationEstimate:
+    """scipy's correlation and p-value; NaN (not an exception) for n < 3 or constant input."""
+    xa = np.asarray(x, dtype=np.float64)
+    ya = np.asarray(y, dtype=np.float64)
+    if xa.shape != ya.shape:
+        raise ValueError(f"x and y differ in length: {xa.shape} vs {ya.shape}")
+    n = int(xa.size)
+    if n < 3 or np.all(xa == xa[0]) or np.all(ya == ya[0]):
+        return CorrelationEstimate(math.nan, math.nan, n)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if method == "pearson":
+            r = stats.pearsonr(xa, ya)
+        elif method == "spearman":
+            r = stats.spearmanr(xa, ya)
+        elif method == "kendall":
+            r = stats.kendalltau(xa, ya)
+        else:
+            raise ValueError(f"unknown correlation method {method!r}; expected one of {METHODS}")
+    return CorrelationEstimate(float(r.statistic), float(r.pvalue), n)
+
+
+def _replicates(x: np.ndarray, y: np.ndarray, idx: np.ndarray, method: str) -> np.ndarray:
+    """Correlation of each bootstrap resample (rows of ``idx``)."""
+    xb, yb = x[idx], y[idx]
+    if method == "spearman":
+        xb = stats.rankdata(xb, axis=-1)
+        yb = stats.rankdata(yb, axis=-1)
+    elif method == "kendall":
+        return np.array([correlation(a, b, "kendall").value for a, b in zip(xb, yb, strict=True)])
+    elif method != "pearson":
+        raise ValueError(f"unknown correlation method {method!r}")
+    with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
+        warnings.simplefilter("ignore")
+        return np.asarray(stats.pearsonr(xb, yb, axis=-1).statistic, dtype=np.float64)
+
+
+def percentile_ci(replicates: np.ndarray, confidence: float = 0.95) -> tuple[float, float] | None:
+    reps = replicates[~np.isnan(replicates)]
+    if reps.size < max(10, replicates.size // 2):
+        return None
+    alpha = (1 - confidence) / 2
+    lo, hi = np.percentile(reps, [100 * alpha, 100 * (1 - alpha)])
+    return float(lo), float(hi)
+
+
+def _dataset_rng(seed: int, dataset: str) -> np.random.Generator:
+    # Stable across processes (no PYTHONHASHSEED dependence).
+    h = int.from_bytes(hashlib.sha256(dataset.encode()).digest()[:8], "big")
+    return np.random.default_rng([seed, h])
+
+
+@dataclass
+class MetaEvaluation:
+    """Nested result: language → metric → summary, with per-dataset breakdowns."""
+
+    by_language: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    overall: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.by_language, "all": self.overall}
+
+
+def meta_evaluate(
+    samples: pd.DataFrame,
+    methods: Sequence[str] = ("pearson", "spearman"),
+    n_bootstrap: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    language_order: Sequence[str] | None = None,
+) -> MetaEvaluation:
+    """Correlate ``score`` with ``human`` per dataset × language, then average.
+
+    ``samples`` needs columns ``dataset``, ``language``, ``item_id``, ``score`` (NaN/None for a
+    parse failure) and ``human``. Parse failures are excluded from the correlations and counted.
+    """
+    required = {"dataset", "language", "item_id", "score", "human"}
+    missing = required - set(samples.columns)
+    if missing:
+        raise ValueError(f"samples are missing column(s) {sorted(missing)}")
+    df = samples.copy()
+    df["score"] = pd.to_numeric(df["score"], errors="coerce")
+    df["human"] = pd.to_numeric(df["human"], errors="coerce")
+    if df["human"].isna().any():
+        bad = df.loc[df["human"].isna(), "item_id"].head(5).tolist()
+        raise ValueError(f"{int(df['human'].isna().sum())} sample(s) have no human rating, e.g. {bad}")
+
+    present = set(df["language"].unique())
+    order = [lang for lang in (language_order or []) if lang in present]
+    languages = order + sorted(present - set(order))
+    datasets = sorted(df["dataset"].unique())
+    # replicate arrays: (dataset, language, method) -> (B,)
+    reps: dict[tuple[str, str, str], np.ndarray] = {}
+    per_ds: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for ds in datasets:
+        for lang in languages:
+            sub = df[(df["dataset"] == ds) & (df["language"] == lang)].sort_values("item_id")
+            if sub.empty:
+                continue
+            valid = sub[sub["score"].notna()]
+            failures = int(len(sub) - len(valid))
+            x = valid["score"].to_numpy(np.float64)
+            y = valid["human"].to_numpy(np.float64)
+            idx = None
+            if n_bootstrap > 0 and len(valid) >= 3:
+                # Same generator per dataset => the same item resamples in every language.
+                idx = _dataset_rng(seed, ds).integers(0, len(valid), size=(n_bootstrap, len(valid)))
+            for m in methods:
+                est = correlation(x, y, m)
+                if idx is not None:
+                    r = _replicates(x, y, idx, m)
+                    reps[(ds, lang, m)] = r
+                    est.ci = percentile_ci(r, confidence)
+                per_ds[(ds, lang, m)] = {**est.to_dict(), "parse_failures": failures, "n_total": int(len(sub))}
+
+    out = MetaEvaluation()
+    lang_reps: dict[tuple[str, str], np.ndarray] = {}
+    for lang in languages:
+        out.by_language[lang] = {}
+        for m in methods:
+            entries = {ds: per_ds[(ds, lang, m)] for ds in datasets if (ds, lang, m) in per_ds}
+            values = [e["value"] for e in entries.values() if e["value"] is not None]
+            value = float(np.mean(values)) if values else None
+            ci = None
+            rs = [reps[(ds, lang, m)] for ds in entries if (ds, lang, m) in reps]
+            if rs and len(rs) == len(entries):
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    avg = np.nanmean(np.vstack(rs), axis=0)
+                lang_reps[(lang, m)] = avg
+                ci = percentile_ci(avg, confidence)
+            out.by_language[lang][m] = {
+                "value": value,
+                "ci": list(ci) if ci else None,
+                "n": int(sum(e["n"] for e in entries.values())),
+                "n_datasets": len(values),
+                "parse_failures": int(sum(e["parse_failures"] for e in entries.values())),
+                "per_dataset": entries,
+            }
+    for m in methods:
+        vals = [out.by_language[lang][m]["value"] for lang in languages]
+        vals = [v for v in vals if v is not None]
+        ci = None
+        rs = [lang_reps[(lang, m)] for lang in languages if (lang, m) in lang_reps]
+        if rs and len(rs) == len(languages):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                ci = percentile_ci(np.nanmean(np.vstack(rs), axis=0), confidence)
+        out.overall[m] = {
+            "value": float(np.mean(vals)) if vals else None,
+            "ci": list(ci) if ci else None,
+            "n": int(sum(out.by_language[lang][m]["n"] for lang in languages)),
+            "n_languages": len(vals),
+            "parse_failures": int(sum(out.by_language[lang][m]["parse_failures"] for lang in languages)),
+        }
+    return out

@@ -1,0 +1,237 @@
+"""Typed task definitions, prompt templates and the task registry.
+
+A task says *what* is judged and *how* it is scored against humans: which dataset (builder +
+configs), which level (turn / dialogue) and quality dimension, which prompt template per
+language, which scoring method an LLM judge uses (P(Yes), expected score) and which method an
+embedding judge uses, and which correlation metrics are reported. Task definitions live in the
+``tasks/`` package (one sub-package per task family, next to its ``evaluate`` module folder) and
+register themselves here on import.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import pkgutil
+import string
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.languages import LANGUAGES, SPEAKER_TAGS
+from harness.types import ChatMessage, GenerationConfig, Request
+
+LEVELS = ("turn", "dialogue")
+SCORING_METHODS = ("p_yes", "expected_score")
+EMBEDDING_METHODS = ("context_response_cosine", "adjacent_turn_cosine")
+
+# Placeholders a template may use, per level.
+LEVEL_FIELDS = {
+    "turn": {"context", "response", "last_utterance"},
+    "dialogue": {"dialogue"},
+}
+
+
+@dataclass(frozen=True)
+class PromptTemplate:
+    """A prompt as data: where it comes from, its language and version, and a content hash."""
+
+    name: str
+    user: str
+    source: str
+    language: str = "en"
+    version: str = "1"
+    system: str | None = None
+
+    def placeholders(self) -> set[str]:
+        names: set[str] = set()
+        for part in (self.system or "", self.user):
+            names |= {f for _, f, _, _ in string.Formatter().parse(part) if f}
+        return names
+
+    def render(self, fields: Mapping[str, str]) -> tuple[ChatMessage, ...]:
+        missing = self.placeholders() - set(fields)
+        if missing:
+            raise KeyError(f"template {self.name!r} needs field(s) {sorted(missing)}")
+        msgs = []
+        if self.system:
+            msgs.append(ChatMessage("system", self.system.format(**fields)))
+        msgs.append(ChatMessage("user", self.user.format(**fields)))
+        return tuple(msgs)
+
+    @property
+    def hash(self) -> str:
+        h = hashlib.sha256()
+        for part in (self.name, self.version, self.language, self.system or "", self.user):
+            h.update(part.encode("utf-8") + b"\x00")
+        return h.hexdigest()[:16]
+
+    def describe(self) -> dict[str, str]:
+        return {"name": self.name, "source": self.source, "language": self.language, "version": self.version, "hash": self.hash}
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    name: str
+    description: str
+    builder: str  # dataset builder name (dataset_builders registry)
+    configs: tuple[str, ...]  # dataset configs that belong to the task (those present are used)
+    level: str
+    dimension: str
+    languages: tuple[str, ...]
+    templates: Mapping[str, PromptTemplate]  # language code -> template
+    scoring: str = "p_yes"
+    labels: tuple[str, str] = ("Yes", "No")
+    embedding_method: str = "context_response_cosine"
+    metrics: tuple[str, ...] = ("pearson", "spearman")
+    generation: GenerationConfig = field(default_factory=lambda: GenerationConfig(temperature=0.0, max_tokens=1))
+    group: str | None = None
+    evaluate_module: str | None = None  # path of the evaluate module folder, relative to the repo root
+    citation: str = ""
+
+    # -- prompts --------------------------------------------------------------------------------
+    def template_for(self, language: str) -> PromptTemplate:
+        try:
+            return self.templates[language]
+        except KeyError:
+            raise KeyError(f"task {self.name!r} has no prompt template for language {language!r}") from None
+
+    def fields(self, item: Mapping[str, Any]) -> dict[str, str]:
+        if self.level == "turn":
+            ctx = [t["text"] for t in item["context"]]
+            return {"context": "\n".join(ctx), "response": item["response"], "last_utterance": ctx[-1] if ctx else ""}
+        turns = item["turns"]
+        return {"dialogue": "\n".join(f"{SPEAKER_TAGS.get(t['role'], '[' + t['role'] + ']')} {t['text']}" for t in turns)}
+
+    def build_request(self, item: Mapping[str, Any], config: GenerationConfig | None = None) -> Request:
+        tpl = self.template_for(item["language"])
+        choices = tuple(self.labels) if self.scoring == "p_yes" else None
+        return Request(messages=tpl.render(self.fields(item)), config=config or self.generation, choices=choices)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "description": self.description,
+            "builder": self.builder,
+            "configs": list(self.configs),
+            "level": self.level,
+            "dimension": self.dimension,
+            "languages": list(self.languages),
+            "scoring": self.scoring,
+            "labels": list(self.labels),
+            "embedding_method": self.embedding_method,
+            "metrics": list(self.metrics),
+            "templates": {lang: t.describe() for lang, t in sorted(self.templates.items())},
+            "evaluate_module": self.evaluate_module,
+        }
+
+
+# -- registry ------------------------------------------------------------------------------------
+_TASKS: dict[str, TaskSpec] = {}
+_DUPLICATES: list[str] = []
+_DISCOVERED = False
+
+
+def register_task(spec: TaskSpec) -> TaskSpec:
+    """Register a task. A second task with the same name is recorded and reported by ``validate``."""
+    if spec.name in _TASKS and _TASKS[spec.name] is not spec:
+        _DUPLICATES.append(spec.name)
+    else:
+        _TASKS[spec.name] = spec
+    return spec
+
+
+def discover() -> None:
+    """Import every sub-package of the ``tasks`` package so its tasks register."""
+    global _DISCOVERED
+    if _DISCOVERED:
+        return
+    _DISCOVERED = True
+    pkg = importlib.import_module("tasks")
+    for mod in pkgutil.iter_modules(pkg.__path__, prefix="tasks."):
+        if mod.ispkg:
+            importlib.import_module(mod.name)
+
+
+def all_tasks() -> dict[str, TaskSpec]:
+    discover()
+    return dict(_TASKS)
+
+
+def groups() -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for t in all_tasks().values():
+        if t.group:
+            out.setdefault(t.group, []).append(t.name)
+    return out
+
+
+def get_task(name: str) -> TaskSpec:
+    tasks = all_tasks()
+    if name not in tasks:
+        raise KeyError(f"unknown task {name!r}; known tasks: {', '.join(tasks)}; groups: {', '.join(groups())}")
+    return tasks[name]
+
+
+def resolve_tasks(names: Iterable[str]) -> list[TaskSpec]:
+    """Expand comma-separated names and groups into task specs (order kept, no repeats)."""
+    tasks, grp = all_tasks(), groups()
+    out: list[TaskSpec] = []
+    for raw in names:
+        for name in (n.strip() for n in str(raw).split(",")):
+            if not name:
+                continue
+            members = grp.get(name, [name]) if name not in tasks else [name]
+            for m in members:
+                spec = get_task(m)
+                if spec not in out:
+                    out.append(spec)
+    if not out:
+        raise ValueError("no task given")
+    return out
+
+
+def validate(specs: Iterable[TaskSpec] | None = None, repo_root: Path | None = None) -> list[str]:
+    """Check task definitions; returns a list of problems (empty = valid)."""
+    from dataset_builders import list_builders
+
+    problems = [f"duplicate task id {name!r}" for name in _DUPLICATES]
+    specs = list(specs) if specs is not None else list(all_tasks().values())
+    names = {s.name for s in specs}
+    builders = set(list_builders())
+    for s in specs:
+        where = f"task {s.name!r}"
+        if s.group and s.group in names:
+            problems.append(f"{where}: group name {s.group!r} collides with a task id")
+        if s.level not in LEVELS:
+            problems.append(f"{where}: level {s.level!r} not in {LEVELS}")
+            continue
+        if s.scoring not in SCORING_METHODS:
+            problems.append(f"{where}: scoring {s.scoring!r} not in {SCORING_METHODS}")
+        if s.embedding_method not in EMBEDDING_METHODS:
+            problems.append(f"{where}: embedding_method {s.embedding_method!r} not in {EMBEDDING_METHODS}")
+        if s.builder not in builders:
+            problems.append(f"{where}: dataset builder {s.builder!r} is not registered ({sorted(builders)})")
+        if not s.languages:
+            problems.append(f"{where}: declares no languages")
+        if not s.configs:
+            problems.append(f"{where}: declares no dataset configs")
+        for lang in s.languages:
+            if lang not in LANGUAGES:
+                problems.append(f"{where}: unknown language code {lang!r}")
+            if lang not in s.templates:
+                problems.append(f"{where}: missing prompt template for language {lang!r}")
+        for lang, tpl in s.templates.items():
+            if lang not in s.languages:
+                problems.append(f"{where}: template for {lang!r}, which is not among the task's languages")
+            allowed = LEVEL_FIELDS[s.level]
+            unknown = tpl.placeholders() - allowed
+            if unknown:
+                problems.append(f"{where}: template {tpl.name!r} ({lang}) uses unknown placeholder(s) {sorted(unknown)}")
+            if not tpl.placeholders():
+                problems.append(f"{where}: template {tpl.name!r} ({lang}) has no placeholder: the item never reaches the judge")
+        if s.evaluate_module and repo_root is not None:
+            mod_dir = repo_root / s.evaluate_module
+            if not (mod_dir / f"{mod_dir.name}.py").is_file():
+                problems.append(f"{where}: evaluate module {mod_dir}/{mod_dir.name}.py not found")
+    return problems

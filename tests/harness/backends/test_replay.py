@@ -1,0 +1,50 @@
+import json
+
+import pytest
+
+from harness.backends.base import create_backend
+from harness.scoring import p_yes
+from harness.spec import parse_spec
+from harness.types import ChatMessage, Request
+
+
+def _req(text, choices=("Yes", "No")):
+    return Request(messages=(ChatMessage("user", text),), choices=choices)
+
+
+def test_rules_sequences_default_and_hash(tmp_path):
+    f = tmp_path / "r.jsonl"
+    f.write_text(
+        "\n".join(
+            json.dumps(x)
+            for x in [
+                {"match": "poetry", "response": {"text": "Yes", "p_yes": 0.9}},
+                {"match": "cycle", "responses": [{"p_yes": 0.2}, {"p_yes": 0.7}]},
+                {"match": "broken", "response": {"text": "I think so"}},
+                {"default": {"hashed_p_yes": True}},
+            ]
+        )
+    )
+    be = create_backend(parse_spec(f"replay:{f}"))
+    out = be.generate([_req("i like poetry"), _req("cycle"), _req("cycle"), _req("cycle"), _req("broken"), _req("other")])
+    assert p_yes(out[0]).value == pytest.approx(0.9)
+    assert [round(p_yes(o).value, 6) for o in out[1:4]] == [0.2, 0.7, 0.2]
+    assert p_yes(out[4]).value is None  # no log-probs scripted: a parse failure, not 0
+    h1 = p_yes(out[5]).value
+    h2 = p_yes(create_backend(parse_spec(f"replay:{f}")).generate([_req("other")])[0]).value
+    assert h1 == h2 and 0 < h1 < 1
+    assert be.stats.requests == 6
+
+
+def test_unmatched_request_is_an_error(tmp_path):
+    f = tmp_path / "r.jsonl"
+    f.write_text(json.dumps({"match": "x", "response": {"text": "Yes"}}) + "\n")
+    with pytest.raises(LookupError, match="no rule matching"):
+        create_backend(parse_spec(f"replay:{f}")).generate([_req("nothing")])
+
+
+def test_bad_file_names_line(tmp_path):
+    f = tmp_path / "r.jsonl"
+    f.write_text('{"match": "x", "response": {}}\n{not json}\n')
+    with pytest.raises(ValueError, match=r"r.jsonl:2"):
+        create_backend(parse_spec(f"replay:{f}"))

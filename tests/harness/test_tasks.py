@@ -1,0 +1,86 @@
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from harness import tasks as T
+from harness.tasks import PromptTemplate, get_task, resolve_tasks, validate
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_registered_tasks_are_valid():
+    assert validate(repo_root=REPO) == []
+    names = set(T.all_tasks())
+    assert {"xdial-eval-turn", "xdial-eval-dialogue", "demo-turn", "demo-dialogue"} <= names
+
+
+def test_groups_expand_in_order():
+    assert [s.name for s in resolve_tasks(["xdial-eval"])] == ["xdial-eval-turn", "xdial-eval-dialogue"]
+    assert [s.name for s in resolve_tasks(["demo-dialogue,demo"])] == ["demo-dialogue", "demo-turn"]
+    with pytest.raises(KeyError, match="unknown task"):
+        resolve_tasks(["nope"])
+
+
+def test_turn_prompt_is_table3_instruction():
+    spec = get_task("xdial-eval-turn")
+    item = {
+        "language": "en",
+        "context": [{"role": "user", "text": "hello , tell me something about yourself !"},
+                    {"role": "assistant", "text": "i am 56 years old and i am a housekeeper ."},
+                    {"role": "user", "text": "do you have any hobbies or interests ?"}],
+        "response": "i like to read and write poetry .",
+    }
+    req = spec.build_request(item)
+    assert req.choices == ("Yes", "No")
+    assert req.config.temperature == 0.0
+    assert req.messages[-1].content == (
+        "### Instruction:\nGiven the following dialogue context and response, predict whether the response is "
+        "relevant to the context.\n\n### Input:\nDialogue Context:\nhello , tell me something about yourself !\n"
+        "i am 56 years old and i am a housekeeper .\ndo you have any hobbies or interests ?\n\n"
+        "Dialogue Response:\ni like to read and write poetry ."
+    )
+
+
+def test_dialogue_prompt_uses_speaker_tags():
+    spec = get_task("xdial-eval-dialogue")
+    item = {"language": "zh", "turns": [{"role": "user", "text": "你好"}, {"role": "assistant", "text": "你好！"}]}
+    content = spec.build_request(item).messages[-1].content
+    assert content.endswith("### Input:\n[H] 你好\n[C] 你好！")
+    assert "predict whether the dialogue is coherent?" in content
+
+
+def test_validate_reports_each_problem():
+    base = get_task("demo-turn")
+    bad_tpl = PromptTemplate(name="bad", user="Rate {dialogue} and {nonsense}", source="test")
+    broken = dataclasses.replace(
+        base,
+        name="broken",
+        languages=("en", "xx"),
+        templates={"en": bad_tpl, "fr": base.templates["fr"]},
+        builder="no-such-builder",
+        evaluate_module="tasks/missing_module",
+    )
+    problems = validate([broken], repo_root=REPO)
+    text = "\n".join(problems)
+    assert "unknown language code 'xx'" in text
+    assert "missing prompt template for language 'xx'" in text
+    assert "template for 'fr', which is not among" in text
+    assert "unknown placeholder(s) ['dialogue', 'nonsense']" in text
+    assert "dataset builder 'no-such-builder'" in text
+    assert "evaluate module" in text
+
+
+def test_duplicate_ids_are_reported(monkeypatch):
+    monkeypatch.setattr(T, "_DUPLICATES", [])
+    spec = get_task("demo-turn")
+    T.register_task(dataclasses.replace(spec))  # same name, different object
+    assert any("duplicate task id 'demo-turn'" in p for p in validate(repo_root=REPO))
+
+
+def test_template_hash_changes_with_content():
+    a = PromptTemplate(name="a", user="x {context}", source="s")
+    b = dataclasses.replace(a, user="y {context}")
+    assert a.hash != b.hash and len(a.hash) == 16
+    with pytest.raises(KeyError, match="needs field"):
+        a.render({"response": "r"})
