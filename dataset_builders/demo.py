@@ -59,7 +59,7 @@ class DemoBuilder(Builder):
         "dialogue-level items (rated for coherence), with 1-5 ratings. It is not a research benchmark: the items "
         "and ratings were written by hand to exercise the harness."
     )
-    license = "Apache-2.0"
+    license = "CC-BY-4.0"
     homepage = ""
     citation = """\
 @misc{dialeval-harness-demo,
@@ -198,4 +198,4 @@ class DemoBuilder(Builder):
         )
 
     def license_note(self) -> str:
-        return "Written by the dialeval-harness developers and released with the project under Apache-2.0."
+        return "Written by the dialeval-harness developers and released under CC-BY-4.0 (see demo_data/README.md); not derived from any existing dataset."

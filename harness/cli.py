@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from harness.judges.base import DEFAULT_JUDGE
@@ -22,8 +23,10 @@ app = typer.Typer(
 datasets_app = typer.Typer(help="Build dataset versions (Parquet + dataset card) from raw benchmark files.", no_args_is_help=True)
 app.add_typer(datasets_app, name="datasets")
 
-console = Console()
-err = Console(stderr=True)
+# Rich assumes 80 columns when output is not a terminal; logs and pipes get room for the tables.
+_WIDTH = None if sys.stdout.isatty() else 140
+console = Console(width=_WIDTH)
+err = Console(stderr=True, soft_wrap=True)
 
 
 def _fail(msg: str, code: int = 2) -> None:
@@ -90,13 +93,13 @@ def ls(what: Annotated[str, typer.Argument(help="tasks | judges | datasets | all
             t.add_row(s.name, s.group or "", s.level, s.dimension, s.builder, ",".join(s.languages), s.scoring)
         console.print(t)
     if what in ("all", "judges"):
-        t = Table(title="judges (spec: kind:target[@revision][,key=value...])")
+        t = Table(title=escape("judges (spec: kind:target[@revision][,key=value...])"))
         t.add_column("kind")
         t.add_column("example")
         t.add_column("notes")
         t.add_row("embed", DEFAULT_JUDGE, "embedded default: packaged MiniLM sentence encoder, no download")
         t.add_row("hf", "hf:Qwen/Qwen2.5-7B-Instruct@main,adapter=PATH", "transformers; P(Yes) from exact label log-probs")
-        t.add_row("vllm", "vllm:meta-llama/Llama-3.1-8B-Instruct,tensor_parallel_size=2", "optional extra [vllm]")
+        t.add_row("vllm", "vllm:meta-llama/Llama-3.1-8B-Instruct,tensor_parallel_size=2", escape("optional extra: pip install 'dialeval-harness[vllm]'"))
         t.add_row("openai", "openai:gpt-4o-mini,base_url=http://localhost:8000/v1", "key from $OPENAI_API_KEY (api_key_env=...)")
         t.add_row("replay", "replay:path/to/responses.jsonl", "deterministic scripted responses (tests)")
         console.print(t)
@@ -146,7 +149,7 @@ def datasets_build(
     out = output or Path("datasets") / name
     try:
         res = build_dataset(name, source, out, languages=normalize_languages(language))
-    except (DataValidationError, FileNotFoundError, ValueError, KeyError) as e:
+    except (DataValidationError, FileNotFoundError, FileExistsError, ValueError, KeyError) as e:
         _fail(str(e))
         return
     t = Table(title=f"{name} → {res.output_dir}")

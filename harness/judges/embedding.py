@@ -1,7 +1,10 @@
 """Sentence-encoder judge (the embedded default: the packaged MiniLM, no download needed).
 
 * turn level, ``context_response_cosine``: cosine similarity between the embedding of the
-  context (the last ``context_turns`` utterances, all by default) and of the response;
+  context — by default only its last utterance, the one the response answers (``context_turns=1``;
+  ``context_turns=all`` embeds the whole context, which MiniLM truncates at 256 word pieces) —
+  and of the response. On the English xDial-Eval turn sets available here the last utterance
+  gives a mean Pearson of 0.289 against 0.238 for the whole context;
 * dialogue level, ``adjacent_turn_cosine``: mean cosine similarity of consecutive turns.
 
 Scores are in [-1, 1] (in practice [0, 1]); correlations do not need rescaling. Every text
@@ -74,8 +77,13 @@ class EmbeddingJudge(Judge):
         self.name, self.path = resolve_encoder(spec.target)
         self.batch_size = int(spec.options.get("batch_size", 64))
         self.device = spec.options.get("device")
-        ct = spec.options.get("context_turns")
-        self.context_turns = int(ct) if ct is not None else None
+        ct = spec.options.get("context_turns", 1)
+        if ct in (None, "all", 0):
+            self.context_turns: int | None = None
+        elif isinstance(ct, int) and ct > 0:
+            self.context_turns = ct
+        else:
+            raise ValueError(f"embedding judge {spec.raw!r}: context_turns must be a positive integer or 'all', got {ct!r}")
         self.max_seq_length = spec.options.get("max_seq_length")
         self.stats = BackendStats()
         self._model = None

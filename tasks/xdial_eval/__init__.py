@@ -3,24 +3,14 @@ over the benchmark's 12 turn-level and 6 dialogue-level sets in 10 languages, sc
 (§4) and meta-evaluated with per-dataset × language Pearson/Spearman, their per-language average
 over datasets and the overall average over languages (end of §4; Tables 4–5)."""
 
+from dataset_builders.xdial_eval import XDIAL_CITATION, XDIAL_SETS
 from harness.languages import XDIAL_LANGUAGES
 from harness.tasks import TaskSpec, register_task
 from tasks.xdial_eval.templates import DIALOGUE_COHERENCE, TURN_RELEVANCE
 
-CITATION = """@inproceedings{zhang-etal-2023-xdial,
-  title     = {xDial-Eval: A Multilingual Open-Domain Dialogue Evaluation Benchmark},
-  author    = {Zhang, Chen and D'Haro, Luis Fernando and Tang, Chengguang and Shi, Ke and Tang, Guohua and Li, Haizhou},
-  booktitle = {Findings of the Association for Computational Linguistics: EMNLP 2023},
-  year      = {2023},
-}"""
-
-# Config names of the xdial-eval dataset builder (Table 1), per level.
-TURN_CONFIGS = (
-    "persona-usr", "persona-zhao", "convai2-grade", "dstc10-persona_clean", "dailydialog-grade",
-    "dailydialog-zhao", "dailydialog-gupta", "topical-usr", "dstc10-topical_clean", "empathetic-grade",
-    "fed-turn", "conture-turn",
-)
-DIALOGUE_CONFIGS = ("ieval-dial", "persona-see", "reliable-dial", "conture-dial", "fed-dial", "heval-dial")
+# Config names of the xdial-eval dataset builder (one per Table 1 set), per level.
+TURN_CONFIGS = tuple(s.stem for s in XDIAL_SETS if s.level == "turn")
+DIALOGUE_CONFIGS = tuple(s.stem for s in XDIAL_SETS if s.level == "dialogue")
 
 XDIAL_TURN = register_task(
     TaskSpec(
@@ -36,7 +26,7 @@ XDIAL_TURN = register_task(
         embedding_method="context_response_cosine",
         group="xdial-eval",
         evaluate_module="tasks/xdial_eval",
-        citation=CITATION,
+        citation=XDIAL_CITATION,
     )
 )
 
@@ -54,6 +44,6 @@ XDIAL_DIALOGUE = register_task(
         embedding_method="adjacent_turn_cosine",
         group="xdial-eval",
         evaluate_module="tasks/xdial_eval",
-        citation=CITATION,
+        citation=XDIAL_CITATION,
     )
 )

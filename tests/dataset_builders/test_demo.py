@@ -86,7 +86,7 @@ def test_demo_builds_two_loadable_configs(demo_source, tmp_path):
 
     front = yaml.safe_load((out / "README.md").read_text(encoding="utf-8").split("---\n", 2)[1])
     assert [c["config_name"] for c in front["configs"]] == ["demo-turn", "demo-dial"]
-    assert front["license"] == "apache-2.0" and front["language"] == ["en", "zh", "de"]
+    assert front["license"] == "cc-by-4.0" and front["language"] == ["en", "zh", "de"]
     manifest = json.loads((out / "build_manifest.json").read_text())
     assert manifest["builder"]["name"] == "demo"
     assert manifest["configs"]["demo-turn"]["expected_instances"] is None
