@@ -79,14 +79,13 @@ def _slug(s: str) -> str:
 
 
 def seed_everything(seed: int) -> None:
+    """Seed Python, NumPy and (when a judge has loaded it) torch. Sampling judges also get the
+    seed in their decoding config, so their requests are reproducible one by one."""
     random.seed(seed)
     np.random.seed(seed % 2**32)
-    try:
-        import torch
-
+    torch = sys.modules.get("torch")
+    if torch is not None:
         torch.manual_seed(seed)
-    except ImportError:  # pragma: no cover - torch is a dependency
-        pass
 
 
 def _progress(show: bool):
@@ -154,7 +153,6 @@ def _collect_items(cfg: RunConfig, spec: TaskSpec, handle: DatasetHandle) -> tup
 def run(cfg: RunConfig) -> RunOutput:
     t_start = time.perf_counter()
     timings: dict[str, float] = {}
-    seed_everything(cfg.seed)
     specs = resolve_tasks(cfg.tasks)
     run_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
     out_dir = Path(cfg.output_dir) if cfg.output_dir else Path("runs") / f"{run_id}-{_slug('+'.join(cfg.tasks))}-{_slug(cfg.judge)}"
@@ -169,7 +167,8 @@ def run(cfg: RunConfig) -> RunOutput:
 
     cache = RequestCache(cfg.cache_path or default_cache_path(), enabled=cfg.use_cache)
     t = time.perf_counter()
-    judge = load_judge(cfg.judge, cache)
+    judge = load_judge(cfg.judge, cache, seed=cfg.seed)
+    seed_everything(cfg.seed)
     timings["load_judge_s"] = time.perf_counter() - t
 
     rows: list[dict[str, Any]] = []

@@ -15,12 +15,14 @@ overrides; every other key is a backend option (``adapter=``, ``dtype=``, ``base
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from harness.types import GenerationConfig
 
 KNOWN_KINDS = ("hf", "vllm", "openai", "replay", "embed")
+_SECRET_KEY_RE = re.compile(r"(api_?key|(^|_)token$|secret|password)", re.I)
 _GEN_FIELDS = {f.name for f in dataclasses.fields(GenerationConfig)}
 
 
@@ -98,6 +100,11 @@ def parse_spec(spec: str) -> JudgeSpec:
             raise SpecError(f"option {part!r} in judge spec {spec!r} must be key=value")
         k, v = part.split("=", 1)
         k = k.strip()
+        if _SECRET_KEY_RE.search(k) and k != "api_key_env":
+            raise SpecError(
+                f"judge spec option {k!r} looks like a secret; secrets never go in spec strings (they are "
+                "recorded in results). Put the key in an environment variable and pass api_key_env=VAR_NAME"
+            )
         val = _coerce(v.strip())
         if k == "stop":
             decoding[k] = tuple(x for x in str(v).split("|") if x)

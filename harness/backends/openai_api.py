@@ -199,7 +199,13 @@ class OpenAIBackend(Backend):
         choice_match: str = "exact",
         **options: Any,
     ) -> None:
-        super().__init__(model, revision=revision, **options)
+        if options:
+            raise ValueError(
+                f"openai backend: unknown option(s) {sorted(options)}; supported: base_url, api_key_env, "
+                "concurrency, max_retries, timeout, choice_top_logprobs, choice_match, retry_initial, "
+                "retry_max_wait, retry_after_cap"
+            )
+        super().__init__(model, revision=revision)
         url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
         url = str(url).strip().rstrip("/")
         parts = urlsplit(url)

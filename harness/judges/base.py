@@ -39,9 +39,10 @@ class Verdict:
 class Judge(ABC):
     role = "judge"
 
-    def __init__(self, spec: JudgeSpec, cache: RequestCache) -> None:
+    def __init__(self, spec: JudgeSpec, cache: RequestCache, seed: int | None = None) -> None:
         self.spec = spec
         self.cache = cache
+        self.seed = seed
         self.usage = Usage()
 
     @abstractmethod
@@ -72,14 +73,16 @@ class Judge(ABC):
         self.close()
 
 
-def load_judge(spec: str | JudgeSpec, cache: RequestCache | None = None) -> Judge:
-    """Create the judge a spec string names (``embed:…`` → sentence-encoder judge, else an LLM judge)."""
+def load_judge(spec: str | JudgeSpec, cache: RequestCache | None = None, seed: int | None = None) -> Judge:
+    """Create the judge a spec string names (``embed:…`` → sentence-encoder judge, else an LLM judge).
+
+    ``seed`` becomes the decoding seed of sampling judges (temperature > 0) whose spec sets none."""
     js = parse_spec(spec) if isinstance(spec, str) else spec
     cache = cache if cache is not None else RequestCache(enabled=False)
     if js.kind == "embed":
         from harness.judges.embedding import EmbeddingJudge
 
-        return EmbeddingJudge(js, cache)
+        return EmbeddingJudge(js, cache, seed)
     from harness.judges.llm import LLMJudge
 
-    return LLMJudge(js, cache)
+    return LLMJudge(js, cache, seed)

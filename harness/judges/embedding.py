@@ -66,8 +66,8 @@ def fingerprint_model_dir(path: str | os.PathLike[str]) -> str | None:
 
 
 class EmbeddingJudge(Judge):
-    def __init__(self, spec: JudgeSpec, cache: RequestCache) -> None:
-        super().__init__(spec, cache)
+    def __init__(self, spec: JudgeSpec, cache: RequestCache, seed: int | None = None) -> None:
+        super().__init__(spec, cache, seed)
         unknown = set(spec.decoding) | (set(spec.options) - {"batch_size", "device", "context_turns", "max_seq_length"})
         if unknown:
             raise ValueError(

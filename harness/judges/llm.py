@@ -16,8 +16,8 @@ from harness.types import GenerationConfig, Response
 
 
 class LLMJudge(Judge):
-    def __init__(self, spec: JudgeSpec, cache: RequestCache) -> None:
-        super().__init__(spec, cache)
+    def __init__(self, spec: JudgeSpec, cache: RequestCache, seed: int | None = None) -> None:
+        super().__init__(spec, cache, seed)
         self.backend = create_backend(spec)
         self.cached = CachedBackend(self.backend, cache)
 
@@ -25,8 +25,12 @@ class LLMJudge(Judge):
         return self.backend.identity()
 
     def generation_config(self, task: TaskSpec) -> GenerationConfig:
-        """The task's default decoding (temperature 0) with the spec's key=value overrides."""
+        """The task's default decoding (temperature 0) with the spec's key=value overrides; a
+        sampling judge without its own seed gets the run's seed (greedy requests keep seed=None so
+        their cache entries do not depend on it)."""
         cfg = self.spec.generation_config(task.generation)
+        if cfg.temperature > 0 and cfg.seed is None and self.seed is not None:
+            cfg = cfg.replace(seed=self.seed)
         if task.scoring == "expected_score" and not cfg.logprobs:
             cfg = cfg.replace(logprobs=True, top_logprobs=max(cfg.top_logprobs, 20))
         return cfg

@@ -38,8 +38,14 @@ def test_decoding_overrides_and_options_are_separated():
         ("hf:m,temperature", "key=value"),
         ("hf:m,temperature=-1", "temperature must be >= 0"),
         ("hf:m,top_p=0", "top_p"),
+        ("openai:gpt-4o,api_key=sk-123", "looks like a secret"),
+        ("openai:gpt-4o,hf_token=abc", "looks like a secret"),
     ],
 )
 def test_bad_specs_give_clear_errors(bad, fragment):
     with pytest.raises(SpecError, match=fragment):
         parse_spec(bad)
+
+
+def test_api_key_env_is_allowed():
+    assert parse_spec("openai:m,api_key_env=MY_KEY").options == {"api_key_env": "MY_KEY"}

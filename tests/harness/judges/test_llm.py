@@ -37,3 +37,10 @@ def test_parse_failure_is_none_with_raw_text(tmp_path):
     f = _replay(tmp_path, [{"default": {"text": "I would say yes"}}])
     (v,) = load_judge(f"replay:{f}").score(TASK, [ITEM])
     assert v.score is None and v.status == "missing_logprobs" and v.raw == "I would say yes"
+
+
+def test_sampling_judge_gets_the_run_seed(tmp_path):
+    f = _replay(tmp_path, [{"default": {"p_yes": 0.5}}])
+    assert load_judge(f"replay:{f},temperature=0.7", seed=13).decoding(TASK)["seed"] == 13
+    assert load_judge(f"replay:{f},temperature=0.7,seed=2", seed=13).decoding(TASK)["seed"] == 2
+    assert load_judge(f"replay:{f}", seed=13).decoding(TASK)["seed"] is None  # greedy: seed irrelevant
