@@ -4,6 +4,7 @@ versions, platform and device."""
 from __future__ import annotations
 
 import platform
+import re
 import subprocess
 import sys
 from functools import lru_cache
@@ -81,3 +82,11 @@ def environment() -> dict[str, Any]:
 
 def harness_info() -> dict[str, Any]:
     return {"version": harness.__version__, **git_info()}
+
+
+_URL_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]+@")
+
+
+def redact(text: str) -> str:
+    """Strip credentials embedded in URLs (``https://user:key@host`` → ``https://***@host``)."""
+    return _URL_USERINFO.sub(r"\g<scheme>***@", text)

@@ -27,7 +27,7 @@ from harness.cache import RequestCache, default_cache_path
 from harness.data import DatasetHandle, load_items, prepare_dataset
 from harness.judges.base import DEFAULT_JUDGE, Judge, load_judge
 from harness.languages import normalize_languages
-from harness.provenance import environment, harness_info
+from harness.provenance import environment, harness_info, redact
 from harness.results import SCHEMA_VERSION, write_results
 from harness.stats import meta_evaluate
 from harness.tasks import TaskSpec, resolve_tasks
@@ -155,7 +155,7 @@ def run(cfg: RunConfig) -> RunOutput:
     timings: dict[str, float] = {}
     specs = resolve_tasks(cfg.tasks)
     run_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
-    out_dir = Path(cfg.output_dir) if cfg.output_dir else Path("runs") / f"{run_id}-{_slug('+'.join(cfg.tasks))}-{_slug(cfg.judge)}"
+    out_dir = Path(cfg.output_dir) if cfg.output_dir else Path("runs") / f"{run_id}-{_slug('+'.join(cfg.tasks))}-{_slug(redact(cfg.judge))}"
 
     t = time.perf_counter()
     handles = _prepare(cfg, specs)
@@ -172,6 +172,7 @@ def run(cfg: RunConfig) -> RunOutput:
     timings["load_judge_s"] = time.perf_counter() - t
 
     rows: list[dict[str, Any]] = []
+    judge_name = redact(cfg.judge)
     scoring_s = 0.0
     try:
         with _progress(cfg.show_progress) as progress:
@@ -183,12 +184,16 @@ def run(cfg: RunConfig) -> RunOutput:
                     batch = items[i : i + cfg.batch_size]
                     verdicts = judge.score(spec, batch)
                     for item, v in zip(batch, verdicts, strict=True):
-                        rows.append(_sample_row(run_id, spec, cfg.judge, item, v))
+                        rows.append(_sample_row(run_id, spec, judge_name, item, v))
                     if progress is not None:
                         done = min(i + cfg.batch_size, len(items))
                         rate = done / max(time.perf_counter() - t, 1e-9)
                         progress.update(bar, completed=done, rate=f"{rate:,.1f} it/s")
                 scoring_s += time.perf_counter() - t
+        # Weights load lazily on the first call that needs them: book that as judge loading.
+        model_load_s = float(judge.backend_stats().get("load_seconds", 0.0))
+        timings["load_judge_s"] += model_load_s
+        scoring_s = max(scoring_s - model_load_s, 0.0)
         timings["scoring_s"] = scoring_s
         identity = judge.identity()
         samples = pd.DataFrame(rows)
@@ -209,7 +214,7 @@ def run(cfg: RunConfig) -> RunOutput:
             "run": {
                 "id": run_id,
                 "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
-                "command": " ".join(sys.argv),
+                "command": redact(" ".join(sys.argv)),
                 "tasks": [s.name for s in specs],
                 "languages": cfg.languages,
                 "limit": cfg.limit,
@@ -221,7 +226,7 @@ def run(cfg: RunConfig) -> RunOutput:
             },
             "harness": harness_info(),
             "judge": {
-                "spec": cfg.judge,
+                "spec": redact(cfg.judge),
                 "role": Judge.role,
                 "identity": identity,
                 "decoding": {s.name: judge.decoding(s) for s in specs},

@@ -33,9 +33,16 @@ class BackendStats:
     requests: int = 0
     batches: int = 0
     retries: int = 0
+    # Seconds spent loading weights lazily (on first use); the runner books them as judge loading.
+    load_seconds: float = 0.0
 
-    def to_dict(self) -> dict[str, int]:
-        return {"requests": self.requests, "batches": self.batches, "retries": self.retries}
+    def to_dict(self) -> dict[str, float]:
+        return {
+            "requests": self.requests,
+            "batches": self.batches,
+            "retries": self.retries,
+            "load_seconds": round(self.load_seconds, 3),
+        }
 
 
 class Backend(ABC):

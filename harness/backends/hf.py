@@ -21,6 +21,7 @@ import inspect
 import math
 import secrets
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -189,6 +190,7 @@ class HFBackend(Backend):
     def _ensure_model(self) -> Any:
         if self._model is not None:
             return self._model
+        t_load = time.perf_counter()
         from transformers import AutoModelForCausalLM
 
         kwargs: dict[str, Any] = {
@@ -215,6 +217,7 @@ class HFBackend(Backend):
             eos.update([v] if isinstance(v, int) else list(v or []))
         self._eos_ids = eos
         self._model = model
+        self.stats.load_seconds += time.perf_counter() - t_load
         return model
 
     def close(self) -> None:

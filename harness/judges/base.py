@@ -60,7 +60,8 @@ class Judge(ABC):
         """How this judge turns an item into a score for ``task`` (recorded in results)."""
         return task.scoring
 
-    def backend_stats(self) -> dict[str, int]:
+    def backend_stats(self) -> dict[str, float]:
+        """Work sent to the model: requests, batches, retries, lazy weight-loading seconds."""
         return {}
 
     def close(self) -> None:  # noqa: B027 - optional hook, default does nothing

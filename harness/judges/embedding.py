@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -94,6 +95,7 @@ class EmbeddingJudge(Judge):
     @property
     def model(self):
         if self._model is None:
+            t_load = time.perf_counter()
             from sentence_transformers import SentenceTransformer
 
             kwargs: dict[str, Any] = {}
@@ -102,6 +104,8 @@ class EmbeddingJudge(Judge):
             self._model = SentenceTransformer(self.path, device=self.device, **kwargs)
             if self.max_seq_length:
                 self._model.max_seq_length = int(self.max_seq_length)
+            self._model.encode(["warm-up"], show_progress_bar=False)  # first-call setup, booked as loading
+            self.stats.load_seconds += time.perf_counter() - t_load
         return self._model
 
     def identity(self) -> dict[str, Any]:
@@ -190,7 +194,7 @@ class EmbeddingJudge(Judge):
         cached = not any(t in self._last_encoded for t in texts)
         return Verdict(val, "ok", raw, _hash(texts), cached=cached)
 
-    def backend_stats(self) -> dict[str, int]:
+    def backend_stats(self) -> dict[str, float]:
         return self.stats.to_dict()
 
     def close(self) -> None:

@@ -71,7 +71,7 @@ class LLMJudge(Judge):
             return expected_score_from_tokens(resp.token_logprobs, [str(d) for d in range(1, 6)])
         raise ValueError(f"task {task.name!r}: unknown scoring method {task.scoring!r}")
 
-    def backend_stats(self) -> dict[str, int]:
+    def backend_stats(self) -> dict[str, float]:
         return self.backend.stats.to_dict()
 
     def close(self) -> None:

@@ -167,3 +167,13 @@ def test_killed_run_resumes_without_repeating_calls(tmp_path, replay_file):
     a = load_dataset("parquet", data_files=str(tmp_path / "resumed" / "samples.parquet"), split="train")
     b = load_dataset("parquet", data_files=str(tmp_path / "fresh" / "samples.parquet"), split="train")
     assert a["score"] == b["score"] and a["id"] == b["id"]  # None (parse failure) compares equal too
+
+
+def test_url_credentials_never_reach_results(tmp_path, replay_file):
+    from harness.provenance import redact
+
+    assert redact("openai:m,base_url=https://bob:s3cret@host:8000/v1") == "openai:m,base_url=https://***@host:8000/v1"
+    out = run(RunConfig(judge=f"replay:{replay_file},note=http://u:s3cret@x", tasks=["demo-turn"], limit=1,
+                        n_bootstrap=0, output_dir=tmp_path / "r", show_progress=False))
+    text = (tmp_path / "r" / "results.json").read_text() + "".join(out.samples.judge)
+    assert "s3cret" not in text and "***@x" in text
