@@ -29,6 +29,7 @@ from harness.judges.base import DEFAULT_JUDGE, Judge, load_judge
 from harness.languages import normalize_languages
 from harness.provenance import environment, harness_info, redact
 from harness.results import SCHEMA_VERSION, write_results
+from harness.spec import parse_spec
 from harness.stats import meta_evaluate
 from harness.tasks import TaskSpec, resolve_tasks
 
@@ -65,6 +66,7 @@ class RunConfig:
         if self.n_bootstrap < 0:
             raise ValueError(f"--bootstrap must be >= 0, got {self.n_bootstrap}")
         self.languages = normalize_languages(self.languages)
+        parse_spec(self.judge)  # fail fast on a malformed judge spec, before any data is built
 
 
 @dataclass
@@ -155,7 +157,8 @@ def run(cfg: RunConfig) -> RunOutput:
     timings: dict[str, float] = {}
     specs = resolve_tasks(cfg.tasks)
     run_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
-    out_dir = Path(cfg.output_dir) if cfg.output_dir else Path("runs") / f"{run_id}-{_slug('+'.join(cfg.tasks))}-{_slug(redact(cfg.judge))}"
+    judge_name = redact(cfg.judge)
+    out_dir = Path(cfg.output_dir or Path("runs") / f"{run_id}-{_slug('+'.join(cfg.tasks))}-{_slug(judge_name)}")
 
     t = time.perf_counter()
     handles = _prepare(cfg, specs)
@@ -163,98 +166,126 @@ def run(cfg: RunConfig) -> RunOutput:
     missing_configs: dict[str, list[str]] = {}
     for spec in specs:
         task_items[spec.name], missing_configs[spec.name] = _collect_items(cfg, spec, handles[spec.builder])
+        if not task_items[spec.name]:
+            raise ValueError(f"task {spec.name!r}: no items selected (languages {cfg.languages or 'all'})")
     timings["load_dataset_s"] = time.perf_counter() - t
 
     cache = RequestCache(cfg.cache_path or default_cache_path(), enabled=cfg.use_cache)
-    t = time.perf_counter()
-    judge = load_judge(cfg.judge, cache, seed=cfg.seed)
-    seed_everything(cfg.seed)
-    timings["load_judge_s"] = time.perf_counter() - t
-
-    rows: list[dict[str, Any]] = []
-    judge_name = redact(cfg.judge)
-    scoring_s = 0.0
     try:
-        with _progress(cfg.show_progress) as progress:
+        t = time.perf_counter()
+        judge = load_judge(cfg.judge, cache, seed=cfg.seed)
+        seed_everything(cfg.seed)
+        timings["load_judge_s"] = time.perf_counter() - t
+        try:
+            rows, scoring_s = _score_tasks(cfg, specs, task_items, judge, run_id, judge_name)
+            # Weights load lazily on the first call that needs them: book that as judge loading.
+            model_load_s = float(judge.backend_stats().get("load_seconds", 0.0))
+            timings["load_judge_s"] += model_load_s
+            timings["scoring_s"] = max(scoring_s - model_load_s, 0.0)
+            samples = pd.DataFrame(rows)
+
+            t = time.perf_counter()
+            results_by_task = {}
             for spec in specs:
-                items = task_items[spec.name]
-                bar = progress.add_task(spec.name, total=len(items), rate="") if progress is not None else None
-                t = time.perf_counter()
-                for i in range(0, len(items), cfg.batch_size):
-                    batch = items[i : i + cfg.batch_size]
-                    verdicts = judge.score(spec, batch)
-                    for item, v in zip(batch, verdicts, strict=True):
-                        rows.append(_sample_row(run_id, spec, judge_name, item, v))
-                    if progress is not None:
-                        done = min(i + cfg.batch_size, len(items))
-                        rate = done / max(time.perf_counter() - t, 1e-9)
-                        progress.update(bar, completed=done, rate=f"{rate:,.1f} it/s")
-                scoring_s += time.perf_counter() - t
-        # Weights load lazily on the first call that needs them: book that as judge loading.
-        model_load_s = float(judge.backend_stats().get("load_seconds", 0.0))
-        timings["load_judge_s"] += model_load_s
-        scoring_s = max(scoring_s - model_load_s, 0.0)
-        timings["scoring_s"] = scoring_s
-        identity = judge.identity()
-        samples = pd.DataFrame(rows)
-
-        t = time.perf_counter()
-        results_by_task: dict[str, Any] = {}
-        for spec in specs:
-            sub = samples[samples["task"] == spec.name].rename(columns={"human_rating": "human"})
-            meta = meta_evaluate(sub, spec.metrics, cfg.n_bootstrap, cfg.confidence, cfg.seed, spec.languages)
-            results_by_task[spec.name] = meta.to_dict()
-        timings["meta_eval_s"] = time.perf_counter() - t
-
-        n_items = len(samples)
-        timings["total_s"] = time.perf_counter() - t_start
-        timings["items_per_s_scoring"] = n_items / scoring_s if scoring_s > 0 else None
-        results = {
-            "schema_version": SCHEMA_VERSION,
-            "run": {
-                "id": run_id,
-                "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
-                "command": redact(" ".join(sys.argv)),
-                "tasks": [s.name for s in specs],
-                "languages": cfg.languages,
-                "limit": cfg.limit,
-                "seed": cfg.seed,
-                "batch_size": cfg.batch_size,
-                "n_bootstrap": cfg.n_bootstrap,
-                "confidence_level": cfg.confidence,
-                "n_items": n_items,
-            },
-            "harness": harness_info(),
-            "judge": {
-                "spec": redact(cfg.judge),
-                "role": Judge.role,
-                "identity": identity,
-                "decoding": {s.name: judge.decoding(s) for s in specs},
-                "method": {s.name: judge.method(s) for s in specs},
-            },
-            "datasets": {
-                s.name: {**handles[s.builder].describe(), "used_configs": sorted(set(samples.loc[samples["task"] == s.name, "dataset"])), "missing_configs": missing_configs[s.name]}
-                for s in specs
-            },
-            "tasks": {s.name: s.describe() for s in specs},
-            "results": results_by_task,
-            "parse_failures": {
-                s.name: int((samples.loc[samples["task"] == s.name, "parse_status"] != "ok").sum()) for s in specs
-            },
-            "usage": {**judge.usage.to_dict(), "backend": judge.backend_stats()},
-            "cache": {"enabled": cache.enabled, "path": str(cache.path) if cache.enabled else None, **cache.stats.to_dict()},
-            "timings": timings,
-            "environment": environment(),
-        }
-        t = time.perf_counter()
-        write_results(out_dir, results, samples)
-        timings["write_s"] = time.perf_counter() - t
-        # timings are in the written file too (rewrite is cheap and keeps write_s)
-        write_results(out_dir, results, samples)
+                sub = samples[samples["task"] == spec.name].rename(columns={"human_rating": "human"})
+                meta = meta_evaluate(sub, spec.metrics, cfg.n_bootstrap, cfg.confidence, cfg.seed, spec.languages)
+                results_by_task[spec.name] = meta.to_dict()
+            timings["meta_eval_s"] = time.perf_counter() - t
+            timings["total_s"] = time.perf_counter() - t_start
+            timings["items_per_s_scoring"] = len(samples) / timings["scoring_s"] if timings["scoring_s"] > 0 else None
+            results = _results_document(
+                cfg, run_id, specs, judge, judge_name, handles, missing_configs, samples, results_by_task, cache, timings
+            )
+        finally:
+            judge.close()
     finally:
-        judge.close()
         cache.close()
+    write_results(out_dir, results, samples)
     return RunOutput(results=results, samples=samples, output_dir=out_dir)
+
+
+def _score_tasks(
+    cfg: RunConfig,
+    specs: list[TaskSpec],
+    task_items: dict[str, list[dict[str, Any]]],
+    judge: Judge,
+    run_id: str,
+    judge_name: str,
+) -> tuple[list[dict[str, Any]], float]:
+    """Judge every item batch by batch (each batch goes through the write-through cache)."""
+    rows: list[dict[str, Any]] = []
+    scoring_s = 0.0
+    with _progress(cfg.show_progress) as progress:
+        for spec in specs:
+            items = task_items[spec.name]
+            bar = progress.add_task(spec.name, total=len(items), rate="") if progress is not None else None
+            t = time.perf_counter()
+            for i in range(0, len(items), cfg.batch_size):
+                batch = items[i : i + cfg.batch_size]
+                for item, v in zip(batch, judge.score(spec, batch), strict=True):
+                    rows.append(_sample_row(run_id, spec, judge_name, item, v))
+                if progress is not None:
+                    done = min(i + cfg.batch_size, len(items))
+                    progress.update(bar, completed=done, rate=f"{done / max(time.perf_counter() - t, 1e-9):,.1f} it/s")
+            scoring_s += time.perf_counter() - t
+    return rows, scoring_s
+
+
+def _results_document(
+    cfg: RunConfig,
+    run_id: str,
+    specs: list[TaskSpec],
+    judge: Judge,
+    judge_name: str,
+    handles: dict[str, DatasetHandle],
+    missing_configs: dict[str, list[str]],
+    samples: pd.DataFrame,
+    results_by_task: dict[str, Any],
+    cache: RequestCache,
+    timings: dict[str, float],
+) -> dict[str, Any]:
+    def of(task: str) -> pd.DataFrame:
+        return samples[samples["task"] == task]
+
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "run": {
+            "id": run_id,
+            "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "command": redact(" ".join(sys.argv)),
+            "tasks": [s.name for s in specs],
+            "languages": cfg.languages,
+            "limit": cfg.limit,
+            "seed": cfg.seed,
+            "batch_size": cfg.batch_size,
+            "n_bootstrap": cfg.n_bootstrap,
+            "confidence_level": cfg.confidence,
+            "n_items": len(samples),
+        },
+        "harness": harness_info(),
+        "judge": {
+            "spec": judge_name,
+            "role": Judge.role,
+            "identity": judge.identity(),
+            "decoding": {s.name: judge.decoding(s) for s in specs},
+            "method": {s.name: judge.method(s) for s in specs},
+        },
+        "datasets": {
+            s.name: {
+                **handles[s.builder].describe(),
+                "used_configs": sorted(set(of(s.name)["dataset"])),
+                "missing_configs": missing_configs[s.name],
+            }
+            for s in specs
+        },
+        "tasks": {s.name: s.describe() for s in specs},
+        "results": results_by_task,
+        "parse_failures": {s.name: int((of(s.name)["parse_status"] != "ok").sum()) for s in specs},
+        "usage": {**judge.usage.to_dict(), "backend": judge.backend_stats()},
+        "cache": {"enabled": cache.enabled, "path": str(cache.path) if cache.enabled else None, **cache.stats.to_dict()},
+        "timings": timings,
+        "environment": environment(),
+    }
 
 
 def _sample_row(run_id: str, spec: TaskSpec, judge: str, item: dict[str, Any], v) -> dict[str, Any]:

@@ -12,38 +12,58 @@ from tasks.xdial_eval.templates import DIALOGUE_COHERENCE, TURN_RELEVANCE
 TURN_CONFIGS = tuple(s.stem for s in XDIAL_SETS if s.level == "turn")
 DIALOGUE_CONFIGS = tuple(s.stem for s in XDIAL_SETS if s.level == "dialogue")
 
-XDIAL_TURN = register_task(
-    TaskSpec(
-        name="xdial-eval-turn",
-        description="xDial-Eval turn level: is the response relevant to the context? P(Yes) vs mean human rating.",
-        builder="xdial-eval",
-        configs=TURN_CONFIGS,
+
+def xdial_style_tasks(
+    *,
+    group: str,
+    builder: str,
+    turn_configs: tuple[str, ...],
+    dialogue_configs: tuple[str, ...],
+    about: str,
+    citation: str = "",
+    languages: tuple[str, ...] = XDIAL_LANGUAGES,
+) -> tuple[TaskSpec, TaskSpec]:
+    """The xDial-Eval pair of tasks (``<group>-turn``, ``<group>-dialogue``) over any dataset in
+    the common schema: Table 3 templates, P(Yes) scoring, Pearson/Spearman meta-evaluation."""
+    common = dict(
+        builder=builder,
+        languages=languages,
+        scoring="p_yes",
+        group=group,
+        evaluate_module="tasks/xdial_eval",
+        citation=citation,
+    )
+    turn = TaskSpec(
+        name=f"{group}-turn",
+        description=f"{about} turn level: is the response relevant to the context? P(Yes) vs human rating.",
+        configs=turn_configs,
         level="turn",
         dimension="relevance",
-        languages=XDIAL_LANGUAGES,
-        templates={lang: TURN_RELEVANCE for lang in XDIAL_LANGUAGES},
-        scoring="p_yes",
+        templates={lang: TURN_RELEVANCE for lang in languages},
         embedding_method="context_response_cosine",
-        group="xdial-eval",
-        evaluate_module="tasks/xdial_eval",
-        citation=XDIAL_CITATION,
+        **common,
     )
-)
-
-XDIAL_DIALOGUE = register_task(
-    TaskSpec(
-        name="xdial-eval-dialogue",
-        description="xDial-Eval dialogue level: is the dialogue coherent? P(Yes) vs mean human rating.",
-        builder="xdial-eval",
-        configs=DIALOGUE_CONFIGS,
+    dialogue = TaskSpec(
+        name=f"{group}-dialogue",
+        description=f"{about} dialogue level: is the dialogue coherent? P(Yes) vs human rating.",
+        configs=dialogue_configs,
         level="dialogue",
         dimension="coherence",
-        languages=XDIAL_LANGUAGES,
-        templates={lang: DIALOGUE_COHERENCE for lang in XDIAL_LANGUAGES},
-        scoring="p_yes",
+        templates={lang: DIALOGUE_COHERENCE for lang in languages},
         embedding_method="adjacent_turn_cosine",
+        **common,
+    )
+    return turn, dialogue
+
+
+XDIAL_TURN, XDIAL_DIALOGUE = (
+    register_task(t)
+    for t in xdial_style_tasks(
         group="xdial-eval",
-        evaluate_module="tasks/xdial_eval",
+        builder="xdial-eval",
+        turn_configs=TURN_CONFIGS,
+        dialogue_configs=DIALOGUE_CONFIGS,
+        about="xDial-Eval",
         citation=XDIAL_CITATION,
     )
 )

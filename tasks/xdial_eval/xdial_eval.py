@@ -16,17 +16,11 @@ import datasets
 import evaluate
 import pandas as pd
 
+from dataset_builders.xdial_eval import XDIAL_CITATION
 from harness.cache import RequestCache
 from harness.judges.base import DEFAULT_JUDGE, load_judge
 from harness.stats import meta_evaluate
 from harness.tasks import get_task
-
-_CITATION = """@inproceedings{zhang-etal-2023-xdial,
-  title     = {xDial-Eval: A Multilingual Open-Domain Dialogue Evaluation Benchmark},
-  author    = {Zhang, Chen and D'Haro, Luis Fernando and Tang, Chengguang and Shi, Ke and Tang, Guohua and Li, Haizhou},
-  booktitle = {Findings of the Association for Computational Linguistics: EMNLP 2023},
-  year      = {2023},
-}"""
 
 _DESCRIPTION = """Judge dialogue responses (turn level: is the response relevant to the context?) or whole
 dialogues (dialogue level: is the dialogue coherent?) with any dialeval-harness judge (hf, vllm,
@@ -73,7 +67,7 @@ class XDialEval(evaluate.Metric):
             raise KeyError(f"unknown config {self.config_name!r}: use 'turn', 'dialogue' or 'meta'")
         return evaluate.MetricInfo(
             description=_DESCRIPTION,
-            citation=_CITATION,
+            citation=XDIAL_CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
             features=datasets.Features({**inputs, **common}),
             homepage="https://github.com/e0397123/xDial-Eval",
