@@ -177,3 +177,15 @@ def test_url_credentials_never_reach_results(tmp_path, replay_file):
                         n_bootstrap=0, output_dir=tmp_path / "r", show_progress=False))
     text = (tmp_path / "r" / "results.json").read_text() + "".join(out.samples.judge)
     assert "s3cret" not in text and "***@x" in text
+
+
+def test_run_on_a_prebuilt_dataset_directory(tmp_path, replay_file):
+    from dataset_builders import build_dataset
+
+    built = build_dataset("demo", None, tmp_path / "demo-ds", show_progress=False)
+    out = run(RunConfig(judge=f"replay:{replay_file}", tasks=["demo-dialogue"], dataset=str(tmp_path / "demo-ds"),
+                        n_bootstrap=0, output_dir=tmp_path / "r", show_progress=False))
+    ds = out.results["datasets"]["demo-dialogue"]
+    assert ds["location"] == str((tmp_path / "demo-ds").resolve())
+    assert ds["fingerprint"] == built.fingerprint and ds["used_configs"] == ["demo-dial"]
+    assert len(out.samples) == 80
