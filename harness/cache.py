@@ -57,7 +57,9 @@ class RequestCache:
         self._conn: sqlite3.Connection | None = None
         if enabled:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(str(self.path), timeout=60.0, check_same_thread=False, isolation_level=None)
+            self._conn = sqlite3.connect(
+                str(self.path), timeout=60.0, check_same_thread=False, isolation_level=None
+            )
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.execute("PRAGMA busy_timeout=60000")
@@ -68,7 +70,9 @@ class RequestCache:
             self._conn.execute("CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL)")
             row = self._conn.execute("SELECT v FROM meta WHERE k='schema_version'").fetchone()
             if row is None:
-                self._conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+                self._conn.execute(
+                    "INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+                )
             elif int(row[0]) != SCHEMA_VERSION:
                 raise RuntimeError(
                     f"request cache {self.path} has schema version {row[0]}, this harness uses {SCHEMA_VERSION}; "
@@ -125,7 +129,9 @@ class RequestCache:
             assert self._conn is not None
             if namespace is None:
                 return self._conn.execute("SELECT COUNT(*) FROM entries").fetchone()[0]
-            return self._conn.execute("SELECT COUNT(*) FROM entries WHERE namespace=?", (namespace,)).fetchone()[0]
+            return self._conn.execute(
+                "SELECT COUNT(*) FROM entries WHERE namespace=?", (namespace,)
+            ).fetchone()[0]
 
     def close(self) -> None:
         with self._lock:
@@ -179,7 +185,9 @@ class CachedBackend:
 
             def store(j: int, resp: Response) -> None:
                 k = uniq_keys[j]
-                self.cache.put_many([(k, self.NAMESPACE, json.dumps(resp.to_dict(), ensure_ascii=False).encode())])
+                self.cache.put_many(
+                    [(k, self.NAMESPACE, json.dumps(resp.to_dict(), ensure_ascii=False).encode())]
+                )
                 for i in todo[k]:
                     out[i] = resp
                     if on_result:

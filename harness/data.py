@@ -85,7 +85,11 @@ def prepare_dataset(
         p = Path(dataset)
         if p.is_dir():
             manifest = p / "build_manifest.json"
-            fp = json.loads(manifest.read_text())["fingerprint"] if manifest.is_file() else _parquet_fingerprint(p)
+            fp = (
+                json.loads(manifest.read_text())["fingerprint"]
+                if manifest.is_file()
+                else _parquet_fingerprint(p)
+            )
             return DatasetHandle(builder, str(p.resolve()), revision, fp, str(p.resolve()), card_configs(p))
         from datasets import get_dataset_config_names
 
@@ -144,7 +148,9 @@ def load_items(
     """Rows of one config as dicts, filtered to ``languages``; ``limit`` = first N items per language."""
     from datasets import load_dataset
 
-    ds = load_dataset(handle.location, config, split="test", revision=None if handle.is_local else handle.revision)
+    ds = load_dataset(
+        handle.location, config, split="test", revision=None if handle.is_local else handle.revision
+    )
     rows = ds.to_list()
     if languages:
         keep = set(languages)

@@ -15,8 +15,23 @@ from typing import Any
 import harness
 
 LIBRARIES = (
-    "torch", "transformers", "tokenizers", "datasets", "evaluate", "huggingface_hub", "sentence-transformers",
-    "peft", "accelerate", "numpy", "scipy", "scikit-learn", "pandas", "pyarrow", "httpx", "tenacity", "vllm",
+    "torch",
+    "transformers",
+    "tokenizers",
+    "datasets",
+    "evaluate",
+    "huggingface_hub",
+    "sentence-transformers",
+    "peft",
+    "accelerate",
+    "numpy",
+    "scipy",
+    "scikit-learn",
+    "pandas",
+    "pyarrow",
+    "httpx",
+    "tenacity",
+    "vllm",
 )
 
 
@@ -26,12 +41,19 @@ def git_info() -> dict[str, Any]:
     root = Path(harness.__file__).resolve().parents[1]
     try:
         sha = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
+            ["git", "-C", str(root), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
         ).stdout.strip()
         dirty = bool(
             subprocess.run(
                 ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                capture_output=True, text=True, timeout=10, check=True,
+                capture_output=True,
+                text=True,
+                timeout=10,
+                check=True,
             ).stdout.strip()
         )
         return {"git_sha": sha, "git_dirty": dirty}

@@ -78,10 +78,14 @@ def _json_safe(obj: Any) -> Any:
     return obj
 
 
-def write_results(output_dir: str | Path, results: dict[str, Any], samples: pd.DataFrame) -> tuple[Path, Path]:
+def write_results(
+    output_dir: str | Path, results: dict[str, Any], samples: pd.DataFrame
+) -> tuple[Path, Path]:
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    table = pa.Table.from_pandas(samples.reindex(columns=SAMPLE_SCHEMA.names), schema=SAMPLE_SCHEMA, preserve_index=False)
+    table = pa.Table.from_pandas(
+        samples.reindex(columns=SAMPLE_SCHEMA.names), schema=SAMPLE_SCHEMA, preserve_index=False
+    )
     samples_path = out / SAMPLES_FILE
     fd, tmp = tempfile.mkstemp(dir=out, prefix=".samples.", suffix=".parquet")
     os.close(fd)
@@ -104,7 +108,9 @@ def load_results(path: str | Path) -> dict[str, Any]:
     data = json.loads(p.read_text(encoding="utf-8"))
     ver = str(data.get("schema_version", ""))
     if ver.split(".")[0] != SCHEMA_VERSION.split(".")[0]:
-        raise ValueError(f"{p}: results schema version {ver!r} is not readable by this harness ({SCHEMA_VERSION})")
+        raise ValueError(
+            f"{p}: results schema version {ver!r} is not readable by this harness ({SCHEMA_VERSION})"
+        )
     return data
 
 
@@ -137,16 +143,23 @@ def results_tables(results: dict[str, Any]):
             row = by_lang[lang]
             first = row[metrics[0]]
             t.add_row(
-                lang, str(first["n"]), str(first["n_datasets"]),
-                *[format_metric(row[m]) for m in metrics], str(first["parse_failures"]),
+                lang,
+                str(first["n"]),
+                str(first["n_datasets"]),
+                *[format_metric(row[m]) for m in metrics],
+                str(first["parse_failures"]),
             )
         if "all" in by_lang:
             row = by_lang["all"]
             first = row[metrics[0]]
             t.add_section()
             t.add_row(
-                "avg", str(first["n"]), f"{first['n_languages']}L",
-                *[format_metric(row[m]) for m in metrics], str(first["parse_failures"]), style="bold",
+                "avg",
+                str(first["n"]),
+                f"{first['n_languages']}L",
+                *[format_metric(row[m]) for m in metrics],
+                str(first["parse_failures"]),
+                style="bold",
             )
         tables.append(t)
     return tables

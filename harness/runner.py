@@ -130,7 +130,9 @@ def _prepare(cfg: RunConfig, specs: list[TaskSpec]) -> dict[str, DatasetHandle]:
     return handles
 
 
-def _collect_items(cfg: RunConfig, spec: TaskSpec, handle: DatasetHandle) -> tuple[list[dict[str, Any]], list[str]]:
+def _collect_items(
+    cfg: RunConfig, spec: TaskSpec, handle: DatasetHandle
+) -> tuple[list[dict[str, Any]], list[str]]:
     present = [c for c in spec.configs if c in handle.configs]
     missing = [c for c in spec.configs if c not in handle.configs]
     if not present:
@@ -147,7 +149,9 @@ def _collect_items(cfg: RunConfig, spec: TaskSpec, handle: DatasetHandle) -> tup
         rows = load_items(handle, config, languages=langs, limit=cfg.limit)
         for r in rows:
             if r.get("level") not in (None, spec.level):
-                raise ValueError(f"{handle.location} config {config!r}: row {r.get('id')} is level {r.get('level')!r}, task {spec.name!r} expects {spec.level!r}")
+                raise ValueError(
+                    f"{handle.location} config {config!r}: row {r.get('id')} is level {r.get('level')!r}, task {spec.name!r} expects {spec.level!r}"
+                )
         items.extend(rows)
     return items, missing
 
@@ -158,7 +162,9 @@ def run(cfg: RunConfig) -> RunOutput:
     specs = resolve_tasks(cfg.tasks)
     run_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
     judge_name = redact(cfg.judge)
-    out_dir = Path(cfg.output_dir or Path("runs") / f"{run_id}-{_slug('+'.join(cfg.tasks))}-{_slug(judge_name)}")
+    out_dir = Path(
+        cfg.output_dir or Path("runs") / f"{run_id}-{_slug('+'.join(cfg.tasks))}-{_slug(judge_name)}"
+    )
 
     t = time.perf_counter()
     handles = _prepare(cfg, specs)
@@ -188,13 +194,27 @@ def run(cfg: RunConfig) -> RunOutput:
             results_by_task = {}
             for spec in specs:
                 sub = samples[samples["task"] == spec.name].rename(columns={"human_rating": "human"})
-                meta = meta_evaluate(sub, spec.metrics, cfg.n_bootstrap, cfg.confidence, cfg.seed, spec.languages)
+                meta = meta_evaluate(
+                    sub, spec.metrics, cfg.n_bootstrap, cfg.confidence, cfg.seed, spec.languages
+                )
                 results_by_task[spec.name] = meta.to_dict()
             timings["meta_eval_s"] = time.perf_counter() - t
             timings["total_s"] = time.perf_counter() - t_start
-            timings["items_per_s_scoring"] = len(samples) / timings["scoring_s"] if timings["scoring_s"] > 0 else None
+            timings["items_per_s_scoring"] = (
+                len(samples) / timings["scoring_s"] if timings["scoring_s"] > 0 else None
+            )
             results = _results_document(
-                cfg, run_id, specs, judge, judge_name, handles, missing_configs, samples, results_by_task, cache, timings
+                cfg,
+                run_id,
+                specs,
+                judge,
+                judge_name,
+                handles,
+                missing_configs,
+                samples,
+                results_by_task,
+                cache,
+                timings,
             )
         finally:
             judge.close()
@@ -226,7 +246,9 @@ def _score_tasks(
                     rows.append(_sample_row(run_id, spec, judge_name, item, v))
                 if progress is not None:
                     done = min(i + cfg.batch_size, len(items))
-                    progress.update(bar, completed=done, rate=f"{done / max(time.perf_counter() - t, 1e-9):,.1f} it/s")
+                    progress.update(
+                        bar, completed=done, rate=f"{done / max(time.perf_counter() - t, 1e-9):,.1f} it/s"
+                    )
             scoring_s += time.perf_counter() - t
     return rows, scoring_s
 
@@ -282,7 +304,11 @@ def _results_document(
         "results": results_by_task,
         "parse_failures": {s.name: int((of(s.name)["parse_status"] != "ok").sum()) for s in specs},
         "usage": {**judge.usage.to_dict(), "backend": judge.backend_stats()},
-        "cache": {"enabled": cache.enabled, "path": str(cache.path) if cache.enabled else None, **cache.stats.to_dict()},
+        "cache": {
+            "enabled": cache.enabled,
+            "path": str(cache.path) if cache.enabled else None,
+            **cache.stats.to_dict(),
+        },
         "timings": timings,
         "environment": environment(),
     }

@@ -47,7 +47,9 @@ def choice_logprobs_from_top(top: Mapping[str, float], choices: Sequence[str]) -
     """
     out: dict[str, float | None] = {}
     for c in choices:
-        vals = [lp for tok, lp in top.items() if _norm(tok) == _norm(c) and lp is not None and math.isfinite(lp)]
+        vals = [
+            lp for tok, lp in top.items() if _norm(tok) == _norm(c) and lp is not None and math.isfinite(lp)
+        ]
         out[c] = float(logsumexp(vals)) if vals else None
     return out
 
@@ -91,7 +93,9 @@ def expected_score(
     """Probability-weighted score over labels (default: the digits present in the log-probs)."""
     lp = _choice_lp(resp)
     if lp is None:
-        raise LogprobsUnavailableError("expected-score scoring needs label log-probs, but the response carries none")
+        raise LogprobsUnavailableError(
+            "expected-score scoring needs label log-probs, but the response carries none"
+        )
     values = _label_values(labels, lp)
     probs = normalized_choice_probs({k: lp.get(k) for k in values})
     if probs is None:
@@ -104,7 +108,9 @@ def expected_score_from_tokens(
 ) -> Score:
     """G-Eval: find the first generated token that is a score label and weight its top alternatives."""
     if token_logprobs is None:
-        raise LogprobsUnavailableError("expected-score scoring needs token log-probs, but the response carries none")
+        raise LogprobsUnavailableError(
+            "expected-score scoring needs token log-probs, but the response carries none"
+        )
     values = _label_values(labels, {})
     norm_values = {_norm(k): k for k in values}
     for tl in token_logprobs:

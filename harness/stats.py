@@ -160,7 +160,11 @@ def meta_evaluate(
                     r = _replicates(x, y, idx, m)
                     reps[(ds, lang, m)] = r
                     est.ci = percentile_ci(r, confidence)
-                per_ds[(ds, lang, m)] = {**est.to_dict(), "parse_failures": failures, "n_total": int(len(sub))}
+                per_ds[(ds, lang, m)] = {
+                    **est.to_dict(),
+                    "parse_failures": failures,
+                    "n_total": int(len(sub)),
+                }
 
     out = MetaEvaluation()
     lang_reps: dict[tuple[str, str], np.ndarray] = {}

@@ -68,7 +68,13 @@ class PromptTemplate:
         return h.hexdigest()[:16]
 
     def describe(self) -> dict[str, str]:
-        return {"name": self.name, "source": self.source, "language": self.language, "version": self.version, "hash": self.hash}
+        return {
+            "name": self.name,
+            "source": self.source,
+            "language": self.language,
+            "version": self.version,
+            "hash": self.hash,
+        }
 
 
 @dataclass(frozen=True)
@@ -85,7 +91,9 @@ class TaskSpec:
     labels: tuple[str, str] = ("Yes", "No")
     embedding_method: str = "context_response_cosine"
     metrics: tuple[str, ...] = ("pearson", "spearman")
-    generation: GenerationConfig = field(default_factory=lambda: GenerationConfig(temperature=0.0, max_tokens=1))
+    generation: GenerationConfig = field(
+        default_factory=lambda: GenerationConfig(temperature=0.0, max_tokens=1)
+    )
     group: str | None = None
     evaluate_module: str | None = None  # path of the evaluate module folder, relative to the repo root
     citation: str = ""
@@ -100,14 +108,24 @@ class TaskSpec:
     def fields(self, item: Mapping[str, Any]) -> dict[str, str]:
         if self.level == "turn":
             ctx = [t["text"] for t in item["context"]]
-            return {"context": "\n".join(ctx), "response": item["response"], "last_utterance": ctx[-1] if ctx else ""}
+            return {
+                "context": "\n".join(ctx),
+                "response": item["response"],
+                "last_utterance": ctx[-1] if ctx else "",
+            }
         turns = item["turns"]
-        return {"dialogue": "\n".join(f"{SPEAKER_TAGS.get(t['role'], '[' + t['role'] + ']')} {t['text']}" for t in turns)}
+        return {
+            "dialogue": "\n".join(
+                f"{SPEAKER_TAGS.get(t['role'], '[' + t['role'] + ']')} {t['text']}" for t in turns
+            )
+        }
 
     def build_request(self, item: Mapping[str, Any], config: GenerationConfig | None = None) -> Request:
         tpl = self.template_for(item["language"])
         choices = tuple(self.labels) if self.scoring == "p_yes" else None
-        return Request(messages=tpl.render(self.fields(item)), config=config or self.generation, choices=choices)
+        return Request(
+            messages=tpl.render(self.fields(item)), config=config or self.generation, choices=choices
+        )
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -169,7 +187,9 @@ def groups() -> dict[str, list[str]]:
 def get_task(name: str) -> TaskSpec:
     tasks = all_tasks()
     if name not in tasks:
-        raise KeyError(f"unknown task {name!r}; known tasks: {', '.join(tasks)}; groups: {', '.join(groups())}")
+        raise KeyError(
+            f"unknown task {name!r}; known tasks: {', '.join(tasks)}; groups: {', '.join(groups())}"
+        )
     return tasks[name]
 
 
@@ -227,9 +247,13 @@ def validate(specs: Iterable[TaskSpec] | None = None, repo_root: Path | None = N
             allowed = LEVEL_FIELDS[s.level]
             unknown = tpl.placeholders() - allowed
             if unknown:
-                problems.append(f"{where}: template {tpl.name!r} ({lang}) uses unknown placeholder(s) {sorted(unknown)}")
+                problems.append(
+                    f"{where}: template {tpl.name!r} ({lang}) uses unknown placeholder(s) {sorted(unknown)}"
+                )
             if not tpl.placeholders():
-                problems.append(f"{where}: template {tpl.name!r} ({lang}) has no placeholder: the item never reaches the judge")
+                problems.append(
+                    f"{where}: template {tpl.name!r} ({lang}) has no placeholder: the item never reaches the judge"
+                )
         if s.evaluate_module and repo_root is not None:
             mod_dir = repo_root / s.evaluate_module
             if not (mod_dir / f"{mod_dir.name}.py").is_file():

@@ -142,7 +142,9 @@ class Usage:
         return self.prompt_tokens + self.completion_tokens
 
     def __add__(self, other: Usage) -> Usage:
-        return Usage(self.prompt_tokens + other.prompt_tokens, self.completion_tokens + other.completion_tokens)
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens, self.completion_tokens + other.completion_tokens
+        )
 
     def to_dict(self) -> dict[str, int]:
         return {
@@ -165,7 +167,11 @@ class TokenLogprob:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TokenLogprob:
-        return cls(token=d["token"], logprob=float(d["logprob"]), top={k: float(v) for k, v in d.get("top", {}).items()})
+        return cls(
+            token=d["token"],
+            logprob=float(d["logprob"]),
+            top={k: float(v) for k, v in d.get("top", {}).items()},
+        )
 
 
 @dataclass
@@ -183,8 +189,13 @@ class Response:
         return {
             "text": self.text,
             "choice_logprobs": self.choice_logprobs,
-            "token_logprobs": [t.to_dict() for t in self.token_logprobs] if self.token_logprobs is not None else None,
-            "usage": {"prompt_tokens": self.usage.prompt_tokens, "completion_tokens": self.usage.completion_tokens},
+            "token_logprobs": [t.to_dict() for t in self.token_logprobs]
+            if self.token_logprobs is not None
+            else None,
+            "usage": {
+                "prompt_tokens": self.usage.prompt_tokens,
+                "completion_tokens": self.usage.completion_tokens,
+            },
             "finish_reason": self.finish_reason,
             "raw": self.raw,
         }

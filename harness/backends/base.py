@@ -76,7 +76,9 @@ class Backend(ABC):
                     "use a backend with log-prob support (hf, vllm, or an OpenAI-compatible server that returns logprobs)"
                 )
             if r.config.logprobs and not self.capabilities.token_logprobs:
-                raise LogprobsUnavailableError(f"backend {self.kind!r} ({self.model}) cannot return token log-probs")
+                raise LogprobsUnavailableError(
+                    f"backend {self.kind!r} ({self.model}) cannot return token log-probs"
+                )
         with self._stats_lock:
             self.stats.requests += len(requests)
             self.stats.batches += 1
@@ -91,14 +93,21 @@ class Backend(ABC):
 
         out = self._generate(requests, emit)
         if len(out) != len(requests):
-            raise RuntimeError(f"backend {self.kind} returned {len(out)} responses for {len(requests)} requests")
+            raise RuntimeError(
+                f"backend {self.kind} returned {len(out)} responses for {len(requests)} requests"
+            )
         for i, resp in enumerate(out):
             emit(i, resp)
         return out
 
     def identity(self) -> dict[str, Any]:
         """What identifies the model for cache keys and provenance (kind, model id, revision, adapter...)."""
-        return {"backend": self.kind, "model": self.model, "revision": self.revision, **self._identity_extras()}
+        return {
+            "backend": self.kind,
+            "model": self.model,
+            "revision": self.revision,
+            **self._identity_extras(),
+        }
 
     def close(self) -> None:  # noqa: B027 - optional hook, default does nothing
         """Release model memory / connections. Safe to call twice."""

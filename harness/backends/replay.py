@@ -40,7 +40,9 @@ class ReplayBackend(Backend):
     kind = "replay"
     capabilities = Capabilities(choice_logprobs=True, token_logprobs=True)
 
-    def __init__(self, model: str, *, revision: str | None = None, delay: float = 0.0, **options: Any) -> None:
+    def __init__(
+        self, model: str, *, revision: str | None = None, delay: float = 0.0, **options: Any
+    ) -> None:
         super().__init__(model, revision=revision, **options)
         self.path = Path(model)
         if not self.path.is_file():
@@ -122,7 +124,10 @@ class ReplayBackend(Backend):
             p = 0.02 + 0.96 * int.from_bytes(h[:8], "big") / 2**64
         if p is not None:
             p = float(p)
-            choice_lp = {"Yes": math.log(p) if p > 0 else -math.inf, "No": math.log1p(-p) if p < 1 else -math.inf}
+            choice_lp = {
+                "Yes": math.log(p) if p > 0 else -math.inf,
+                "No": math.log1p(-p) if p < 1 else -math.inf,
+            }
             if not text:
                 text = "Yes" if p >= 0.5 else "No"
         if req.choices is not None and choice_lp is not None:

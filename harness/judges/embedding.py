@@ -69,7 +69,9 @@ def fingerprint_model_dir(path: str | os.PathLike[str]) -> str | None:
 class EmbeddingJudge(Judge):
     def __init__(self, spec: JudgeSpec, cache: RequestCache, seed: int | None = None) -> None:
         super().__init__(spec, cache, seed)
-        unknown = set(spec.decoding) | (set(spec.options) - {"batch_size", "device", "context_turns", "max_seq_length"})
+        unknown = set(spec.decoding) | (
+            set(spec.options) - {"batch_size", "device", "context_turns", "max_seq_length"}
+        )
         if unknown:
             raise ValueError(
                 f"embedding judge {spec.raw!r}: unsupported option(s) {sorted(unknown)}; "
@@ -84,7 +86,9 @@ class EmbeddingJudge(Judge):
         elif isinstance(ct, int) and ct > 0:
             self.context_turns = ct
         else:
-            raise ValueError(f"embedding judge {spec.raw!r}: context_turns must be a positive integer or 'all', got {ct!r}")
+            raise ValueError(
+                f"embedding judge {spec.raw!r}: context_turns must be a positive integer or 'all', got {ct!r}"
+            )
         self.max_seq_length = spec.options.get("max_seq_length")
         self.stats = BackendStats()
         self._model = None
@@ -180,11 +184,15 @@ class EmbeddingJudge(Judge):
             out = []
             for ts in turn_lists:
                 if len(ts) < 2:
-                    out.append(Verdict(None, "invalid_item", "", _hash(ts), detail="dialogue has fewer than 2 turns"))
+                    out.append(
+                        Verdict(None, "invalid_item", "", _hash(ts), detail="dialogue has fewer than 2 turns")
+                    )
                     continue
                 sims = [float(np.dot(emb[a], emb[b])) for a, b in zip(ts, ts[1:], strict=False)]
                 val = float(np.mean(sims))
-                out.append(self._verdict(val, ts, f"mean adjacent-turn cosine={val:.6f} over {len(sims)} pairs"))
+                out.append(
+                    self._verdict(val, ts, f"mean adjacent-turn cosine={val:.6f} over {len(sims)} pairs")
+                )
             return out
         raise ValueError(f"task {task.name!r}: level {task.level!r} not supported by the embedding judge")
 
