@@ -3,7 +3,7 @@ and a build manifest) that ``datasets.load_dataset(str(output_dir), config)`` lo
 
 >>> from dataset_builders import build_dataset, list_builders
 >>> list_builders()
-['demo', 'xdial-eval']
+['demo', 'upheld', 'xdial-eval']
 >>> result = build_dataset("demo", None, "/tmp/demo")  # doctest: +SKIP
 >>> result.configs  # doctest: +SKIP
 {'demo-turn': ..., 'demo-dial': ...}
@@ -27,6 +27,7 @@ from dataset_builders.base import (
     SourceUnavailableError,
 )
 from dataset_builders.demo import DemoBuilder
+from dataset_builders.upheld import UpheldBuilder
 from dataset_builders.xdial_eval import XDialEvalBuilder
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "DataValidationError",
     "DemoBuilder",
     "SourceUnavailableError",
+    "UpheldBuilder",
     "XDialEvalBuilder",
     "build_dataset",
     "get_builder",
@@ -86,12 +88,24 @@ def build_dataset(
     *,
     languages: Iterable[str] | str | None = None,
     show_progress: bool = True,
+    skip_invalid: bool = False,
+    release: dict[str, Any] | None = None,
     **builder_kwargs: Any,
 ) -> BuildResult:
-    """Build dataset ``name`` from ``source`` (None = the builder's default) into ``output_dir``."""
+    """Build dataset ``name`` from ``source`` (None = the builder's default) into ``output_dir``.
+
+    ``skip_invalid`` turns bad source rows into counted skips listed in the manifest."""
     builder = get_builder(name, **builder_kwargs)
-    return builder.build(source, output_dir, languages=languages, show_progress=show_progress)
+    return builder.build(
+        source,
+        output_dir,
+        languages=languages,
+        show_progress=show_progress,
+        skip_invalid=skip_invalid,
+        release=release,
+    )
 
 
 register_builder(XDialEvalBuilder)
 register_builder(DemoBuilder)
+register_builder(UpheldBuilder)

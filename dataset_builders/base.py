@@ -13,35 +13,10 @@ Every config has a single split, ``test`` (these are evaluation sets).
 
 Record schema
 -------------
-Two schemas, one per level. Both are written with explicit :class:`datasets.Features`
-(:data:`TURN_FEATURES`, :data:`DIALOGUE_FEATURES`), so the Arrow schema is identical on every
-build whatever the data.
-
-Turn level (one row per item and language; the quality of ``response`` given ``context``):
-
-==============  ==================================  ==============================================
-column          type                                meaning
-==============  ==================================  ==============================================
-``id``          string                              unique row id, ``<dataset>-<item>-<language>``
-                                                    (e.g. ``fed-turn-00017-en``)
-``item_id``     string                              shared by all translations of one item
-                                                    (e.g. ``fed-turn-00017``)
-``dataset``     string                              config name (e.g. ``fed-turn``)
-``language``    string                              ISO 639-1 code (en zh es de fr ja ko hi ar ru)
-``level``       string                              ``"turn"``
-``context``     list of {role: string, text: str}   dialogue history, oldest first
-``response``    string                              the rated response (spoken by ``assistant``)
-``rating``      float64                             mean human rating of the item
-``dimension``   string                              rated quality aspect (``"relevance"``)
-==============  ==================================  ==============================================
-
-Dialogue level: the same minus ``context``/``response``, plus ``turns`` (list of
-{role, text}, the whole dialogue, first utterance first); ``level`` is ``"dialogue"`` and
-``dimension`` ``"coherence"``.
-
-Roles are ``"user"`` (the human) and ``"assistant"`` (the chatbot). Where a source does not mark
-speakers, builders infer them (see :func:`turn_level_roles` and :func:`dialogue_level_roles`)
-and say so in the dataset card.
+The common schema (turn- and dialogue-level records, labels per annotator, aggregates, the
+dimension table) lives in :mod:`dataset_builders.schema`; every config is validated against it
+on write. Builders pass ``skip_invalid=True`` to turn a bad source row into a counted skip listed
+in the manifest instead of an error (:meth:`Builder.invalid`); nothing is dropped silently.
 """
 
 from __future__ import annotations
@@ -63,8 +38,18 @@ from typing import Any, ClassVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from datasets import Features, List, Value
+from datasets import Features
 
+from dataset_builders.schema import (  # noqa: F401  (re-exported)
+    DIALOGUE_FEATURES,
+    FEATURES_BY_LEVEL,
+    LEVELS,
+    ROLES,
+    TURN_FEATURES,
+    Dimension,
+    SchemaError,
+    validate_records,
+)
 from harness.languages import LANGUAGES as LANGUAGE_LITERALS
 from harness.languages import XDIAL_LANGUAGES
 
@@ -74,45 +59,11 @@ from harness.languages import XDIAL_LANGUAGES
 #: Order is the canonical output order (the order of the xDial-Eval paper).
 LANGUAGE_NAMES: dict[str, str] = {code: LANGUAGE_LITERALS[code].name for code in XDIAL_LANGUAGES}
 LANGUAGES: tuple[str, ...] = tuple(LANGUAGE_NAMES)
-LEVELS: tuple[str, ...] = ("turn", "dialogue")
-ROLES: tuple[str, ...] = ("user", "assistant")
 DEFAULT_DIMENSION: dict[str, str] = {"turn": "relevance", "dialogue": "coherence"}
 SPLIT = "test"
 MANIFEST_NAME = "build_manifest.json"
 CARD_NAME = "README.md"
 
-_MESSAGE = {"role": Value("string"), "text": Value("string")}
-
-#: Features of turn-level configs.
-TURN_FEATURES = Features(
-    {
-        "id": Value("string"),
-        "item_id": Value("string"),
-        "dataset": Value("string"),
-        "language": Value("string"),
-        "level": Value("string"),
-        "context": List(_MESSAGE),
-        "response": Value("string"),
-        "rating": Value("float64"),
-        "dimension": Value("string"),
-    }
-)
-
-#: Features of dialogue-level configs.
-DIALOGUE_FEATURES = Features(
-    {
-        "id": Value("string"),
-        "item_id": Value("string"),
-        "dataset": Value("string"),
-        "language": Value("string"),
-        "level": Value("string"),
-        "turns": List(_MESSAGE),
-        "rating": Value("float64"),
-        "dimension": Value("string"),
-    }
-)
-
-FEATURES_BY_LEVEL: dict[str, Features] = {"turn": TURN_FEATURES, "dialogue": DIALOGUE_FEATURES}
 
 # -- errors --------------------------------------------------------------------------------------
 
@@ -187,6 +138,12 @@ class SourceFile:
     level: str
     path: Path
     origin: str
+    #: For a config read from several files (e.g. one per annotator): (path, origin) of each;
+    #: ``path`` is then their directory. Every part is hashed into the manifest.
+    parts: tuple[tuple[Path, str], ...] = ()
+
+    def files(self) -> tuple[tuple[Path, str], ...]:
+        return self.parts or ((self.path, self.origin),)
 
 
 @dataclass
@@ -388,6 +345,19 @@ class Builder(ABC):
     homepage: ClassVar[str] = ""
     pretty_name: ClassVar[str] = ""
     tags: ClassVar[tuple[str, ...]] = ("dialogue-evaluation",)
+    #: The dimension table: every label and headline dimension must be one of these.
+    dimensions: ClassVar[tuple[Dimension, ...]] = ()
+    #: Set by :meth:`build`: turn bad source rows into counted skips instead of errors.
+    skip_invalid: bool = False
+
+    def invalid(self, err: DataValidationError) -> None:
+        """Report a bad source row: raise ``err``, or, with ``skip_invalid``, record the skip (it is
+        counted and listed in the manifest). The caller then leaves the row out."""
+        if not self.skip_invalid:
+            raise err
+        self._skipped.append(
+            {"file": Path(err.file).name, "row": err.row, "field": err.column, "problem": err.problem}
+        )
 
     # -- to implement ----------------------------------------------------------------------------
     @abstractmethod
@@ -407,6 +377,18 @@ class Builder(ABC):
     def license_note(self) -> str:
         return ""
 
+    def build_options(self) -> dict[str, Any]:
+        """Builder options that change the output (recorded in the manifest and fingerprint)."""
+        return {}
+
+    def normalize_languages(self, languages: Iterable[str] | str | None) -> tuple[str, ...]:
+        """The languages to write; builders of non-xDial languages override this."""
+        return normalize_languages(languages)
+
+    def dimension_map(self) -> dict[str, Dimension] | None:
+        """Dimension name -> :class:`Dimension` (None = no dimension table to check against)."""
+        return {d.name: d for d in self.dimensions} if self.dimensions else None
+
     # -- the build -------------------------------------------------------------------------------
     def build(
         self,
@@ -415,10 +397,16 @@ class Builder(ABC):
         *,
         languages: Iterable[str] | str | None = None,
         show_progress: bool = True,
+        skip_invalid: bool = False,
+        release: dict[str, Any] | None = None,
     ) -> BuildResult:
         """Build the dataset from ``source`` (None = the builder's default source) into
-        ``output_dir``; ``languages`` restricts which languages are written (ISO codes)."""
-        langs = normalize_languages(languages)
+        ``output_dir``; ``languages`` restricts which languages are written (ISO codes).
+        ``skip_invalid`` skips bad source rows (counted, listed in the manifest) instead of failing.
+        ``release`` (``{name, version, registered_at}``) is set by the registry and recorded."""
+        langs = self.normalize_languages(languages)
+        self.skip_invalid = skip_invalid
+        self._skipped: list[dict[str, Any]] = []
         output_dir = Path(output_dir).expanduser().resolve()
         _check_replaceable(output_dir)
         warnings: list[str] = []
@@ -438,20 +426,21 @@ class Builder(ABC):
             {
                 "config": s.config,
                 "level": s.level,
-                "file": s.path.name,
-                "source": s.origin,
-                "sha256": sha256_file(s.path),
-                "size": s.path.stat().st_size,
+                "file": path.name if not s.parts else f"{s.path.name}/{path.name}",
+                "source": origin,
+                "sha256": sha256_file(path),
+                "size": path.stat().st_size,
             }
             for s in sources
+            for path, origin in s.files()
         ]
-        options = {"languages": list(langs)}
+        options = {"languages": list(langs), "skip_invalid": skip_invalid, **self.build_options()}
         fingerprint = hashlib.sha256(
             json.dumps(
                 {
                     "builder": self.name,
                     "version": self.version,
-                    "inputs": sorted((i["config"], i["sha256"]) for i in inputs),
+                    "inputs": sorted((i["config"], i["file"], i["sha256"]) for i in inputs),
                     "options": options,
                 },
                 sort_keys=True,
@@ -468,6 +457,12 @@ class Builder(ABC):
                     bar.describe(src.path.name)
                     cfg = self.read_config(src, langs, warnings)
                     cfg.source = cfg.source or src
+                    cfg.records = validate_records(
+                        cfg.records,
+                        cfg.level,
+                        self.dimension_map(),
+                        file=f"{self.name}/{data_file(cfg.name)}",
+                    )
                     cfg.num_bytes = write_parquet(
                         cfg.records, FEATURES_BY_LEVEL[cfg.level], tmp / data_file(cfg.name)
                     )
@@ -498,12 +493,15 @@ class Builder(ABC):
                 }
 
             manifest = {
+                **({"release": release} if release else {}),
                 "builder": {"name": self.name, "version": self.version},
                 "created_at": utc_now(),
                 "fingerprint": fingerprint,
                 "options": options,
                 "inputs": inputs,
                 "configs": config_entries,
+                "dimensions": [d.to_dict() for d in self.dimensions],
+                "skipped": {"count": len(self._skipped), "rows": list(self._skipped)},
                 "warnings": list(warnings),
             }
             (tmp / MANIFEST_NAME).write_text(

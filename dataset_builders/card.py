@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 import yaml
@@ -16,40 +15,18 @@ from dataset_builders.base import (
     data_file,
     size_category,
 )
+from dataset_builders.card_stats import config_statistics, label_type
+from dataset_builders.schema import COLUMN_DOCS, dimension_table
 
 if TYPE_CHECKING:
     from dataset_builders.base import Builder
-
-_SCHEMA_DOC: dict[str, list[tuple[str, str, str]]] = {
-    "turn": [
-        ("id", "string", "unique row id `<dataset>-<item>-<language>`"),
-        ("item_id", "string", "same for all translations of one item"),
-        ("dataset", "string", "config name"),
-        ("language", "string", "ISO 639-1 code"),
-        ("level", "string", '`"turn"`'),
-        ("context", "list of {role: string, text: string}", "dialogue history, oldest first"),
-        ("response", "string", "the rated response (role `assistant`)"),
-        ("rating", "float64", "mean human rating"),
-        ("dimension", "string", "rated quality aspect"),
-    ],
-    "dialogue": [
-        ("id", "string", "unique row id `<dataset>-<item>-<language>`"),
-        ("item_id", "string", "same for all translations of one item"),
-        ("dataset", "string", "config name"),
-        ("language", "string", "ISO 639-1 code"),
-        ("level", "string", '`"dialogue"`'),
-        ("turns", "list of {role: string, text: string}", "the whole dialogue, first utterance first"),
-        ("rating", "float64", "mean human rating"),
-        ("dimension", "string", "rated quality aspect"),
-    ],
-}
 
 
 def render_card(
     self: Builder, configs: list[ConfigData], languages: tuple[str, ...], manifest: dict[str, Any]
 ) -> str:
     """README.md of a built dataset: YAML front matter (configs, license, languages, features)
-and a Markdown body (schema, per-config statistics with sample rows, provenance, citation)."""
+    and a Markdown body (schema, per-config statistics with sample rows, provenance, citation)."""
     total = sum(c.rows for c in configs)
     langs_written = [lang for lang in LANGUAGES if any(lang in c.languages for c in configs)]
     front: dict[str, Any] = {
@@ -79,6 +56,13 @@ and a Markdown body (schema, per-config statistics with sample rows, provenance,
     out += [f"# {self.pretty_name or self.name}", ""]
     if self.description:
         out += [self.description.strip(), ""]
+    release = manifest.get("release")
+    if release:
+        out += [
+            f"**Version {release['version']}** of `{release['name']}` in the dialeval-harness dataset registry "
+            f"(registered {release['registered_at']}; versions are immutable).",
+            "",
+        ]
     out += [
         f"Built by the `{self.name}` builder v{self.version} of dialeval-harness "
         f"(fingerprint `{manifest['fingerprint'][:16]}`, {manifest['created_at']}).",
@@ -95,24 +79,26 @@ and a Markdown body (schema, per-config statistics with sample rows, provenance,
     ]
     for c in configs:
         exp = "—" if c.expected_instances is None else str(c.expected_instances)
-        out.append(
-            f"| `{c.name}` | {c.level} | {c.rows} | {c.instances} | {exp} | {' '.join(c.languages)} |"
-        )
+        out.append(f"| `{c.name}` | {c.level} | {c.rows} | {c.instances} | {exp} | {' '.join(c.languages)} |")
     out.append("")
 
     out += ["## Schema", ""]
+    out += [
+        "The common dialogue-evaluation schema of dialeval-harness (`dataset_builders/schema.py`).",
+        "",
+    ]
     for level in LEVELS:
         if not any(c.level == level for c in configs):
             continue
-        dims = sorted({r["dimension"] for c in configs if c.level == level for r in c.records[:1]})
         out += [
             f"### {level.capitalize()}-level configs",
             "",
             "| column | type | description |",
             "|---|---|---|",
         ]
-        out += [f"| `{n}` | {t} | {d} |" for n, t, d in _SCHEMA_DOC[level]]
-        out += ["", f"`dimension` is {', '.join(f'`{d}`' for d in dims) or '—'} for these configs.", ""]
+        for name, feat in FEATURES_BY_LEVEL[level].items():
+            out.append(f"| `{name}` | {label_type(feat)} | {COLUMN_DOCS.get(name, '')} |")
+        out.append("")
     out += [
         "Roles are `user` (the human) and `assistant` (the chatbot). Where the source does not mark "
         "speakers the roles are **inferred**: dialogue turns alternate starting with `user`; at turn "
@@ -120,11 +106,13 @@ and a Markdown body (schema, per-config statistics with sample rows, provenance,
         "(the last context utterance is `user`).",
         "",
     ]
+    if self.dimensions:
+        out += ["### Dimensions", "", dimension_table(self.dimensions), ""]
 
     out += ["## Statistics", ""]
     for c in configs:
         out += [f"### `{c.name}`" + (f" ({c.title})" if c.title else ""), ""]
-        out += _config_stats(c)
+        out += config_statistics(c, self.dimensions)
     out += self.card_sections(configs, languages)
 
     out += ["## Provenance", ""]
@@ -132,6 +120,19 @@ and a Markdown body (schema, per-config statistics with sample rows, provenance,
     for i in manifest["inputs"]:
         out.append(f"| `{i['config']}` | {i['file']} | {i['source']} | `{i['sha256']}` | {i['size']} |")
     out.append("")
+    skipped = manifest.get("skipped") or {}
+    if skipped.get("count"):
+        out += [
+            f"### Skipped source rows: {skipped['count']}",
+            "",
+            "Built with `--skip-invalid`; every skipped row is listed in `build_manifest.json`:",
+            "",
+        ]
+        out += [
+            f"- {r['file']} row {r['row']}, `{r['field']}`: {_md_escape(r['problem'])}"
+            for r in skipped["rows"][:20]
+        ]
+        out.append("")
     if manifest["warnings"]:
         out += ["### Build warnings", ""]
         out += [f"- {_md_escape(w)}" for w in manifest["warnings"]]
@@ -153,49 +154,3 @@ and a Markdown body (schema, per-config statistics with sample rows, provenance,
 
 def _md_escape(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
-
-
-def _truncate(text: str, n: int = 160) -> str:
-    return text if len(text) <= n else text[: n - 1] + "…"
-
-
-def _config_stats(c: ConfigData) -> list[str]:
-    ratings: dict[str, float] = {}
-    for r in c.records:
-        ratings.setdefault(r["item_id"], r["rating"])
-    vals = list(ratings.values())
-    per_lang: dict[str, int] = {}
-    for r in c.records:
-        per_lang[r["language"]] = per_lang.get(r["language"], 0) + 1
-    out = [
-        f"- rows: {c.rows} ({c.instances} instances × {len(per_lang)} languages)",
-        "- rows per language: " + ", ".join(f"{lang} {per_lang[lang]}" for lang in c.languages),
-    ]
-    if vals:
-        mean = sum(vals) / len(vals)
-        out.append(f"- rating (per instance): mean {mean:.3f}, min {min(vals):g}, max {max(vals):g}")
-    if c.level == "turn" and c.records:
-        mean_ctx = sum(len(r["context"]) for r in c.records) / c.rows
-        out.append(f"- context utterances per row: mean {mean_ctx:.2f}")
-    elif c.records:
-        mean_turns = sum(len(r["turns"]) for r in c.records) / c.rows
-        out.append(f"- utterances per dialogue: mean {mean_turns:.2f}")
-    out.append("")
-    sample_lang = "en" if "en" in per_lang else (c.languages[0] if c.languages else None)
-    samples = [r for r in c.records if r["language"] == sample_lang][:2]
-    if samples:
-        out += ["Sample rows (long texts truncated):", "", "```json"]
-        for r in samples:
-            s = dict(r)
-            for key in ("context", "turns"):
-                if key in s:
-                    msgs = s[key]
-                    shown = [{"role": m["role"], "text": _truncate(m["text"], 100)} for m in msgs[-4:]]
-                    if len(msgs) > 4:
-                        shown.insert(0, {"role": "…", "text": f"({len(msgs) - 4} earlier utterances)"})
-                    s[key] = shown
-            if "response" in s:
-                s["response"] = _truncate(s["response"])
-            out.append(json.dumps(s, ensure_ascii=False))
-        out += ["```", ""]
-    return out

@@ -25,6 +25,7 @@ from dataset_builders.base import (
     Builder,
     ConfigData,
     DataValidationError,
+    Dimension,
     SourceFile,
     SourceUnavailableError,
     check_rating,
@@ -51,7 +52,13 @@ class DemoBuilder(Builder):
     """Builds ``demo-turn`` / ``demo-dial`` from the packaged JSONL files (or ``--source DIR``)."""
 
     name = "demo"
-    version = "1.0.0"
+    version = "1.1.0"
+    dimensions = (
+        Dimension(
+            "relevance", "Is the response relevant to the dialogue context? (mean rating)", "likert", 1, 5
+        ),
+        Dimension("coherence", "Is the dialogue coherent as a whole? (mean rating)", "likert", 1, 5),
+    )
     pretty_name = "dialeval-harness demo benchmark"
     description = (
         "A small multilingual open-domain dialogue evaluation set written by the dialeval-harness developers "

@@ -34,6 +34,7 @@ from dataset_builders.base import (
     Builder,
     ConfigData,
     DataValidationError,
+    Dimension,
     SourceFile,
     SourceUnavailableError,
     check_rating,
@@ -192,11 +193,23 @@ def split_utterances(text: str) -> list[str]:
     return parts
 
 
+def _mean_only(dimension: str, mean: float) -> dict[str, Any]:
+    """The sources publish mean ratings only: no per-annotator labels, no count."""
+    return {
+        "dimension": dimension,
+        "n": None,
+        "mean": mean,
+        "aggregate": None,
+        "majority": None,
+        "agreement": None,
+    }
+
+
 class XDialEvalBuilder(Builder):
     """Builds the xDial-Eval sets into one Parquet config per set (all languages as rows)."""
 
     name = "xdial-eval"
-    version = "1.0.0"
+    version = "1.1.0"
     pretty_name = "xDial-Eval"
     description = (
         "xDial-Eval is a multilingual open-domain dialogue evaluation benchmark (Zhang et al., Findings of "
@@ -210,6 +223,26 @@ class XDialEvalBuilder(Builder):
     homepage = UPSTREAM_REPO
     citation = XDIAL_CITATION
     tags = ("dialogue-evaluation", "multilingual", "machine-translated", "meta-evaluation")
+    dimensions = (
+        Dimension(
+            "relevance",
+            "Turn-level response quality as rated in the original set (its own aspect and scale; the "
+            "xDial-Eval prompts ask whether the response is relevant to the context). Mean over annotators.",
+            "continuous",
+            0,
+            5,
+            source="xDial-Eval §3, Table 1",
+        ),
+        Dimension(
+            "coherence",
+            "Dialogue-level quality as rated in the original set (its own aspect and scale; the xDial-Eval "
+            "prompts ask whether the dialogue is coherent). Mean over annotators.",
+            "continuous",
+            0,
+            5,
+            source="xDial-Eval §3, Table 1",
+        ),
+    )
 
     def __init__(self, *, transport: httpx.BaseTransport | None = None, timeout: float = 60.0) -> None:
         # ``transport`` lets tests (or proxies) control how the default source is fetched.
@@ -405,6 +438,7 @@ class XDialEvalBuilder(Builder):
                     rec["turns"] = messages(utts, dialogue_level_roles(len(utts)))
                 rec["rating"] = ratings[i - 1]
                 rec["dimension"] = dimension
+                rec["aggregates"] = [_mean_only(dimension, ratings[i - 1])]
                 records.append(rec)
             if identical > _IDENTICAL_WARN_FRACTION * len(data):
                 warnings.append(

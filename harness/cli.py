@@ -1,4 +1,4 @@
-"""Command line: ``harness run | ls | validate | datasets build``."""
+"""Command line: ``harness run | ls | validate | datasets build|ls|show|diff|publish``."""
 
 from __future__ import annotations
 
@@ -20,8 +20,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-datasets_app = typer.Typer(help="Build dataset versions (Parquet + dataset card) from raw benchmark files.", no_args_is_help=True)
-app.add_typer(datasets_app, name="datasets")
 
 # Rich assumes 80 columns when output is not a terminal; logs and pipes get room for the tables.
 _WIDTH = None if sys.stdout.isatty() else 140
@@ -36,18 +34,36 @@ def _fail(msg: str, code: int = 2) -> None:
 
 @app.command()
 def run(
-    judge: Annotated[str, typer.Option("--judge", "-j", help="Judge spec: kind:target[@rev][,key=value...]")] = DEFAULT_JUDGE,
-    task: Annotated[list[str], typer.Option("--task", "-t", help="Task or group name (repeat or comma-separate)")] = None,  # type: ignore[assignment]
-    language: Annotated[list[str], typer.Option("--language", "-l", help="Language codes (repeat or comma-separate); default: all")] = None,  # type: ignore[assignment]
+    judge: Annotated[
+        str, typer.Option("--judge", "-j", help="Judge spec: kind:target[@rev][,key=value...]")
+    ] = DEFAULT_JUDGE,
+    task: Annotated[
+        list[str], typer.Option("--task", "-t", help="Task or group name (repeat or comma-separate)")
+    ] = None,  # type: ignore[assignment]
+    language: Annotated[
+        list[str],
+        typer.Option("--language", "-l", help="Language codes (repeat or comma-separate); default: all"),
+    ] = None,  # type: ignore[assignment]
     limit: Annotated[int | None, typer.Option(help="At most N items per dataset and language")] = None,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Output directory (default runs/<id>-<task>-<judge>)")] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="Output directory (default runs/<id>-<task>-<judge>)"),
+    ] = None,
     seed: Annotated[int, typer.Option(help="Seed for sampling judges and bootstrap resampling")] = 0,
     batch_size: Annotated[int, typer.Option("--batch-size", "-b", help="Items per judge call batch")] = 32,
-    source: Annotated[str | None, typer.Option(help="Raw benchmark files for the task's builder (a directory)")] = None,
-    dataset: Annotated[str | None, typer.Option(help="A built dataset directory or a Hub dataset repo id")] = None,
+    source: Annotated[
+        str | None, typer.Option(help="Raw benchmark files for the task's builder (a directory)")
+    ] = None,
+    dataset: Annotated[
+        str | None, typer.Option(help="A built dataset directory or a Hub dataset repo id")
+    ] = None,
     revision: Annotated[str | None, typer.Option(help="Hub revision (tag/commit) for --dataset")] = None,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the request cache")] = False,
-    cache: Annotated[Path | None, typer.Option(help="Request cache file (SQLite); default $DIALEVAL_HOME/requests.sqlite")] = None,
+    no_cache: Annotated[
+        bool, typer.Option("--no-cache", help="Do not read or write the request cache")
+    ] = False,
+    cache: Annotated[
+        Path | None, typer.Option(help="Request cache file (SQLite); default $DIALEVAL_HOME/requests.sqlite")
+    ] = None,
     bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples for 95% CIs (0 = none)")] = 1000,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars")] = False,
 ) -> None:
@@ -58,9 +74,20 @@ def run(
 
     try:
         cfg = RunConfig(
-            judge=judge, tasks=task or [DEFAULT_TASK], languages=language, limit=limit, output_dir=output,
-            seed=seed, batch_size=batch_size, use_cache=not no_cache, cache_path=cache, source=source,
-            dataset=dataset, revision=revision, n_bootstrap=bootstrap, show_progress=not quiet,
+            judge=judge,
+            tasks=task or [DEFAULT_TASK],
+            languages=language,
+            limit=limit,
+            output_dir=output,
+            seed=seed,
+            batch_size=batch_size,
+            use_cache=not no_cache,
+            cache_path=cache,
+            source=source,
+            dataset=dataset,
+            revision=revision,
+            n_bootstrap=bootstrap,
+            show_progress=not quiet,
         )
         out = do_run(cfg)
     except (ValueError, KeyError, FileNotFoundError) as e:
@@ -90,7 +117,9 @@ def ls(what: Annotated[str, typer.Argument(help="tasks | judges | datasets | all
         for col in ("task", "group", "level", "dimension", "dataset", "languages", "scoring"):
             t.add_column(col)
         for s in all_tasks().values():
-            t.add_row(s.name, s.group or "", s.level, s.dimension, s.builder, ",".join(s.languages), s.scoring)
+            t.add_row(
+                s.name, s.group or "", s.level, s.dimension, s.builder, ",".join(s.languages), s.scoring
+            )
         console.print(t)
     if what in ("all", "judges"):
         t = Table(title=escape("judges (spec: kind:target[@revision][,key=value...])"))
@@ -98,23 +127,35 @@ def ls(what: Annotated[str, typer.Argument(help="tasks | judges | datasets | all
         t.add_column("example")
         t.add_column("notes")
         t.add_row("embed", DEFAULT_JUDGE, "embedded default: packaged MiniLM sentence encoder, no download")
-        t.add_row("hf", "hf:Qwen/Qwen2.5-7B-Instruct@main,adapter=PATH", "transformers; P(Yes) from exact label log-probs")
-        t.add_row("vllm", "vllm:meta-llama/Llama-3.1-8B-Instruct,tensor_parallel_size=2", escape("optional extra: pip install 'dialeval-harness[vllm]'"))
-        t.add_row("openai", "openai:gpt-4o-mini,base_url=http://localhost:8000/v1", "key from $OPENAI_API_KEY (api_key_env=...)")
+        t.add_row(
+            "hf",
+            "hf:Qwen/Qwen2.5-7B-Instruct@main,adapter=PATH",
+            "transformers; P(Yes) from exact label log-probs",
+        )
+        t.add_row(
+            "vllm",
+            "vllm:meta-llama/Llama-3.1-8B-Instruct,tensor_parallel_size=2",
+            escape("optional extra: pip install 'dialeval-harness[vllm]'"),
+        )
+        t.add_row(
+            "openai",
+            "openai:gpt-4o-mini,base_url=http://localhost:8000/v1",
+            "key from $OPENAI_API_KEY (api_key_env=...)",
+        )
         t.add_row("replay", "replay:path/to/responses.jsonl", "deterministic scripted responses (tests)")
         console.print(t)
     if what in ("all", "datasets"):
         from dataset_builders import get_builder, list_builders
-        from harness.cache import default_home
 
         t = Table(title="dataset builders")
-        for col in ("builder", "version", "license", "built versions in $DIALEVAL_HOME"):
+        from harness.registry import Registry
+
+        reg = Registry()
+        for col in ("builder", "version", "license", "registered versions"):
             t.add_column(col)
         for name in list_builders():
             b = get_builder(name)
-            built = default_home() / "datasets" / name
-            n = len([p for p in built.iterdir() if p.is_dir()]) if built.is_dir() else 0
-            t.add_row(name, b.version, b.license, str(n))
+            t.add_row(name, b.version, b.license, " ".join(reg.versions(name)) or "—")
         console.print(t)
 
 
@@ -134,33 +175,9 @@ def validate() -> None:
     console.print(f"[green]✓[/] {n} task definitions valid")
 
 
-@datasets_app.command("build")
-def datasets_build(
-    name: Annotated[str, typer.Argument(help="Builder name (harness ls datasets)")],
-    source: Annotated[str | None, typer.Option(help="Directory with the raw files (default: the public source)")] = None,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Output directory")] = None,
-    language: Annotated[list[str], typer.Option("--language", "-l", help="Only these languages")] = None,  # type: ignore[assignment]
-) -> None:
-    """Build a dataset directory loadable with datasets.load_dataset(dir, config)."""
-    from dataset_builders import build_dataset
-    from dataset_builders.base import DataValidationError
-    from harness.languages import normalize_languages
+from harness.cli_datasets import datasets_app  # noqa: E402  (needs console/_fail above)
 
-    out = output or Path("datasets") / name
-    try:
-        res = build_dataset(name, source, out, languages=normalize_languages(language))
-    except (DataValidationError, FileNotFoundError, FileExistsError, ValueError, KeyError) as e:
-        _fail(str(e))
-        return
-    t = Table(title=f"{name} → {res.output_dir}")
-    t.add_column("config")
-    t.add_column("rows", justify="right")
-    for c, n in res.configs.items():
-        t.add_row(c, str(n))
-    console.print(t)
-    for w in res.warnings:
-        err.print(f"[yellow]warning:[/] {w}")
-    console.print(f"fingerprint {res.fingerprint}")
+app.add_typer(datasets_app, name="datasets")
 
 
 def main() -> None:

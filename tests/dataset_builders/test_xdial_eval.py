@@ -238,7 +238,7 @@ def test_languages_subset(xdial_source, tmp_path, hf_cache):
     assert _front_matter((out / "README.md").read_text())["language"] == ["en", "zh"]
     ds = _load(out, "fed-dial", hf_cache)
     assert set(ds.unique("language")) == {"en", "zh"}
-    assert res.manifest["options"] == {"languages": ["en", "zh"]}
+    assert res.manifest["options"] == {"languages": ["en", "zh"], "skip_invalid": False}
 
 
 @pytest.mark.shared_data

@@ -1,0 +1,289 @@
+"""``harness datasets build | ls | show | publish | diff``: the versioned dataset registry on the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+datasets_app = typer.Typer(
+    help="Versioned benchmark datasets: build into the local registry, list, show, diff, publish to the Hub.",
+    no_args_is_help=True,
+)
+
+
+def _consoles() -> tuple[Console, Console]:
+    from harness.cli import console, err
+
+    return console, err
+
+
+def _fail(msg: str, code: int = 2) -> None:
+    from harness.cli import _fail as fail
+
+    fail(msg, code)
+
+
+RegistryOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--registry", help="Registry directory (default $DIALEVAL_REGISTRY or $DIALEVAL_HOME/registry)"
+    ),
+]
+
+
+@datasets_app.command("build")
+def build(
+    name: Annotated[
+        str, typer.Argument(help="Builder name (harness ls datasets), or 'import' with --mapping")
+    ],
+    source: Annotated[
+        str | None, typer.Option(help="Raw files (a directory; default: the public source)")
+    ] = None,
+    version: Annotated[
+        str | None, typer.Option(help="Version to register, X.Y.Z (default 1.0.0 for a new dataset)")
+    ] = None,
+    bump: Annotated[str | None, typer.Option(help="Register the next major|minor|patch version")] = None,
+    dataset_name: Annotated[
+        str | None, typer.Option("--name", help="Registry name (default: the builder's)")
+    ] = None,
+    mapping: Annotated[
+        str | None, typer.Option(help="Column mapping for 'import' (YAML path or shipped name)")
+    ] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Build into this directory instead of the registry")
+    ] = None,
+    language: Annotated[list[str], typer.Option("--language", "-l", help="Only these languages")] = None,  # type: ignore[assignment]
+    skip_invalid: Annotated[
+        bool, typer.Option("--skip-invalid", help="Skip bad source rows (counted, listed in the manifest)")
+    ] = False,
+    registry: RegistryOpt = None,
+) -> None:
+    """Build a dataset and register it as an immutable version (or write it to --output)."""
+    from dataset_builders import get_builder
+    from dataset_builders.base import DataValidationError
+    from dataset_builders.schema import SchemaError
+    from harness.registry import Registry, RegistryError
+
+    console, err = _consoles()
+    kwargs: dict[str, Any] = {"mapping": mapping} if mapping is not None else {}
+    try:
+        builder = get_builder(name, **kwargs)
+        langs = builder.normalize_languages(language or None)
+        if output is not None:
+            if version or bump:
+                _fail("--version/--bump register a version; they cannot be combined with --output")
+            res = builder.build(source, output, languages=langs, skip_invalid=skip_invalid)
+            where = str(res.output_dir)
+        else:
+            reg = Registry(registry)
+            reg_name = dataset_name or builder.name
+            if version and bump:
+                _fail("give --version or --bump, not both")
+            ver = version or (reg.next_version(reg_name, bump) if bump else "1.0.0")
+            holder: dict[str, Any] = {}
+
+            def write(staging: Path, release: dict[str, Any]) -> None:
+                holder["res"] = builder.build(
+                    source, staging, languages=langs, skip_invalid=skip_invalid, release=release
+                )
+
+            registered = reg.register(reg_name, ver, write)
+            res = holder["res"]
+            where = f"{registered.ref} → {registered.path}"
+    except (
+        DataValidationError,
+        SchemaError,
+        FileNotFoundError,
+        FileExistsError,
+        ValueError,
+        KeyError,
+        RegistryError,
+    ) as e:
+        _fail(str(e).strip("'\""))
+        return
+    t = Table(title=escape(where))
+    t.add_column("config")
+    t.add_column("rows", justify="right")
+    for c, n in res.configs.items():
+        t.add_row(c, str(n))
+    console.print(t)
+    skipped = res.manifest.get("skipped", {}).get("count", 0)
+    if skip_invalid or skipped:
+        err.print(f"[yellow]skipped source rows:[/] {skipped} (listed in build_manifest.json)")
+    for w in res.warnings:
+        err.print(f"[yellow]warning:[/] {escape(w)}")
+    console.print(f"fingerprint {res.fingerprint}")
+
+
+@datasets_app.command("ls")
+def ls(registry: RegistryOpt = None) -> None:
+    """List registered datasets and their versions."""
+    from harness.registry import Registry
+
+    console, _ = _consoles()
+    reg = Registry(registry)
+    t = Table(title=escape(f"dataset registry {reg.root}"))
+    for col in ("dataset", "versions", "latest", "builder", "configs (rows)", "created"):
+        t.add_column(col)
+    for name in reg.names():
+        latest = reg.get(name)
+        man = latest.manifest
+        configs = ", ".join(f"{c} ({e['rows']})" for c, e in man.get("configs", {}).items())
+        builder = f"{man['builder']['name']} {man['builder']['version']}"
+        t.add_row(
+            name, " ".join(reg.versions(name)), latest.version, builder, configs, man.get("created_at", "")
+        )
+    console.print(t)
+    if not reg.names():
+        console.print("no datasets registered yet: harness datasets build NAME --source DIR")
+
+
+@datasets_app.command("show")
+def show(
+    ref: Annotated[
+        str, typer.Argument(help="NAME[@X.Y.Z] (default: the latest version) or a dataset directory")
+    ],
+    agreement: Annotated[bool, typer.Option(help="Compute inter-annotator agreement statistics")] = True,
+    by: Annotated[list[str], typer.Option("--by", help="Agreement per group too: system, language")] = None,  # type: ignore[assignment]
+    registry: RegistryOpt = None,
+) -> None:
+    """Manifest, configs, dimensions, warnings and agreement statistics of one version."""
+    from harness.dataset_report import agreement_tables, paper_comparisons
+    from harness.registry import Registry, RegistryError
+
+    console, err = _consoles()
+    try:
+        path = Path(ref) if Path(ref).is_dir() else Registry(registry).resolve(ref).path
+        man = json.loads((path / "build_manifest.json").read_text(encoding="utf-8"))
+    except (RegistryError, OSError, ValueError) as e:
+        _fail(str(e))
+        return
+    rel = man.get("release") or {}
+    console.print(f"[bold]{escape(rel.get('name', path.name))}@{rel.get('version', '-')}[/]  {path}")
+    console.print(
+        f"builder {man['builder']['name']} {man['builder']['version']} · created {man.get('created_at')} · "
+        f"fingerprint {man.get('fingerprint', '')[:16]} · options {json.dumps(man.get('options', {}))}"
+    )
+    t = Table(title="configs")
+    for col in ("config", "level", "rows", "items", "languages"):
+        t.add_column(col)
+    for c, e in man["configs"].items():
+        t.add_row(c, e["level"], str(e["rows"]), str(e.get("instances")), " ".join(e.get("languages", [])))
+    console.print(t)
+    t = Table(title="inputs")
+    for col in ("config", "file", "source", "sha256"):
+        t.add_column(col)
+    for i in man["inputs"]:
+        t.add_row(i["config"], i["file"], escape(i["source"]), i["sha256"][:16])
+    console.print(t)
+    if man.get("dimensions"):
+        t = Table(title="dimensions")
+        for col in ("dimension", "scale", "range", "definition"):
+            t.add_column(col)
+        for d in man["dimensions"]:
+            t.add_row(d["name"], d["scale"], f"{d['min']:g}–{d['max']:g}", d["definition"])
+        console.print(t)
+    for c, e in man["configs"].items():
+        if "counts" in e:
+            console.print(f"[bold]{c} counts[/]: " + json.dumps(e["counts"]))
+    skipped = man.get("skipped", {"count": 0})
+    console.print(f"skipped source rows: {skipped['count']}")
+    for r in skipped.get("rows", [])[:20]:
+        console.print(
+            f"  - {escape(str(r['file']))} row {r['row']}, {escape(str(r['field']))}: {escape(r['problem'])}"
+        )
+    for w in man.get("warnings", []):
+        err.print(f"[yellow]warning:[/] {escape(w)}")
+    if not agreement:
+        return
+    for title, table in agreement_tables(path, man, by=by or []):
+        console.print(_rich_table(title, table))
+    for title, table in paper_comparisons(path, man):
+        console.print(_rich_table(title, table))
+
+
+def _rich_table(title: str, frame: Any) -> Table:
+    t = Table(title=escape(title))
+    for col in frame.columns:
+        t.add_column(str(col), justify="right" if frame[col].dtype.kind in "fiu" else "left")
+    for _, row in frame.iterrows():
+        t.add_row(*[_cell(v) for v in row])
+    return t
+
+
+def _cell(v: Any) -> str:
+    if isinstance(v, float):
+        return "—" if v != v else f"{v:.3f}"
+    return escape(str(v))
+
+
+@datasets_app.command("diff")
+def diff(
+    a: Annotated[str, typer.Argument(help="NAME@X.Y.Z (or a dataset directory)")],
+    b: Annotated[str, typer.Argument(help="NAME@X.Y.Z (or a dataset directory)")],
+    registry: RegistryOpt = None,
+) -> None:
+    """What changed between two versions: builder, inputs, configs, rows (added/removed/changed ids)."""
+    from harness.dataset_report import diff_versions
+    from harness.registry import Registry, RegistryError
+
+    console, _ = _consoles()
+    try:
+        reg = Registry(registry)
+        pa, pb = (Path(x) if Path(x).is_dir() else reg.resolve(x).path for x in (a, b))
+    except RegistryError as e:
+        _fail(str(e))
+        return
+    d = diff_versions(pa, pb)
+    console.print(f"[bold]{escape(a)} → {escape(b)}[/]")
+    for line in d["summary"]:
+        console.print(f"  {escape(line)}")
+    t = Table(title="configs")
+    for col in ("config", "rows a", "rows b", "added ids", "removed ids", "changed rows", "changed columns"):
+        t.add_column(col)
+    for c, e in d["configs"].items():
+        t.add_row(
+            c,
+            str(e["rows_a"]),
+            str(e["rows_b"]),
+            str(e["added"]),
+            str(e["removed"]),
+            str(e["changed"]),
+            ", ".join(f"{k} {n}" for k, n in e["changed_columns"].items()),
+        )
+    console.print(t)
+    if d["identical"]:
+        console.print("the two versions hold identical data")
+
+
+@datasets_app.command("publish")
+def publish(
+    ref: Annotated[str, typer.Argument(help="NAME@X.Y.Z of a registered version")],
+    repo: Annotated[str, typer.Option(help="Hub dataset repo id, namespace/name")],
+    private: Annotated[bool, typer.Option(help="Create the repo as private")] = False,
+    endpoint: Annotated[
+        str | None, typer.Option(help="Hub endpoint (default $HF_ENDPOINT or huggingface.co)")
+    ] = None,
+    registry: RegistryOpt = None,
+) -> None:
+    """Upload a registered version to the Hub in one commit and tag it vX.Y.Z (token from $HF_TOKEN)."""
+    from harness.hub import PublishError, publish_dataset
+    from harness.registry import Registry, RegistryError
+
+    console, _ = _consoles()
+    try:
+        rv = Registry(registry).resolve(ref)
+        res = publish_dataset(rv.path, repo, rv.version, private=private, endpoint=endpoint)
+    except (RegistryError, PublishError) as e:
+        _fail(str(e))
+        return
+    console.print(
+        f"published {rv.ref} to {res.repo_id} at {res.tag} (commit {res.commit_sha[:12]}), {len(res.files)} files"
+    )
+    console.print(f'load it with: datasets.load_dataset("{res.repo_id}", "<config>", revision="{res.tag}")')
