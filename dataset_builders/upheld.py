@@ -153,6 +153,46 @@ class UpheldBuilder(Builder):
             "CC-BY-NC-4.0 (Chatbot Arena conversations)."
         )
 
+    def card_sections(self, configs: list[ConfigData], languages: tuple[str, ...]) -> list[str]:
+        main = next((c for c in configs if c.name == "main"), None)
+        if main is None:
+            return []
+        k = main.extra["counts"]
+        same = k["label_sets"] == PAPER_COUNTS["label_sets"] and k["labels"] == PAPER_COUNTS["labels"]
+        short = sum(n for a, n in k["annotators_per_item"].items() if int(a) < 5)
+        users = k["response_roles"].get("user", 0)
+        notes = [
+            "The label counts match the paper exactly."
+            if same
+            else "The label counts differ from the paper.",
+            f"The files hold {k['turn_ids']} turn ids and {k['conversations']} conversation-id prefixes (ids are "
+            "`<conversation>-<turn>`; `mw-`/`mu-` prefixes look MultiWOZ-/MuTual-derived), "
+            "so the paper's turn and conversation counts do not describe the released files one to one.",
+            f"{short} (turn, model) item(s) have fewer than five annotators.",
+            *(
+                f"{' and '.join(names)} are byte-identical."
+                for names in main.extra["identical_annotator_files"]
+            ),
+            f"{len(main.extra['text_conflicts'])} item field(s) show different texts to different annotators "
+            "(listed in the build warnings).",
+            f"{users} of {k['items']} rated continuations are user turns (`response_role`).",
+        ]
+        return [
+            "## Counts against the paper",
+            "",
+            "| count | paper (§3.2) | these files |",
+            "|---|---:|---:|",
+            f"| turns | {PAPER_COUNTS['turns']} | {k['turn_ids']} turn ids |",
+            f"| conversations | {PAPER_COUNTS['conversations']} | {k['conversations']} id prefixes "
+            f"({', '.join(f'{n} {f}' for f, n in k['conversation_id_families'].items())}); "
+            f"{k['distinct_opening_utterances']} distinct opening utterances |",
+            f"| label sets | {PAPER_COUNTS['label_sets']:,} | {k['label_sets']:,} |",
+            f"| labels | {PAPER_COUNTS['labels']:,} | {k['labels']:,} |",
+            "",
+            " ".join(notes),
+            "",
+        ]
+
     # -- sources ---------------------------------------------------------------------------------
     def resolve_sources(self, source: str | os.PathLike[str] | None, warnings: list[str]) -> list[SourceFile]:
         if source is None:

@@ -2,7 +2,8 @@
 
 Three ways in:
 
-* ``dataset=`` a built dataset directory (Parquet + README.md card) or a Hub repo id, loaded with
+* ``dataset=`` a registered version ``name@X.Y.Z`` (``harness datasets ls``), a built dataset
+  directory (Parquet + README.md card) or a Hub repo id, loaded with
   ``load_dataset(path_or_id, config, revision=...)``;
 * ``source=`` raw files for the task's builder: built once into
   ``$DIALEVAL_HOME/datasets/<builder>/<source-fingerprint>/`` (atomic) and reused;
@@ -83,6 +84,12 @@ def prepare_dataset(
 ) -> DatasetHandle:
     if dataset is not None:
         p = Path(dataset)
+        if not p.is_dir() and _is_registry_ref(dataset):
+            from harness.registry import Registry
+
+            registered = Registry().resolve(dataset)
+            p = registered.path
+            revision = revision or registered.ref
         if p.is_dir():
             manifest = p / "build_manifest.json"
             fp = (
@@ -124,6 +131,19 @@ def prepare_dataset(
         configs=card_configs(out),
         warnings=list(manifest.get("warnings", [])),
     )
+
+
+def _is_registry_ref(dataset: str) -> bool:
+    """``name@X.Y.Z`` or a bare name registered locally (a Hub id has a ``/``)."""
+    if "/" in dataset:
+        return False
+    from harness.registry import Registry, RegistryError, split_ref
+
+    try:
+        name, _ = split_ref(dataset)
+    except RegistryError:
+        return False
+    return bool(Registry().versions(name))
 
 
 def _manifest_source(manifest: dict[str, Any]) -> str | None:

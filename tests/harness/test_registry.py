@@ -162,3 +162,43 @@ def test_cli_builds_real_upheld_and_xdial_versions(tmp_path, monkeypatch, shared
     r = runner.invoke(app, ["datasets", "show", "upheld@1.0.0", "--by", "system"])
     assert r.exit_code == 0, r.output
     assert "Table 3a" in r.output and "content_percent" in r.output and "36873" in r.output
+
+
+def test_run_on_a_registered_version(tmp_path, monkeypatch):
+    monkeypatch.setenv("DIALEVAL_REGISTRY", str(tmp_path / "reg"))
+    assert runner.invoke(app, ["datasets", "build", "demo"]).exit_code == 0
+    judge = tmp_path / "j.jsonl"
+    judge.write_text(json.dumps({"default": {"hashed_p_yes": True}}) + "\n")
+    r = runner.invoke(app, ["run", "--judge", f"replay:{judge}", "--task", "demo-turn", "--dataset", "demo@1.0.0",
+                            "--language", "en", "--quiet", "--output", str(tmp_path / "out"), "--bootstrap", "0"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert "demo@1.0.0" in json.dumps(results) and str(tmp_path / "reg" / "demo" / "1.0.0") in json.dumps(
+        results
+    )
+
+
+def test_cli_publish_against_the_stand_in_hub(tmp_path, monkeypatch):
+    import huggingface_hub
+
+    from tests.fixtures.hub_server import HubStandIn
+
+    monkeypatch.setenv("DIALEVAL_REGISTRY", str(tmp_path / "reg"))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_TELEMETRY", True)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    assert runner.invoke(app, ["datasets", "build", "demo", "--language", "en"]).exit_code == 0
+    with HubStandIn(token="hf_cli_secret_token_123") as hub:
+        args = ["datasets", "publish", "demo@1.0.0", "--repo", "org/demo", "--endpoint", hub.endpoint]
+        monkeypatch.delenv("HF_TOKEN", raising=False)
+        monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)
+        r = runner.invoke(app, args)
+        assert r.exit_code == 2 and "HF_TOKEN" in r.output
+        monkeypatch.setenv("HF_TOKEN", "hf_cli_secret_token_123")
+        r = runner.invoke(app, args)
+        assert r.exit_code == 0, r.output
+        assert "published demo@1.0.0 to org/demo at v1.0.0" in r.output and "hf_cli_secret" not in r.output
+        files = hub.files_at("org/demo", "v1.0.0")
+        assert {"README.md", "build_manifest.json", "demo-turn/test-00000-of-00001.parquet"} <= set(files)
+        r = runner.invoke(app, args)
+        assert r.exit_code == 2 and "v1.0.0" in r.output
