@@ -3,7 +3,7 @@ and a build manifest) that ``datasets.load_dataset(str(output_dir), config)`` lo
 
 >>> from dataset_builders import build_dataset, list_builders
 >>> list_builders()
-['demo', 'upheld', 'xdial-eval']
+['demo', 'import', 'upheld', 'xdial-eval']
 >>> result = build_dataset("demo", None, "/tmp/demo")  # doctest: +SKIP
 >>> result.configs  # doctest: +SKIP
 {'demo-turn': ..., 'demo-dial': ...}
@@ -27,6 +27,7 @@ from dataset_builders.base import (
     SourceUnavailableError,
 )
 from dataset_builders.demo import DemoBuilder
+from dataset_builders.importer import GenericImporter
 from dataset_builders.upheld import UpheldBuilder
 from dataset_builders.xdial_eval import XDialEvalBuilder
 
@@ -38,6 +39,7 @@ __all__ = [
     "Builder",
     "DataValidationError",
     "DemoBuilder",
+    "GenericImporter",
     "SourceUnavailableError",
     "UpheldBuilder",
     "XDialEvalBuilder",
@@ -109,3 +111,4 @@ def build_dataset(
 register_builder(XDialEvalBuilder)
 register_builder(DemoBuilder)
 register_builder(UpheldBuilder)
+register_builder(GenericImporter)  # needs mapping=...: harness datasets build import --mapping NAME

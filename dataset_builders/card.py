@@ -28,7 +28,8 @@ def render_card(
     """README.md of a built dataset: YAML front matter (configs, license, languages, features)
     and a Markdown body (schema, per-config statistics with sample rows, provenance, citation)."""
     total = sum(c.rows for c in configs)
-    langs_written = [lang for lang in LANGUAGES if any(lang in c.languages for c in configs)]
+    present = {lang for c in configs for lang in c.languages}
+    langs_written = [lang for lang in LANGUAGES if lang in present] + sorted(present - set(LANGUAGES))
     front: dict[str, Any] = {
         "pretty_name": self.pretty_name or self.name,
         "license": self.license.lower(),

@@ -154,6 +154,9 @@ def ls(what: Annotated[str, typer.Argument(help="tasks | judges | datasets | all
         for col in ("builder", "version", "license", "registered versions"):
             t.add_column(col)
         for name in list_builders():
+            if name == "import":
+                t.add_row(name, "-", "from the mapping", "use --mapping NAME|FILE.yaml (comperdial, dstc11-track4)")
+                continue
             b = get_builder(name)
             t.add_row(name, b.version, b.license, " ".join(reg.versions(name)) or "—")
         console.print(t)

@@ -72,6 +72,12 @@ def build(
 
     console, err = _consoles()
     kwargs: dict[str, Any] = {"mapping": mapping} if mapping is not None else {}
+    if name == "import" and mapping is None:
+        _fail(
+            "'import' needs --mapping NAME|FILE.yaml (shipped: comperdial, dstc11-track4; see docs/importing.md)"
+        )
+    elif name != "import" and mapping is not None:
+        _fail("--mapping only applies to the 'import' builder")
     try:
         builder = get_builder(name, **kwargs)
         langs = builder.normalize_languages(language or None)
