@@ -53,7 +53,7 @@ UNNAMED_ID_COLUMNS = ("", "Unnamed: 0")
 
 UPHELD_CITATION = """@inproceedings{subasic2026upheld,
   title = {Evaluating Language Models in Realistic Conversational Contexts: the {UPHELD} Benchmark},
-  author = {Subasic, Pero and others},
+  author = {Subasic, Ilija and Rabinovich, Andrew and Chen, Zhao},
   year = {2026},
   note = {Dataset: https://github.com/upwork/upwork-ai-research/tree/upheld/data/upheld}
 }"""

@@ -329,7 +329,7 @@ def _sample_row(run_id: str, spec: TaskSpec, judge: str, item: dict[str, Any], v
         "score": v.score if v.ok else None,
         "parse_status": v.status,
         "parse_detail": v.detail,
-        "human_rating": float(item["rating"]),
+        "human_rating": spec.human_rating(item),
         "cached": bool(v.cached),
         "prompt_tokens": int(v.usage.prompt_tokens),
         "completion_tokens": int(v.usage.completion_tokens),

@@ -23,12 +23,12 @@ from harness.languages import LANGUAGES, SPEAKER_TAGS
 from harness.types import ChatMessage, GenerationConfig, Request
 
 LEVELS = ("turn", "dialogue")
-SCORING_METHODS = ("p_yes", "expected_score")
+SCORING_METHODS = ("p_yes", "expected_score", "parse_yes_no", "parse_likert")
 EMBEDDING_METHODS = ("context_response_cosine", "adjacent_turn_cosine")
 
 # Placeholders a template may use, per level.
 LEVEL_FIELDS = {
-    "turn": {"context", "response", "last_utterance"},
+    "turn": {"context", "response", "last_utterance", "conversation", "reference"},
     "dialogue": {"dialogue"},
 }
 
@@ -110,7 +110,9 @@ class TaskSpec:
             ctx = [t["text"] for t in item["context"]]
             return {
                 "context": "\n".join(ctx),
+                "conversation": "\n".join(f"{t['role']}: {t['text']}" for t in item["context"]),
                 "response": item["response"],
+                "reference": item.get("reference") or "",
                 "last_utterance": ctx[-1] if ctx else "",
             }
         turns = item["turns"]
@@ -120,9 +122,29 @@ class TaskSpec:
             )
         }
 
+    def missing_inputs(self, item: Mapping[str, Any]) -> list[str]:
+        """Item fields the task's template needs but the item leaves empty (e.g. no reference)."""
+        tpl = self.templates.get(item.get("language", ""))
+        needed = tpl.placeholders() if tpl is not None else set()
+        out = []
+        if "reference" in needed and not str(item.get("reference") or "").strip():
+            out.append("reference")
+        if "response" in needed and not str(item.get("response") or "").strip():
+            out.append("response")
+        return out
+
+    def human_rating(self, item: Mapping[str, Any]) -> float | None:
+        """The human score this task correlates with: the per-item mean of the task dimension's
+        labels (``aggregates``) when the item carries several dimensions, else ``rating``."""
+        for agg in item.get("aggregates") or []:
+            if agg.get("dimension") == self.dimension and agg.get("mean") is not None:
+                return float(agg["mean"])
+        rating = item.get("rating")
+        return None if rating is None else float(rating)
+
     def build_request(self, item: Mapping[str, Any], config: GenerationConfig | None = None) -> Request:
         tpl = self.template_for(item["language"])
-        choices = tuple(self.labels) if self.scoring == "p_yes" else None
+        choices = tuple(self.labels) if self.scoring == "p_yes" else None  # written verdicts: free text
         return Request(
             messages=tpl.render(self.fields(item)), config=config or self.generation, choices=choices
         )

@@ -75,7 +75,8 @@ class Judge(ABC):
 
 
 def load_judge(spec: str | JudgeSpec, cache: RequestCache | None = None, seed: int | None = None) -> Judge:
-    """Create the judge a spec string names (``embed:…`` → sentence-encoder judge, else an LLM judge).
+    """Create the judge a spec string names (``embed:…`` → sentence-encoder judge, ``metric:…`` →
+    reference metric, ``ensemble:…`` → fitted learned ensemble, else an LLM judge).
 
     ``seed`` becomes the decoding seed of sampling judges (temperature > 0) whose spec sets none."""
     js = parse_spec(spec) if isinstance(spec, str) else spec
@@ -84,6 +85,14 @@ def load_judge(spec: str | JudgeSpec, cache: RequestCache | None = None, seed: i
         from harness.judges.embedding import EmbeddingJudge
 
         return EmbeddingJudge(js, cache, seed)
+    if js.kind == "metric":
+        from harness.judges.metric import MetricJudge
+
+        return MetricJudge(js, cache, seed)
+    if js.kind == "ensemble":
+        from harness.judges.ensemble import EnsembleJudge
+
+        return EnsembleJudge(js, cache, seed)
     from harness.judges.llm import LLMJudge
 
     return LLMJudge(js, cache, seed)

@@ -13,6 +13,7 @@ from harness.scoring import Score, expected_score, expected_score_from_tokens, p
 from harness.spec import JudgeSpec
 from harness.tasks import TaskSpec
 from harness.types import GenerationConfig, Response
+from harness.verdicts import parse_likert, parse_yes_no
 
 
 class LLMJudge(Judge):
@@ -40,26 +41,34 @@ class LLMJudge(Judge):
 
     def score(self, task: TaskSpec, items: Sequence[Mapping[str, Any]]) -> list[Verdict]:
         cfg = self.generation_config(task)
-        requests = [task.build_request(item, cfg) for item in items]
-        responses = self.cached.generate(requests)
-        out = []
-        for req, resp in zip(requests, responses, strict=True):
+        out: list[Verdict | None] = []
+        requests = []
+        for item in items:
+            missing = task.missing_inputs(item)
+            if missing:  # never sent to the model: scored None and counted, not dropped
+                out.append(Verdict(None, "invalid_item", "", "", detail=f"empty {', '.join(missing)}"))
+            else:
+                out.append(None)
+                requests.append(task.build_request(item, cfg))
+        pending = iter(zip(requests, self.cached.generate(requests), strict=True))
+        for i, slot in enumerate(out):
+            if slot is not None:
+                continue
+            req, resp = next(pending)
             s = self._score(task, resp)
             if not resp.cached:
                 self.usage = self.usage + resp.usage
-            out.append(
-                Verdict(
-                    score=s.value,
-                    status=s.status,
-                    raw=resp.text,
-                    prompt_hash=req.prompt_hash(),
-                    detail=s.detail,
-                    usage=resp.usage,
-                    cached=resp.cached,
-                    extra={"choice_logprobs": resp.choice_logprobs},
-                )
+            out[i] = Verdict(
+                score=s.value,
+                status=s.status,
+                raw=resp.text,
+                prompt_hash=req.prompt_hash(),
+                detail=s.detail,
+                usage=resp.usage,
+                cached=resp.cached,
+                extra={"choice_logprobs": resp.choice_logprobs},
             )
-        return out
+        return [v for v in out if v is not None]
 
     @staticmethod
     def _score(task: TaskSpec, resp: Response) -> Score:
@@ -69,6 +78,10 @@ class LLMJudge(Judge):
             if resp.choice_logprobs:
                 return expected_score(resp)
             return expected_score_from_tokens(resp.token_logprobs, [str(d) for d in range(1, 6)])
+        if task.scoring == "parse_yes_no":
+            return parse_yes_no(resp.text, *task.labels)
+        if task.scoring == "parse_likert":
+            return parse_likert(resp.text, 1, 5)
         raise ValueError(f"task {task.name!r}: unknown scoring method {task.scoring!r}")
 
     def backend_stats(self) -> dict[str, float]:

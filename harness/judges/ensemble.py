@@ -1,0 +1,155 @@
+"""Learned-ensemble judge (UPHELD App. I): a scikit-learn model fitted on metric scores, saved
+with :meth:`harness.ensembles.FittedEnsemble.save`, applied unchanged to new items.
+
+Spec: ``ensemble:<directory>[,llm=<judge spec>,model=<encoder>,num_layers=N,batch_size=64,device=cpu]``.
+
+The ensemble's ``ensemble.json`` lists its features and how they were computed
+(``feature_info``): reference metrics are recomputed with the recorded settings (ROUGE stemming,
+BERTScore / embedding encoder — overridable with ``model=``/``num_layers=``, which the results
+then record), App. H LLM-judge features with the recorded judge spec or the ``llm=`` one. An item
+whose features cannot all be computed (no reference, an unparseable LLM verdict) gets ``None``
+(status ``invalid_item`` / ``parse_error``), counted and never imputed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from harness.cache import RequestCache
+from harness.judges.base import Judge, Verdict, load_judge
+from harness.judges.metric import ReferenceFeatures, _pair_hash, reference_inputs
+from harness.spec import JudgeSpec
+from harness.tasks import TaskSpec
+
+OPTIONS = {"llm", "model", "num_layers", "batch_size", "device", "show_progress"}
+LLM_FEATURE_PREFIX = "llm_judge_"
+
+
+class EnsembleJudge(Judge):
+    def __init__(self, spec: JudgeSpec, cache: RequestCache, seed: int | None = None) -> None:
+        super().__init__(spec, cache, seed)
+        from harness.ensembles import load_ensemble
+
+        unknown = set(spec.decoding) | (set(spec.options) - OPTIONS)
+        if unknown:
+            raise ValueError(
+                f"ensemble judge {spec.raw!r}: unsupported option(s) {sorted(unknown)}; supported: {sorted(OPTIONS)}"
+            )
+        self.ensemble = load_ensemble(spec.target)
+        self.path = spec.target
+        info = self.ensemble.feature_info or {}
+        ref = info.get("reference_metrics", {})
+        o = spec.options
+        bert = ref.get("bertscore", {})
+        emb = ref.get("embedding", {})
+        self.overrides = {k: o[k] for k in ("model", "num_layers") if k in o}
+        self.features = ReferenceFeatures(
+            cache,
+            model=o.get("model", bert.get("model_arg")),
+            num_layers=o.get("num_layers", bert.get("num_layers")),
+            embed_model=o.get("model", emb.get("model_arg")),
+            batch_size=int(o.get("batch_size", 64)),
+            device=o.get("device"),
+            use_stemmer=bool(ref.get("rouge", {}).get("use_stemmer", False)),
+            show_progress=bool(o.get("show_progress", False)),
+        )
+        self.llm_features = [f for f in self.ensemble.features if f.startswith(LLM_FEATURE_PREFIX)]
+        self.ref_features = [f for f in self.ensemble.features if not f.startswith(LLM_FEATURE_PREFIX)]
+        self.llm_spec = o.get("llm") or (info.get("llm_judge") or {}).get("spec")
+        if self.llm_features and not self.llm_spec:
+            raise ValueError(
+                f"ensemble {self.path} uses LLM-judge features {self.llm_features} but records no judge spec; "
+                "pass one with ',llm=<judge spec>'"
+            )
+        self._llm: Judge | None = None
+
+    @property
+    def llm(self) -> Judge:
+        if self._llm is None:
+            self._llm = load_judge(self.llm_spec, self.cache, self.seed)
+            if self._llm.spec.kind in ("ensemble", "metric", "embed"):
+                raise ValueError(f"llm={self.llm_spec!r} must name an LLM judge (hf/vllm/openai/replay)")
+        return self._llm
+
+    def identity(self) -> dict[str, Any]:
+        d = self.ensemble.describe()
+        return {
+            "backend": "ensemble",
+            "path": str(self.path),
+            "kind": d.get("kind"),
+            "features": list(self.ensemble.features),
+            "sha256": self._model_sha256(),
+            "training": d.get("training"),
+            "target": d.get("target"),
+            "overrides": self.overrides,
+            "llm_judge": self._llm.identity() if self._llm is not None else self.llm_spec,
+        }
+
+    def _model_sha256(self) -> str | None:
+        """The fitted model's checksum as recorded next to it (verified by ``load_ensemble``)."""
+        import json
+        from pathlib import Path
+
+        from harness.ensembles import META_FILE
+
+        meta = json.loads((Path(self.path) / META_FILE).read_text())
+        return (meta.get("model") or {}).get("sha256")
+
+    def method(self, task: TaskSpec) -> str:
+        return f"{self.ensemble.kind} ensemble over {', '.join(self.ensemble.features)}"
+
+    def feature_frame(self, items: Sequence[Mapping[str, Any]]) -> tuple[pd.DataFrame, list[str]]:
+        """Feature columns for ``items`` (NaN where unavailable) and, per item, why it is incomplete."""
+        inputs = [reference_inputs(it) for it in items]
+        why = [", ".join(f"empty {m}" for m in miss) for _, _, miss in inputs]
+        frame = pd.DataFrame(index=range(len(items)), columns=list(self.ensemble.features), dtype=float)
+        ok = [i for i, (_, _, miss) in enumerate(inputs) if not miss]
+        if self.ref_features and ok:
+            ref = self.features.compute(
+                [inputs[i][0] for i in ok], [inputs[i][1] for i in ok], self.ref_features
+            )
+            for j, i in enumerate(ok):
+                frame.loc[i, self.ref_features] = ref.loc[j, self.ref_features].to_numpy(dtype=float)
+        if self.llm_features and ok:
+            from tasks.upheld import UPHELD_APP_H_TASKS
+
+            for feature in self.llm_features:
+                task = UPHELD_APP_H_TASKS[("content", feature)]
+                verdicts = self.llm.score(task, [items[i] for i in ok])
+                for i, v in zip(ok, verdicts, strict=True):
+                    frame.at[i, feature] = v.score if v.ok else np.nan
+                    if not v.ok and not why[i]:
+                        why[i] = f"{feature}: {v.status} ({v.detail})"
+        return frame, why
+
+    def score(self, task: TaskSpec, items: Sequence[Mapping[str, Any]]) -> list[Verdict]:
+        if task.level != "turn":
+            raise ValueError(f"task {task.name!r}: the ensemble judge scores turn-level items only")
+        frame, why = self.feature_frame(items)
+        preds = self.ensemble.predict_scores(frame)
+        out = []
+        for i, it in enumerate(items):
+            ref, pred, _ = reference_inputs(it)
+            h = _pair_hash(ref, pred)
+            p = float(preds[i])
+            if np.isnan(p):
+                status = "parse_error" if why[i].startswith(LLM_FEATURE_PREFIX) else "invalid_item"
+                out.append(Verdict(None, status, "", h, detail=why[i] or "missing feature"))
+            else:
+                feats = ", ".join(f"{c}={frame.at[i, c]:.4f}" for c in frame.columns)
+                out.append(Verdict(p, "ok", f"{self.ensemble.kind}({feats})={p:.6f}", h))
+        return out
+
+    def backend_stats(self) -> dict[str, float]:
+        stats = self.features.stats.to_dict()
+        if self._llm is not None:
+            stats["llm"] = self._llm.backend_stats()  # type: ignore[assignment]
+        return stats
+
+    def close(self) -> None:
+        if self._llm is not None:
+            self._llm.close()
