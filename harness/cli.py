@@ -1,4 +1,4 @@
-"""Command line: ``harness run | ls | validate | datasets build|ls|show|diff|publish``."""
+"""Command line: ``harness run | ls | validate | datasets build|ls|show|diff|publish | reproduce upheld``."""
 
 from __future__ import annotations
 
@@ -179,8 +179,10 @@ def validate() -> None:
 
 
 from harness.cli_datasets import datasets_app  # noqa: E402  (needs console/_fail above)
+from harness.cli_reproduce import reproduce_app  # noqa: E402
 
 app.add_typer(datasets_app, name="datasets")
+app.add_typer(reproduce_app, name="reproduce")
 
 
 def main() -> None:
