@@ -24,7 +24,7 @@ from harness.judges.metric import ReferenceFeatures, reference_inputs
 from harness.reproduce import DIMENSIONS, ReproduceConfig, load_records
 
 TARGETS = ("rows", "mean", "majority")
-METHODS = ("pearson", "spearman", "kendall", "cramers_v")
+METHODS = ("auto", "pearson", "spearman", "kendall", "cramers_v")  # auto = App. B by label scale
 SUBSETS = {"all systems": (), "without random": ("random",), "without both baselines": paper.BASELINE_SYSTEMS}
 
 
