@@ -3,7 +3,7 @@ and a build manifest) that ``datasets.load_dataset(str(output_dir), config)`` lo
 
 >>> from dataset_builders import build_dataset, list_builders
 >>> list_builders()
-['demo', 'import', 'upheld', 'xdial-eval']
+['common', 'demo', 'import', 'medal', 'upheld', 'xdial-eval']
 >>> result = build_dataset("demo", None, "/tmp/demo")  # doctest: +SKIP
 >>> result.configs  # doctest: +SKIP
 {'demo-turn': ..., 'demo-dial': ...}
@@ -26,8 +26,10 @@ from dataset_builders.base import (
     DataValidationError,
     SourceUnavailableError,
 )
+from dataset_builders.common import CommonSchemaBuilder
 from dataset_builders.demo import DemoBuilder
 from dataset_builders.importer import GenericImporter
+from dataset_builders.medal import MedalBuilder
 from dataset_builders.upheld import UpheldBuilder
 from dataset_builders.xdial_eval import XDialEvalBuilder
 
@@ -37,9 +39,11 @@ __all__ = [
     "TURN_FEATURES",
     "BuildResult",
     "Builder",
+    "CommonSchemaBuilder",
     "DataValidationError",
     "DemoBuilder",
     "GenericImporter",
+    "MedalBuilder",
     "SourceUnavailableError",
     "UpheldBuilder",
     "XDialEvalBuilder",
@@ -111,4 +115,6 @@ def build_dataset(
 register_builder(XDialEvalBuilder)
 register_builder(DemoBuilder)
 register_builder(UpheldBuilder)
+register_builder(CommonSchemaBuilder)  # files already in the common schema: --source DIR
+register_builder(MedalBuilder)
 register_builder(GenericImporter)  # needs mapping=...: harness datasets build import --mapping NAME
