@@ -104,11 +104,23 @@ class Request:
     log-probability of each label word as the *start of the assistant reply* (e.g. "Yes"/"No"
     for P(Yes) scoring, or "1".."5" for expected-score scoring). Backends that cannot give
     log-probs raise :class:`LogprobsUnavailableError`.
+
+    ``json_schema``: a JSON schema the reply must follow. Backends with guided decoding
+    (``Capabilities.guided_json``: vLLM, OpenAI-compatible servers) constrain generation to it;
+    the others generate freely and the judge's validating parser checks the reply.
+
+    ``continuation``: scoring mode (GPTScore). Nothing is generated: the backend returns the
+    log-probs of the continuation's tokens following the rendered prompt (the prompt's
+    "echo" log-probs) in ``Response.token_logprobs`` and their sum in
+    ``Response.continuation_logprob``. Only backends with ``Capabilities.continuation_logprobs``
+    (hf, vllm) can; the others raise :class:`LogprobsUnavailableError`.
     """
 
     messages: tuple[ChatMessage, ...]
     config: GenerationConfig = field(default_factory=GenerationConfig)
     choices: tuple[str, ...] | None = None
+    json_schema: dict[str, Any] | None = field(default=None, hash=False, compare=False)
+    continuation: str | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.messages, list):
@@ -119,14 +131,24 @@ class Request:
             object.__setattr__(self, "choices", tuple(self.choices))
         if self.choices is not None and len(self.choices) < 1:
             raise ValueError("choices, when given, must be non-empty")
+        if self.continuation is not None and self.choices is not None:
+            raise ValueError("a request scores either label choices or a continuation, not both")
+        if self.continuation is not None and not self.continuation:
+            raise ValueError("continuation, when given, must be a non-empty string")
 
     def payload(self) -> dict[str, Any]:
         """The semantic content of the request (what the cache key is built from)."""
-        return {
+        out: dict[str, Any] = {
             "messages": [m.to_dict() for m in self.messages],
             "config": self.config.semantic_dict(),
             "choices": list(self.choices) if self.choices is not None else None,
         }
+        # Only when set, so the cache keys of plain requests stay what they were.
+        if self.json_schema is not None:
+            out["json_schema"] = self.json_schema
+        if self.continuation is not None:
+            out["continuation"] = self.continuation
+        return out
 
     def prompt_hash(self) -> str:
         return sha256_json({"messages": [m.to_dict() for m in self.messages]})[:16]
@@ -182,6 +204,8 @@ class Response:
     usage: Usage = field(default_factory=Usage)
     finish_reason: str | None = None
     raw: dict[str, Any] | None = None
+    # Scoring mode (Request.continuation): sum of the continuation tokens' log-probs.
+    continuation_logprob: float | None = None
     # Set by the cache layer, never by backends.
     cached: bool = False
 
@@ -198,6 +222,7 @@ class Response:
             },
             "finish_reason": self.finish_reason,
             "raw": self.raw,
+            "continuation_logprob": self.continuation_logprob,
         }
 
     @classmethod
@@ -211,6 +236,7 @@ class Response:
             usage=Usage(int(u.get("prompt_tokens", 0)), int(u.get("completion_tokens", 0))),
             finish_reason=d.get("finish_reason"),
             raw=d.get("raw"),
+            continuation_logprob=d.get("continuation_logprob"),
             cached=cached,
         )
 

@@ -24,6 +24,10 @@ class Capabilities:
     choice_logprobs: bool = False
     # Can return per-token log-probs (with top alternatives) of generated text.
     token_logprobs: bool = False
+    # Can constrain generation to Request.json_schema (guided / structured decoding).
+    guided_json: bool = False
+    # Can score Request.continuation: log-probs of given text after the prompt (GPTScore).
+    continuation_logprobs: bool = False
 
 
 @dataclass
@@ -74,6 +78,12 @@ class Backend(ABC):
                 raise LogprobsUnavailableError(
                     f"backend {self.kind!r} ({self.model}) cannot return log-probs of label words; "
                     "use a backend with log-prob support (hf, vllm, or an OpenAI-compatible server that returns logprobs)"
+                )
+            if r.continuation is not None and not self.capabilities.continuation_logprobs:
+                raise LogprobsUnavailableError(
+                    f"backend {self.kind!r} ({self.model}) cannot score a continuation's log-probs (prompt "
+                    "log-probs / echo, which chat-completions APIs do not return); GPTScore-style scoring "
+                    "needs the hf or vllm backend"
                 )
             if r.config.logprobs and not self.capabilities.token_logprobs:
                 raise LogprobsUnavailableError(

@@ -10,6 +10,13 @@ the assistant reply, by teacher forcing. When every label is one token, the firs
 gives them all (plus the greedy next token); multi-token labels are scored in batched forward
 passes over prompt+label sequences.
 
+A continuation (``Request.continuation``, GPTScore) is scored, not generated: the log-prob of each
+of its tokens after the rendered prompt (left-truncated to ``max_length`` like any prompt), by
+batched teacher forcing (:mod:`harness.backends.hf_scoring`). No guided decoding: a
+``Request.json_schema`` is ignored (the judge validates the reply). A template that raises on a
+system message or drops it gets the system content prefixed to the first user message
+(:attr:`HFBackend.system_role_mode`; ``Response.raw["system_role"]`` for requests with one).
+
 The tokenizer and config load in ``__init__`` (cheap), the weights on first use, so
 :meth:`identity` never loads weights.
 """
@@ -29,6 +36,7 @@ from typing import Any
 
 import torch
 
+from harness.backends import hf_scoring
 from harness.backends.base import Backend, Capabilities
 from harness.backends.hf_templates import (
     ChatTemplateError,
@@ -74,15 +82,17 @@ class _Row:
     finish_reason: str | None = None
     stop_at: int | None = None  # char offset where the text is cut at a stop string
     generator: torch.Generator | None = None
+    cont_ids: list[int] | None = None  # Request.continuation tokens (scoring mode)
+    cont_lps: list[float] | None = None
 
     @property
     def single_token_choices(self) -> bool:
         return self.choice_ids is not None and all(len(c) == 1 for c in self.choice_ids.values())
 
 
-class HFBackend(Backend):
+class HFBackend(hf_scoring.SystemRoleFallback, Backend):
     kind = "hf"
-    capabilities = Capabilities(choice_logprobs=True, token_logprobs=True)
+    capabilities = Capabilities(choice_logprobs=True, token_logprobs=True, continuation_logprobs=True)
 
     def __init__(
         self,
@@ -250,16 +260,16 @@ class HFBackend(Backend):
         return dict(self._identity)
 
     # -- prompts --------------------------------------------------------------------------------
+    def _apply_template(self, messages: list[dict[str, str]]) -> str:
+        return self.tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=True, chat_template=self.chat_template
+        )
+
     def render_prompt(self, messages: Request | tuple[ChatMessage, ...] | list[ChatMessage]) -> str:
         """The prompt text a request is rendered to (chat template + generation prompt)."""
         if isinstance(messages, Request):
             messages = messages.messages
-        return self.tokenizer.apply_chat_template(
-            [m.to_dict() for m in messages],
-            tokenize=False,
-            add_generation_prompt=True,
-            chat_template=self.chat_template,
-        )
+        return self._apply_template(self._chat_dicts(messages))
 
     def encode_prompt(self, text: str) -> list[int]:
         """Token ids of a rendered prompt.
@@ -289,9 +299,14 @@ class HFBackend(Backend):
             truncated = True
             self.truncated += 1
         limit = self.max_positions
-        if limit is not None and len(ids) > limit:
+        cont_ids = None
+        if req.continuation is not None:
+            cont_ids = hf_scoring.continuation_ids(self.tokenizer, req.continuation)
+        n = len(ids) + len(cont_ids or [])
+        if limit is not None and n > limit:
             raise PromptTooLongError(
-                f"request {index}: the rendered prompt is {len(ids)} tokens, longer than the limit of {limit} "
+                f"request {index}: the rendered prompt{' + continuation' if cont_ids else ''} is {n} tokens, "
+                f"longer than the limit of {limit} "
                 f"positions (max_position_embeddings) of {self.model}; pass max_length=N to truncate prompts "
                 "from the left"
             )
@@ -304,7 +319,7 @@ class HFBackend(Backend):
                 c: list(self.tokenizer(c, add_special_tokens=False)["input_ids"]) for c in req.choices
             }
         return _Row(
-            index=index, req=req, ids=ids, truncated=truncated, max_new=max_new, choice_ids=choice_ids
+            index, req, ids, truncated, max_new, choice_ids, cont_ids=cont_ids, finished=bool(cont_ids)
         )
 
     # -- generation -----------------------------------------------------------------------------
@@ -323,6 +338,12 @@ class HFBackend(Backend):
                 out[r.index] = self._response(r)
                 emit(r.index, out[r.index])
 
+        cont_rows = [r for r in rows if r.cont_ids is not None]
+        if cont_rows:
+            lps = hf_scoring.score_continuations(self, [(r.ids, r.cont_ids) for r in cont_rows])
+            for r, lp in zip(cont_rows, lps, strict=True):
+                r.cont_lps = lp
+            finish(cont_rows)
         tf_rows = [r for r in rows if r.choice_ids is not None and not r.single_token_choices]
         if tf_rows:
             self._score_teacher_forced(tf_rows)
@@ -482,6 +503,11 @@ class HFBackend(Backend):
         return TokenLogprob(token=self._token_str(tok), logprob=float(lsm[tok]), top=top)
 
     def _response(self, r: _Row) -> Response:
+        raw: dict[str, Any] = {"prompt_tokens": len(r.ids), "truncated": r.truncated}
+        raw.update(self._system_raw(r.req.messages))
+        if r.cont_ids is not None:
+            decode = hf_scoring.tokenizer_decoder(self.tokenizer)
+            return hf_scoring.continuation_response(decode, len(r.ids), r.cont_ids, r.cont_lps, raw)
         text = self.tokenizer.decode(r.gen, skip_special_tokens=True)
         token_lps = list(r.token_lps) if r.req.config.logprobs else None
         if r.stop_at is not None:
@@ -495,7 +521,6 @@ class HFBackend(Backend):
                         len(r.gen),
                     )  # fmt: skip
                 token_lps = token_lps[:keep]
-        raw: dict[str, Any] = {"prompt_tokens": len(r.ids), "truncated": r.truncated}
         if r.choice_ids is not None:
             raw["choice_tokens"] = {c: len(t) for c, t in r.choice_ids.items()}
         choice_lp = None

@@ -27,6 +27,10 @@ comparable across backends; ``choice_match=normalized`` merges whitespace/case v
 (:func:`harness.scoring.choice_logprobs_from_top`). Labels outside the top-k get ``None``. ``max_tokens`` is sent as the request's config says
 (judges that only score set it to 1). OpenAI caps ``top_logprobs`` at 20; local servers may allow
 more (vLLM: ``--max-logprobs``), so a larger ``choice_top_logprobs`` is accepted for them.
+``Request.json_schema`` goes out as ``response_format`` (``json_schema``, ``strict: false``); a
+server answering 400 about ``response_format`` / ``json_schema`` gets the request again without it
+(``Response.raw["guided"]``: whether it was guided). Continuation scoring needs prompt log-probs,
+which chat completions lack: such requests raise :class:`LogprobsUnavailableError`.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ import logging
 import math
 import os
 import random
+import re
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -66,6 +71,7 @@ CHOICE_MATCH_MODES = ("normalized", "exact")
 RETRYABLE_STATUS = frozenset({408, 429})  # plus every 5xx
 _MAX_ERROR_CHARS = 1000
 _REDACTED = "***"
+_FORMAT_REJECTED = re.compile(r"response_format|json_schema")  # in a 400: no guided decoding there
 
 
 class _RetryableHTTPError(Exception):
@@ -180,7 +186,7 @@ def _top_to_dict(top: Any) -> dict[str, float]:
 
 class OpenAIBackend(Backend):
     kind = "openai"
-    capabilities = Capabilities(choice_logprobs=True, token_logprobs=True)
+    capabilities = Capabilities(choice_logprobs=True, token_logprobs=True, guided_json=True)
 
     def __init__(
         self,
@@ -300,6 +306,9 @@ class OpenAIBackend(Backend):
             body["seed"] = cfg.seed
         if cfg.top_k is not None:  # not OpenAI; vLLM/TGI accept it
             body["top_k"] = cfg.top_k
+        if req.json_schema is not None:
+            schema = {"name": "verdict", "schema": req.json_schema, "strict": False}
+            body["response_format"] = {"type": "json_schema", "json_schema": schema}
         top = 0
         if req.choices is not None:
             top = self.choice_top_logprobs
@@ -429,6 +438,10 @@ class OpenAIBackend(Backend):
                     f"for model {self.model}: {snippet!r}"
                 ) from e
         message = self._redact(_server_message(resp), key)
+        if status == 400 and "response_format" in body and _FORMAT_REJECTED.search(message):
+            log.warning("openai backend: response_format rejected (%s); sending without it", message)
+            del body["response_format"]  # the caller's body: later retries go without it, raw["guided"]=False
+            return await self._post_once(client, body, headers, timeout, key)
         if status in RETRYABLE_STATUS or status >= 500:
             raise _RetryableHTTPError(status, message, parse_retry_after(resp.headers))
         raise BackendError(
@@ -474,7 +487,7 @@ class OpenAIBackend(Backend):
             ) from None
         data = self._redact(data, key)
         try:
-            return self._parse(req, data)
+            resp = self._parse(req, data)
         except BackendError:
             raise
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
@@ -482,6 +495,9 @@ class OpenAIBackend(Backend):
                 f"openai backend: malformed response from {self.display_url} for model {self.model}: "
                 f"{type(e).__name__}: {e}; body: {str(data)[:_MAX_ERROR_CHARS]}"
             ) from None
+        if req.json_schema is not None:
+            resp.raw["guided"] = "response_format" in body  # raw: the server's JSON object
+        return resp
 
     # -- batches --------------------------------------------------------------------------------
     async def _run_batch(
@@ -532,6 +548,10 @@ class OpenAIBackend(Backend):
         requests = list(requests)
         if not requests:
             return []
+        if any(r.continuation is not None for r in requests):  # generate() checks this in the base class
+            raise LogprobsUnavailableError(
+                f"openai backend ({self.model}): no continuation log-probs; use hf or vllm"
+            )
         with self._stats_lock:
             self.stats.requests += len(requests)
             self.stats.batches += 1

