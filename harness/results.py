@@ -7,6 +7,11 @@
       "results": {task: {language: {metric: {value, ci, n, n_datasets, parse_failures,
                                              per_dataset: {dataset: {value, p_value, ci, n, ...}}}},
                          "all": {metric: {value, ci, n, n_languages, parse_failures}}}},
+      # tasks with issue labels (MEDAL) also have, per language and in "all" (= all languages
+      # pooled, MEDAL's "Combined"): "<dim>/<f1_pos|f1_neg|precision|recall|accuracy|
+      # predicted_positive|reference_positive>", "<dim>/human_ceiling", "<dim>/mcnemar",
+      # "macro/f1_pos", "macro/f1_neg", and in "all" "pearson_pooled" / "spearman_pooled";
+      # "label_parse_failures": {task: {dim: n}}.
       "harness": {version, git_sha, git_dirty}, "run": {...}, "judge": {...},
       "datasets": {task: {...}}, "tasks": {task: {...}}, "usage": {...}, "cache": {...},
       "timings": {...}, "environment": {...}
@@ -29,7 +34,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
 RESULTS_FILE = "results.json"
 SAMPLES_FILE = "samples.parquet"
 
@@ -52,6 +57,11 @@ SAMPLE_SCHEMA = pa.schema(
         ("prompt_tokens", pa.int64()),
         ("completion_tokens", pa.int64()),
         ("extra", pa.string()),  # JSON: e.g. label log-probs
+        # 1.1: the rated chatbot, every human label ({dimension: {annotator: value}}) and, for
+        # multi-label judges (MEDAL), the judge's labels ({dimension: 0|1|null}); all JSON.
+        ("system", pa.string()),
+        ("human_labels", pa.string()),
+        ("judge_labels", pa.string()),
     ]
 )
 
@@ -160,6 +170,44 @@ def results_tables(results: dict[str, Any]):
                 *[format_metric(row[m]) for m in metrics],
                 str(first["parse_failures"]),
                 style="bold",
+            )
+        tables.append(t)
+    return tables
+
+
+ISSUE_COLUMNS = ("f1_pos", "f1_neg", "precision", "recall", "accuracy", "predicted_positive")
+
+
+def issue_tables(results: dict[str, Any]):
+    """One rich Table per issue-label task (MEDAL): dimension × F1+/F1−/P/R/Acc/#pred, pooled over
+    languages, with the human ceiling and McNemar's p."""
+    from rich.table import Table
+
+    tables = []
+    for task, info in results.get("tasks", {}).items():
+        dims = info.get("issue_labels") or []
+        pooled = results["results"].get(task, {}).get("all", {})
+        if not dims or not pooled:
+            continue
+        t = Table(title=f"{task} issue detection (all languages pooled) — judge {results['judge']['spec']}",
+                  title_justify="left")  # fmt: skip
+        t.add_column("dimension")
+        for c in ("F1+", "F1−", "precision", "recall", "accuracy", "#pred", "human F1+", "McNemar p", "fail"):
+            t.add_column(c, justify="right")
+        fails = results.get("label_parse_failures", {}).get(task, {})
+        for d in [*dims, "macro"]:
+            def val(name: str, fmt: str = "{:.3f}", d=d, pooled=pooled) -> str:
+                v = (pooled.get(f"{d}/{name}") or {}).get("value")
+                return "—" if v is None else fmt.format(v)
+
+            t.add_row(
+                d,
+                *(val(c) for c in ISSUE_COLUMNS[:5]),
+                val("predicted_positive", "{:.1f}"),
+                val("human_ceiling"),
+                val("mcnemar", "{:.3g}"),
+                str(fails.get(d, "")),
+                style="bold" if d == "macro" else None,
             )
         tables.append(t)
     return tables

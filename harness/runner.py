@@ -25,6 +25,7 @@ import pandas as pd
 
 from harness.cache import RequestCache, default_cache_path
 from harness.data import DatasetHandle, load_items, prepare_dataset
+from harness.issue_results import add_issue_metrics, human_labels_json, label_parse_failures
 from harness.judges.base import DEFAULT_JUDGE, Judge, load_judge
 from harness.languages import normalize_languages
 from harness.provenance import environment, harness_info, redact
@@ -198,6 +199,8 @@ def run(cfg: RunConfig) -> RunOutput:
                     sub, spec.metrics, cfg.n_bootstrap, cfg.confidence, cfg.seed, spec.languages
                 )
                 results_by_task[spec.name] = meta.to_dict()
+                if spec.issue_labels:
+                    add_issue_metrics(results_by_task[spec.name], sub, spec, cfg)
             timings["meta_eval_s"] = time.perf_counter() - t
             timings["total_s"] = time.perf_counter() - t_start
             timings["items_per_s_scoring"] = (
@@ -303,6 +306,9 @@ def _results_document(
         "tasks": {s.name: s.describe() for s in specs},
         "results": results_by_task,
         "parse_failures": {s.name: int((of(s.name)["parse_status"] != "ok").sum()) for s in specs},
+        "label_parse_failures": {
+            s.name: label_parse_failures(of(s.name), s.issue_labels) for s in specs if s.issue_labels
+        },
         "usage": {**judge.usage.to_dict(), "backend": judge.backend_stats()},
         "cache": {
             "enabled": cache.enabled,
@@ -315,7 +321,7 @@ def _results_document(
 
 
 def _sample_row(run_id: str, spec: TaskSpec, judge: str, item: dict[str, Any], v) -> dict[str, Any]:
-    extra = {k: val for k, val in v.extra.items() if val is not None}
+    extra = {k: val for k, val in v.extra.items() if val is not None and k != "labels"}
     return {
         "run_id": run_id,
         "task": spec.name,
@@ -334,4 +340,7 @@ def _sample_row(run_id: str, spec: TaskSpec, judge: str, item: dict[str, Any], v
         "prompt_tokens": int(v.usage.prompt_tokens),
         "completion_tokens": int(v.usage.completion_tokens),
         "extra": json.dumps(extra, ensure_ascii=False, allow_nan=True) if extra else None,
+        "system": item.get("system"),
+        "human_labels": human_labels_json(item),
+        "judge_labels": json.dumps(v.extra["labels"], ensure_ascii=False) if v.extra.get("labels") else None,
     }

@@ -6,6 +6,8 @@
   (``sum_d d * p(d) / sum_d p(d)``), from label log-probs at one position.
 * :func:`expected_score_from_tokens` — the same over the top alternatives of the first generated
   token that is a score digit (for judges that write e.g. "Rating: 4").
+* :func:`continuation_word_logprob` — GPTScore (as in MEEP §5.3): the log-prob of a word ("Yes")
+  inside a continuation ("Answer: Yes.") the backend scored after the prompt.
 
 All return ``None`` (never 0) when the needed probabilities are missing; callers count that
 as a parse failure and keep the raw output.
@@ -137,3 +139,71 @@ def _label_values(
         except ValueError as e:
             raise ValueError(f"label {lab!r} is not numeric; pass a mapping label -> value") from e
     return out
+
+
+_SPACE_MARKERS = ("Ġ", "▁", "Ċ")
+
+
+def _compact(s: str) -> str:
+    for m in _SPACE_MARKERS:
+        s = s.replace(m, "")
+    return "".join(s.split())
+
+
+def continuation_word_logprob(resp: Response, continuation: str, target: str) -> Score:
+    """GPTScore (MEEP §5.3): the log-prob of ``target`` inside the continuation echoed after the
+    prompt, e.g. of "Yes" in "Answer: Yes.".
+
+    The value is the sum of the log-probs of the continuation tokens (``resp.token_logprobs``, in
+    order) whose character span overlaps the *last* occurrence of ``target`` in ``continuation``;
+    spans come from concatenating the tokens' strings, which backends guarantee reconstruct the
+    continuation (for ASCII text). A token that straddles the word (" Yes", "Yes.") counts whole;
+    an empty token string (the first bytes of a multi-byte character) counts with the token that
+    completes the character. When the strings do not concatenate to the continuation, they are
+    matched again with whitespace and the byte-level / SentencePiece space markers ("Ġ", "▁")
+    removed on both sides; when that fails too, the result is a parse failure. No token log-probs:
+    ``Score(None, "missing_logprobs", ...)``.
+
+    The value is a log-probability (<= 0; higher = more likely "Yes"), not a probability: the
+    correlation with human ratings is taken on it directly (Spearman is rank-based, so it equals
+    the correlation of the probability; Pearson is linear in the log-prob).
+    """
+    tl = resp.token_logprobs
+    if not tl:
+        return Score(
+            None,
+            "missing_logprobs",
+            "the response carries no continuation token log-probs (GPTScore needs a backend that scores "
+            "Request.continuation: hf or vllm)",
+        )
+    if not target or target not in continuation:
+        return Score(
+            None, "parse_error", f"target {target!r} does not occur in continuation {continuation!r}"
+        )
+    tokens = [t.token for t in tl]
+    start = continuation.rfind(target)
+    end = start + len(target)
+    if "".join(tokens) != continuation:
+        pieces = [_compact(t) for t in tokens]
+        if "".join(pieces) != _compact(continuation):
+            return Score(
+                None,
+                "parse_error",
+                f"the token strings {tokens!r} do not reconstruct the continuation {continuation!r}",
+            )
+        tokens = pieces
+        start = len(_compact(continuation[:start]))
+        end = start + len(_compact(target))
+    picked: list[int] = []
+    pos = 0
+    for i, tok in enumerate(tokens):
+        s, e = pos, pos + len(tok)
+        pos = e
+        if (s < end and e > start) or (s == e and start <= s < end):
+            picked.append(i)
+    if not picked:  # pragma: no cover - a non-empty target inside the text always overlaps a token
+        return Score(None, "parse_error", f"no continuation token covers {target!r}")
+    lps = [tl[i].logprob for i in picked]
+    if any(lp is None or not math.isfinite(lp) for lp in lps):
+        return Score(None, "missing_logprobs", f"non-finite log-prob among the tokens of {target!r}: {lps}")
+    return Score(float(sum(lps)), "ok", f"log-prob of token(s) {[tl[i].token for i in picked]!r}")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import pkgutil
+import re
 import string
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -23,14 +24,24 @@ from harness.languages import LANGUAGES, SPEAKER_TAGS
 from harness.types import ChatMessage, GenerationConfig, Request
 
 LEVELS = ("turn", "dialogue")
-SCORING_METHODS = ("p_yes", "expected_score", "parse_yes_no", "parse_likert")
+SCORING_METHODS = (
+    "p_yes",  # P(Yes) from label log-probs (xDial-Eval)
+    "expected_score",  # probability-weighted digit score (G-Eval style)
+    "parse_yes_no",  # written yes/no verdict (UPHELD App. H)
+    "parse_likert",  # written integer 1-5 verdict (UPHELD App. H)
+    "parse_score",  # a number on TaskSpec.score_range written anywhere in free text (MEEP, G-Eval)
+    "gptscore",  # log-prob of TaskSpec.continuation_target inside the echoed continuation (GPTScore)
+    "issues_json",  # JSON verdict: binary issue labels + overall score (MEDAL Table 11)
+)
 EMBEDDING_METHODS = ("context_response_cosine", "adjacent_turn_cosine")
 
 # Placeholders a template may use, per level.
 LEVEL_FIELDS = {
     "turn": {"context", "response", "last_utterance", "conversation", "reference"},
-    "dialogue": {"dialogue"},
+    "dialogue": {"dialogue", "conversation"},
 }
+# Text that marks a placeholder the template author forgot to turn into a field.
+_UNFILLED = re.compile(r"\{[A-Za-z_][A-Za-z0-9_ ]*\}|<(?:dialogue|response|conversation|context|score)>|\[Dialogue Context\]")
 
 
 @dataclass(frozen=True)
@@ -97,6 +108,21 @@ class TaskSpec:
     group: str | None = None
     evaluate_module: str | None = None  # path of the evaluate module folder, relative to the repo root
     citation: str = ""
+    # parse_score: the scale a written score must lie on (out-of-range = parse failure, not clipped),
+    # and whether it must be an integer point of it.
+    score_range: tuple[float, float] | None = None
+    score_integer: bool = False
+    # gptscore: the text echoed after the prompt and the word inside it whose log-prob is the score.
+    continuation: str | None = None
+    continuation_target: str | None = None
+    # issues_json: the binary issue dimensions the judge labels (meta-evaluated as classification),
+    # the key of the overall score and its scale, and the JSON schema sent for guided decoding.
+    issue_labels: tuple[str, ...] = ()
+    extra_labels: tuple[str, ...] = ()  # labelled by the judge but not by humans (MEDAL "other")
+    overall_key: str = "overall"
+    json_schema: Mapping[str, Any] | None = None
+    # Generation budget of reasoning judges (spec option reasoning=true), e.g. MEDAL §5.3.1: 32,768.
+    reasoning_max_tokens: int | None = None
 
     # -- prompts --------------------------------------------------------------------------------
     def template_for(self, language: str) -> PromptTemplate:
@@ -119,7 +145,8 @@ class TaskSpec:
         return {
             "dialogue": "\n".join(
                 f"{SPEAKER_TAGS.get(t['role'], '[' + t['role'] + ']')} {t['text']}" for t in turns
-            )
+            ),
+            "conversation": "\n".join(f"{t['role']}: {t['text']}" for t in turns),
         }
 
     def missing_inputs(self, item: Mapping[str, Any]) -> list[str]:
@@ -146,8 +173,17 @@ class TaskSpec:
         tpl = self.template_for(item["language"])
         choices = tuple(self.labels) if self.scoring == "p_yes" else None  # written verdicts: free text
         return Request(
-            messages=tpl.render(self.fields(item)), config=config or self.generation, choices=choices
+            messages=tpl.render(self.fields(item)),
+            config=config or self.generation,
+            choices=choices,
+            json_schema=dict(self.json_schema) if self.json_schema is not None else None,
+            continuation=self.continuation if self.scoring == "gptscore" else None,
         )
+
+    @property
+    def judged_labels(self) -> tuple[str, ...]:
+        """Every label an issues_json judge writes besides the overall score."""
+        return tuple(self.issue_labels) + tuple(self.extra_labels)
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -163,6 +199,17 @@ class TaskSpec:
             "metrics": list(self.metrics),
             "templates": {lang: t.describe() for lang, t in sorted(self.templates.items())},
             "evaluate_module": self.evaluate_module,
+            **({"score_range": list(self.score_range)} if self.score_range else {}),
+            **(
+                {"continuation": self.continuation, "continuation_target": self.continuation_target}
+                if self.scoring == "gptscore"
+                else {}
+            ),
+            **(
+                {"issue_labels": list(self.issue_labels), "extra_labels": list(self.extra_labels)}
+                if self.issue_labels
+                else {}
+            ),
         }
 
 
@@ -276,8 +323,51 @@ def validate(specs: Iterable[TaskSpec] | None = None, repo_root: Path | None = N
                 problems.append(
                     f"{where}: template {tpl.name!r} ({lang}) has no placeholder: the item never reaches the judge"
                 )
+            problems += [f"{where}: template {tpl.name!r} ({lang}) {p}" for p in unfilled_placeholders(tpl, s.level)]
+        problems += [f"{where}: {p}" for p in _scoring_problems(s)]
         if s.evaluate_module and repo_root is not None:
             mod_dir = repo_root / s.evaluate_module
             if not (mod_dir / f"{mod_dir.name}.py").is_file():
                 problems.append(f"{where}: evaluate module {mod_dir}/{mod_dir.name}.py not found")
     return problems
+
+
+def _probe_fields(level: str) -> dict[str, str]:
+    return {name: f"\x00{name}\x00" for name in LEVEL_FIELDS[level]}
+
+
+def unfilled_placeholders(tpl: PromptTemplate, level: str) -> list[str]:
+    """Render ``tpl`` with probe values for every field of ``level``: report placeholders that
+    stay unfilled (``{name}`` left by a bad escape, ``<dialogue>`` / ``[Dialogue Context]`` copied
+    from a paper) and fields a template uses that the level cannot fill."""
+    allowed = LEVEL_FIELDS[level]
+    if tpl.placeholders() - allowed:
+        return []  # reported as unknown placeholders already
+    try:
+        msgs = tpl.render(_probe_fields(level))
+    except (KeyError, ValueError, IndexError) as e:
+        return [f"does not render: {e}"]
+    out = []
+    for m in msgs:
+        text = re.sub(r"\x00[a-z_]+\x00", "", m.content)
+        for hit in sorted(set(_UNFILLED.findall(text))):
+            out.append(f"leaves placeholder {hit!r} unfilled in its {m.role} message")
+    return out
+
+
+def _scoring_problems(s: TaskSpec) -> list[str]:
+    out = []
+    if s.scoring == "parse_score":
+        if not s.score_range or not s.score_range[0] < s.score_range[1]:
+            out.append(f"scoring 'parse_score' needs score_range=(lo, hi), got {s.score_range!r}")
+    if s.scoring == "gptscore":
+        if not s.continuation or not s.continuation_target or s.continuation_target not in s.continuation:
+            out.append(
+                "scoring 'gptscore' needs a continuation containing its continuation_target "
+                f"(got {s.continuation!r} / {s.continuation_target!r})"
+            )
+    if s.scoring == "issues_json" and not s.issue_labels:
+        out.append("scoring 'issues_json' needs issue_labels")
+    if s.issue_labels and s.scoring != "issues_json":
+        out.append(f"issue_labels are only meta-evaluated with scoring 'issues_json', not {s.scoring!r}")
+    return out

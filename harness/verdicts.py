@@ -1,5 +1,5 @@
 """Parsers for judges that *write* their verdict (UPHELD App. H: yes/no and Likert 1–5, with or
-without an explanation).
+without an explanation; MEEP: a score on any scale, anywhere in the reply).
 
 A parser returns a :class:`~harness.scoring.Score`: the value when the text states one
 unambiguously, otherwise ``Score(None, "parse_error", why)``. Nothing is coerced to 0: the caller
@@ -13,6 +13,10 @@ counts the failure and keeps the raw text.
   own last line ("…, so: 3"), or the only on-scale number of the text; number words count
   ("four"). A number outside the scale is a parse failure ("outside 1-5"), never clipped; several
   candidate numbers are a parse failure ("several numbers").
+* :func:`parse_scale_score` — a number on any scale (MEEP 0–100, G-Eval 1–3) written anywhere in
+  the reply, in words too ("seventy-five", "setenta y cinco", "七十五"): labelled forms first, then
+  a leading or final number, then the only number on the scale; out of range, a foreign
+  denominator, a non-integer on an integer scale or disagreeing labels are parse failures.
 """
 
 from __future__ import annotations
@@ -122,3 +126,7 @@ def _is_int(tok: str) -> bool:
         return float(_value(tok)).is_integer()
     except ValueError:
         return False
+
+
+
+from harness.scale_scores import parse_scale_score  # noqa: E402,F401  (re-exported)

@@ -96,3 +96,27 @@ def load_judge(spec: str | JudgeSpec, cache: RequestCache | None = None, seed: i
     from harness.judges.llm import LLMJudge
 
     return LLMJudge(js, cache, seed)
+
+
+def judge_items(
+    spec: str,
+    task: TaskSpec,
+    items: Sequence[Mapping[str, Any]],
+    *,
+    batch_size: int = 32,
+    cache_path: str | None = None,
+    seed: int | None = 0,
+) -> list[Verdict]:
+    """Score ``items`` for ``task`` with the judge ``spec`` names, batch by batch (the
+    ``evaluate`` modules' entry point). Requests go through the cache at ``cache_path``, or
+    no cache when it is None. The judge is closed afterwards."""
+    cache = RequestCache(cache_path, enabled=cache_path is not None)
+    judge = load_judge(spec, cache, seed=seed)
+    try:
+        verdicts: list[Verdict] = []
+        for i in range(0, len(items), batch_size):
+            verdicts += judge.score(task, items[i : i + batch_size])
+        return verdicts
+    finally:
+        judge.close()
+        cache.close()

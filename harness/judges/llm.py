@@ -1,25 +1,44 @@
 """LLM judge: renders a task's prompt template, calls a backend through the cache, and scores the
-response with the task's scoring method (P(Yes) or expected score over digit labels)."""
+response with the task's scoring method: P(Yes) or expected score from label log-probs, a verdict
+written in free text (yes/no, Likert, a score on any scale), the log-prob of an echoed
+continuation (GPTScore), or a JSON verdict of issue labels + overall score (MEDAL).
+
+Spec option ``reasoning=true`` marks a reasoning judge: unless ``max_tokens`` is given, it gets the
+task's reasoning budget (MEDAL §5.3.1: 32,768 tokens instead of 8,192)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.backends.base import create_backend
 from harness.cache import CachedBackend, RequestCache
+from harness.issues_json import parse_issue_verdict
 from harness.judges.base import Judge, Verdict
-from harness.scoring import Score, expected_score, expected_score_from_tokens, p_yes
+from harness.scoring import (
+    Score,
+    continuation_word_logprob,
+    expected_score,
+    expected_score_from_tokens,
+    p_yes,
+)
 from harness.spec import JudgeSpec
 from harness.tasks import TaskSpec
 from harness.types import GenerationConfig, Response
-from harness.verdicts import parse_likert, parse_yes_no
+from harness.verdicts import parse_likert, parse_scale_score, parse_yes_no
+
+JUDGE_OPTIONS = ("reasoning",)  # spec options read by the judge, not passed to the backend
 
 
 class LLMJudge(Judge):
     def __init__(self, spec: JudgeSpec, cache: RequestCache, seed: int | None = None) -> None:
         super().__init__(spec, cache, seed)
-        self.backend = create_backend(spec)
+        self.reasoning = bool(spec.options.get("reasoning", False))
+        backend_spec = dataclasses.replace(
+            spec, options={k: v for k, v in spec.options.items() if k not in JUDGE_OPTIONS}
+        )
+        self.backend = create_backend(backend_spec)
         self.cached = CachedBackend(self.backend, cache)
 
     def identity(self) -> dict[str, Any]:
@@ -29,7 +48,10 @@ class LLMJudge(Judge):
         """The task's default decoding (temperature 0) with the spec's key=value overrides; a
         sampling judge without its own seed gets the run's seed (greedy requests keep seed=None so
         their cache entries do not depend on it)."""
-        cfg = self.spec.generation_config(task.generation)
+        base = task.generation
+        if self.reasoning and task.reasoning_max_tokens and "max_tokens" not in self.spec.decoding:
+            base = base.replace(max_tokens=task.reasoning_max_tokens)
+        cfg = self.spec.generation_config(base)
         if cfg.temperature > 0 and cfg.seed is None and self.seed is not None:
             cfg = cfg.replace(seed=self.seed)
         if task.scoring == "expected_score" and not cfg.logprobs:
@@ -55,23 +77,41 @@ class LLMJudge(Judge):
             if slot is not None:
                 continue
             req, resp = next(pending)
-            s = self._score(task, resp)
             if not resp.cached:
                 self.usage = self.usage + resp.usage
-            out[i] = Verdict(
-                score=s.value,
-                status=s.status,
-                raw=resp.text,
-                prompt_hash=req.prompt_hash(),
-                detail=s.detail,
-                usage=resp.usage,
-                cached=resp.cached,
-                extra={"choice_logprobs": resp.choice_logprobs},
-            )
+            out[i] = self._verdict(task, items[i], req, resp)
         return [v for v in out if v is not None]
 
+    def _verdict(self, task: TaskSpec, item: Mapping[str, Any], req, resp: Response) -> Verdict:
+        common = dict(
+            raw=resp.text, prompt_hash=req.prompt_hash(), usage=resp.usage, cached=resp.cached
+        )
+        if task.scoring == "issues_json":
+            v = parse_issue_verdict(
+                resp.text, task.judged_labels, task.overall_key, task.score_range or (1, 5)
+            )
+            return Verdict(
+                score=v.overall,
+                status=v.status,
+                detail=v.detail,
+                extra={
+                    "labels": v.labels,
+                    "comments": v.comments,
+                    "label_errors": v.errors or None,
+                    "finish_reason": resp.finish_reason,
+                },
+                **common,
+            )
+        s = self._score(task, resp, item.get("language"))
+        extra: dict[str, Any] = {"choice_logprobs": resp.choice_logprobs}
+        if task.scoring == "gptscore":
+            extra["continuation_logprob"] = resp.continuation_logprob
+        if resp.raw and resp.raw.get("system_role"):
+            extra["system_role"] = resp.raw["system_role"]
+        return Verdict(score=s.value, status=s.status, detail=s.detail, extra=extra, **common)
+
     @staticmethod
-    def _score(task: TaskSpec, resp: Response) -> Score:
+    def _score(task: TaskSpec, resp: Response, language: str | None = None) -> Score:
         if task.scoring == "p_yes":
             return p_yes(resp, *task.labels)
         if task.scoring == "expected_score":
@@ -82,6 +122,11 @@ class LLMJudge(Judge):
             return parse_yes_no(resp.text, *task.labels)
         if task.scoring == "parse_likert":
             return parse_likert(resp.text, 1, 5)
+        if task.scoring == "parse_score":
+            lo, hi = task.score_range or (0, 100)
+            return parse_scale_score(resp.text, lo, hi, integer=task.score_integer, language=language)
+        if task.scoring == "gptscore":
+            return continuation_word_logprob(resp, task.continuation or "", task.continuation_target or "")
         raise ValueError(f"task {task.name!r}: unknown scoring method {task.scoring!r}")
 
     def backend_stats(self) -> dict[str, float]:

@@ -13,9 +13,8 @@ import evaluate
 import numpy as np
 
 from dataset_builders.upheld import UPHELD_CITATION
-from harness.cache import RequestCache
 from harness.correlation import app_b_correlation, system_level
-from harness.judges.base import load_judge
+from harness.judges.base import judge_items
 from tasks.upheld import UPHELD_APP_H_TASKS
 
 _DESCRIPTION = """The four LLM-as-a-judge metrics of UPHELD App. H: the judge compares the model continuation
@@ -98,15 +97,7 @@ class Upheld(evaluate.Metric):
             }
             for i, (conv, ref, cont) in enumerate(zip(conversations, references, continuations, strict=True))
         ]
-        cache = RequestCache(cache_path, enabled=cache_path is not None)
-        j = load_judge(judge, cache, seed=seed)
-        try:
-            verdicts = []
-            for i in range(0, len(items), batch_size):
-                verdicts += j.score(task, items[i : i + batch_size])
-        finally:
-            j.close()
-            cache.close()
+        verdicts = judge_items(judge, task, items, batch_size=batch_size, cache_path=cache_path, seed=seed)
         scores = [v.score if v.ok else None for v in verdicts]
         valid = [s for s in scores if s is not None]
         out = {

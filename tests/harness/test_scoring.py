@@ -5,6 +5,7 @@ import pytest
 
 from harness.scoring import (
     choice_logprobs_from_top,
+    continuation_word_logprob,
     expected_score,
     expected_score_from_tokens,
     normalized_choice_probs,
@@ -67,3 +68,57 @@ def test_geval_from_generated_tokens():
     assert s.value == pytest.approx(0.5 * 4 + 0.3 * 3 + 0.2 * 5)
     none = expected_score_from_tokens([TokenLogprob("great", -0.1, {})], ["1", "2", "3"])
     assert none.value is None and none.status == "parse_error"
+
+
+# -- GPTScore: log-prob of a word inside the scored continuation --------------------------------------
+def _cont(*pairs):
+    return Response("", token_logprobs=[TokenLogprob(t, lp) for t, lp in pairs])
+
+
+@pytest.mark.parametrize(
+    ("tokens", "value", "used"),
+    [
+        (
+            [("Answer", -0.1), (":", -0.1), (" Yes", -0.2), (".", -0.1)],
+            -0.2,
+            [" Yes"],
+        ),  # leading space counts
+        ([("Answer", -0.1), (":", -0.1), (" ", -0.3), ("Yes", -0.2), (".", -0.1)], -0.2, ["Yes"]),
+        ([("Answer", -0.1), (":", -0.1), (" Y", -0.2), ("es", -0.7), (".", -0.1)], -0.9, [" Y", "es"]),
+        ([("Answer", -0.1), (":", -0.1), (" Yes.", -0.4)], -0.4, [" Yes."]),  # straddles: counts whole
+        ([("Answer: Yes.", -1.5)], -1.5, ["Answer: Yes."]),  # one token for everything
+        # byte-level / SentencePiece markers: matched after stripping them
+        ([("Answer", -0.1), (":", -0.1), ("ĠYes", -0.2), (".", -0.1)], -0.2, ["ĠYes"]),
+        ([("▁Answer", -0.1), (":", -0.1), ("▁Y", -0.2), ("es", -0.3), (".", -0.1)], -0.5, ["▁Y", "es"]),
+    ],
+)
+def test_continuation_word_logprob_span_arithmetic(tokens, value, used):
+    s = continuation_word_logprob(_cont(*tokens), "Answer: Yes.", "Yes")
+    assert s.status == "ok" and s.value == pytest.approx(value)
+    assert repr(used) in s.detail
+
+
+def test_continuation_word_logprob_uses_the_last_occurrence():
+    toks = [("Yes", -3.0), (",", -0.1), (" Answer", -0.1), (":", -0.1), (" Yes", -0.25), (".", -0.1)]
+    s = continuation_word_logprob(_cont(*toks), "Yes, Answer: Yes.", "Yes")
+    assert s.value == pytest.approx(-0.25)
+
+
+def test_continuation_word_logprob_multibyte_bytes_count_with_their_character():
+    # "是" split over two byte tokens: the first has an empty string (backends' token_strings rule)
+    s = continuation_word_logprob(_cont(("答案", -0.1), ("：", -0.1), ("", -0.4), ("是", -0.5), ("。", -0.1)),
+                                  "答案：是。", "是")  # fmt: skip
+    assert s.value == pytest.approx(-0.9)
+
+
+def test_continuation_word_logprob_failures():
+    missing = continuation_word_logprob(Response("", token_logprobs=None), "Answer: Yes.", "Yes")
+    assert missing.value is None and missing.status == "missing_logprobs"
+    assert continuation_word_logprob(Response(""), "Answer: Yes.", "Yes").status == "missing_logprobs"
+    assert continuation_word_logprob(_cont(), "Answer: Yes.", "Yes").status == "missing_logprobs"
+    bad = continuation_word_logprob(_cont(("Answer", -0.1), (": No.", -0.2)), "Answer: Yes.", "Yes")
+    assert bad.value is None and bad.status == "parse_error" and "do not reconstruct" in bad.detail
+    absent = continuation_word_logprob(_cont(("Answer: Yes.", -0.1)), "Answer: Yes.", "No")
+    assert absent.status == "parse_error" and "does not occur" in absent.detail
+    inf = continuation_word_logprob(_cont(("Answer:", -0.1), (" Yes.", -math.inf)), "Answer: Yes.", "Yes")
+    assert inf.value is None and inf.status == "missing_logprobs"

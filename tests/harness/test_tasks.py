@@ -84,3 +84,44 @@ def test_template_hash_changes_with_content():
     assert a.hash != b.hash and len(a.hash) == 16
     with pytest.raises(KeyError, match="needs field"):
         a.render({"response": "r"})
+
+
+def test_validate_reports_placeholders_left_unfilled():
+    base = get_task("demo-turn")
+    pasted = PromptTemplate(
+        name="pasted", source="s", user="Dialogue context: <dialogue>\nResponse: {response}\nScore:"
+    )
+    escaped = PromptTemplate(name="escaped", source="s", user="Context {{context}} and {response}")
+    system_left = PromptTemplate(
+        name="sys", source="s", system="Judge this: [Dialogue Context]", user="{context} {response}"
+    )
+    broken = dataclasses.replace(
+        base, name="unfilled", languages=("en", "de", "fr"),
+        templates={"en": pasted, "de": escaped, "fr": system_left},
+    )  # fmt: skip
+    text = "\n".join(validate([broken], repo_root=REPO))
+    assert "template 'pasted' (en) leaves placeholder '<dialogue>' unfilled in its user message" in text
+    assert "template 'escaped' (de) leaves placeholder '{context}' unfilled" in text
+    assert "template 'sys' (fr) leaves placeholder '[Dialogue Context]' unfilled in its system message" in text
+
+
+def test_validate_checks_scoring_requirements():
+    base = get_task("demo-turn")
+    bad = [
+        dataclasses.replace(base, name="s1", scoring="parse_score", score_range=None),
+        dataclasses.replace(base, name="s2", scoring="gptscore", continuation="Answer: No.", continuation_target="Yes"),
+        dataclasses.replace(base, name="s3", scoring="issues_json"),
+        dataclasses.replace(base, name="s4", issue_labels=("unsafe",)),
+    ]
+    text = "\n".join(validate(bad, repo_root=REPO))
+    assert "'s1': scoring 'parse_score' needs score_range" in text
+    assert "'s2': scoring 'gptscore' needs a continuation containing" in text
+    assert "'s3': scoring 'issues_json' needs issue_labels" in text
+    assert "'s4': issue_labels are only meta-evaluated with scoring 'issues_json'" in text
+
+
+def test_dialogue_level_conversation_field_uses_role_names():
+    spec = get_task("demo-dialogue")
+    fields = spec.fields({"turns": [{"role": "user", "text": "Hi"}, {"role": "assistant", "text": "Hello!"}]})
+    assert fields["conversation"] == "user: Hi\nassistant: Hello!"
+    assert fields["dialogue"].startswith("[H] Hi")
