@@ -1,4 +1,5 @@
-"""Command line: ``harness run | ls | validate | datasets build|ls|show|diff|publish | reproduce upheld``."""
+"""Command line: ``harness run | ls | validate | stability | report | robustness inject|pairwise |
+datasets build|ls|show|diff|publish | reproduce upheld``."""
 
 from __future__ import annotations
 
@@ -68,7 +69,7 @@ def run(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars")] = False,
 ) -> None:
     """Run a judge over task datasets and measure its agreement with human ratings."""
-    from harness.results import results_tables
+    from harness.results import issue_tables, results_tables
     from harness.runner import DEFAULT_TASK, RunConfig
     from harness.runner import run as do_run
 
@@ -94,6 +95,8 @@ def run(
         _fail(str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e))
         return
     for t in results_tables(out.results):
+        console.print(t)
+    for t in issue_tables(out.results):
         console.print(t)
     c = out.results["cache"]
     b = out.results["usage"]["backend"]
@@ -180,9 +183,55 @@ def validate() -> None:
     console.print(f"[green]✓[/] {n} task definitions valid")
 
 
-from harness.cli_datasets import datasets_app  # noqa: E402  (needs console/_fail above)
-from harness.cli_reproduce import reproduce_app  # noqa: E402
+@app.command()
+def stability(
+    judge: Annotated[str, typer.Option("--judge", "-j", help="Judge spec (without seed=)")],
+    task: Annotated[list[str], typer.Option("--task", "-t", help="Task or group name")],
+    runs: Annotated[int, typer.Option(help="Number of repeated runs (MEDAL App. D uses 5)")] = 5,
+    language: Annotated[list[str], typer.Option("--language", "-l", help="Language codes")] = None,  # type: ignore[assignment]
+    limit: Annotated[int | None, typer.Option(help="At most N items per dataset and language")] = None,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Output directory")] = Path("runs/stability"),
+    source: Annotated[str | None, typer.Option(help="Raw benchmark files for the task's builder")] = None,
+    dataset: Annotated[str | None, typer.Option(help="A built dataset directory or Hub repo id")] = None,
+    cache: Annotated[Path | None, typer.Option(help="Request cache file (SQLite)")] = None,
+    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples per run")] = 200,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars")] = False,
+) -> None:
+    """Repeat a judge k times over the same items; report the std of its judgments (MEDAL Table 3)."""
+    from harness.runner import RunConfig
+    from harness.stability import STABILITY_FILE, run_stability
 
+    try:
+        cfg = RunConfig(
+            judge=judge, tasks=task, languages=language, limit=limit, source=source, dataset=dataset,
+            cache_path=cache, n_bootstrap=bootstrap, show_progress=not quiet,
+        )  # fmt: skip
+        report = run_stability(cfg, runs, output)
+    except (ValueError, KeyError, FileNotFoundError) as e:
+        _fail(str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e))
+        return
+    for name, dims in report["tasks"].items():
+        t = Table(title=f"{name}: stability over {runs} runs — judge {report['judge']}", title_justify="left")
+        for col in ("dimension", "mean item std", "std of run means", "items", "flip rate"):
+            t.add_column(col, justify="right" if col != "dimension" else "left")
+        for dim, st in dims.items():
+            t.add_row(
+                dim,
+                *(f"{st[k]:.4f}" if st.get(k) is not None else "—" for k in ("mean_item_std", "rate_std")),
+                str(st.get("n_items", "—")),
+                f"{st['flip_rate']:.3f}" if st.get("flip_rate") is not None else "—",
+            )
+        console.print(t)
+    console.print(f"wrote {Path(output) / STABILITY_FILE}")
+
+
+from harness.cli_datasets import datasets_app  # noqa: E402  (needs console/_fail above)
+from harness.cli_report import report_command  # noqa: E402
+from harness.cli_reproduce import reproduce_app  # noqa: E402
+from harness.cli_robustness import robustness_app  # noqa: E402
+
+app.command("report")(report_command)
+app.add_typer(robustness_app, name="robustness")
 app.add_typer(datasets_app, name="datasets")
 app.add_typer(reproduce_app, name="reproduce")
 
