@@ -72,6 +72,7 @@ def run(
     from harness.results import issue_tables, results_tables
     from harness.runner import DEFAULT_TASK, RunConfig
     from harness.runner import run as do_run
+    from harness.types import BackendError
 
     try:
         cfg = RunConfig(
@@ -91,7 +92,7 @@ def run(
             show_progress=not quiet,
         )
         out = do_run(cfg)
-    except (ValueError, KeyError, FileNotFoundError) as e:
+    except (ValueError, KeyError, FileNotFoundError, BackendError) as e:
         _fail(str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e))
         return
     for t in results_tables(out.results):

@@ -51,3 +51,15 @@ def test_datasets_build_demo(tmp_path):
     (bad / "dial.jsonl").write_text("")
     r = runner.invoke(app, ["datasets", "build", "demo", "--source", str(bad), "--output", str(tmp_path / "d2")])
     assert r.exit_code == 2 and "turn.jsonl" in r.output and "line 1" in r.output
+
+
+def test_gptscore_on_an_api_backend_is_a_clear_error(tmp_path, monkeypatch):
+    from tests.fixtures.engagingness_source import write_engagingness_source
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    src = write_engagingness_source(tmp_path / "eng")
+    res = CliRunner().invoke(app, ["run", "--judge", "openai:gpt-4o-mini,base_url=http://127.0.0.1:9/v1",
+                                   "--task", "meep-gptscore", "--source", str(src), "-q", "--no-cache",
+                                   "--output", str(tmp_path / "o")])  # fmt: skip
+    assert res.exit_code == 2
+    assert "continuation" in res.output and "hf or vllm" in res.output
