@@ -31,6 +31,10 @@ more (vLLM: ``--max-logprobs``), so a larger ``choice_top_logprobs`` is accepted
 server answering 400 about ``response_format`` / ``json_schema`` gets the request again without it
 (``Response.raw["guided"]``: whether it was guided). Continuation scoring needs prompt log-probs,
 which chat completions lack: such requests raise :class:`LogprobsUnavailableError`.
+
+``batch_api=true`` sends each ``generate`` call through the OpenAI Batch API instead (half price,
+results within ``batch_completion_window``): see :mod:`harness.backends.openai_batch`. It is not
+part of the identity, so batch and online calls share cache entries.
 """
 
 from __future__ import annotations
@@ -203,13 +207,20 @@ class OpenAIBackend(Backend):
         retry_max_wait: float = 60.0,
         retry_after_cap: float = 60.0,
         choice_match: str = "exact",
+        batch_api: bool = False,
+        batch_poll_seconds: float = 30.0,
+        batch_completion_window: str = "24h",
+        batch_max_requests: int = 50_000,
+        batch_state_dir: str | None = None,
+        batch_transport: httpx.BaseTransport | None = None,
         **options: Any,
     ) -> None:
         if options:
             raise ValueError(
                 f"openai backend: unknown option(s) {sorted(options)}; supported: base_url, api_key_env, "
                 "concurrency, max_retries, timeout, choice_top_logprobs, choice_match, retry_initial, "
-                "retry_max_wait, retry_after_cap"
+                "retry_max_wait, retry_after_cap, batch_api, batch_poll_seconds, batch_completion_window, "
+                "batch_max_requests, batch_state_dir"
             )
         super().__init__(model, revision=revision)
         url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
@@ -249,11 +260,28 @@ class OpenAIBackend(Backend):
                 f"openai backend: choice_top_logprobs={self.choice_top_logprobs} exceeds the OpenAI API "
                 f"limit of {OPENAI_MAX_TOP_LOGPROBS}"
             )
+        # Batch API mode (harness.backends.openai_batch): same request bodies, same parsing.
+        self.batch_api = batch_api if isinstance(batch_api, bool) else str(batch_api).lower() in ("1", "true")
+        self.batch_poll_seconds = float(batch_poll_seconds)
+        self.batch_completion_window = str(batch_completion_window)
+        self.batch_max_requests = int(batch_max_requests)
+        self.batch_state_dir = str(batch_state_dir) if batch_state_dir else None
+        self.batch_transport = batch_transport  # an httpx transport (tests, proxies); not a spec option
+        if self.batch_poll_seconds < 0:
+            raise ValueError(
+                f"openai backend: batch_poll_seconds must be >= 0, got {self.batch_poll_seconds}"
+            )
+        if not 1 <= self.batch_max_requests <= 50_000:
+            raise ValueError(
+                f"openai backend: batch_max_requests must be in 1..50000, got {self.batch_max_requests}"
+            )
 
     def __repr__(self) -> str:
         return f"OpenAIBackend(model={self.model!r}, base_url={self.display_url!r})"
 
     def _identity_extras(self) -> dict[str, Any]:
+        # batch_api (and its batch_* settings) is deliberately absent: the Batch API runs the same
+        # request bodies on the same model, so batch and online results share cache entries.
         extras: dict[str, Any] = {"base_url": self.display_url}
         # Settings that change choice_logprobs join the identity only when not at their defaults,
         # so default identities (and cache keys) stay stable.
@@ -533,6 +561,10 @@ class OpenAIBackend(Backend):
         return list(results)  # type: ignore[arg-type]
 
     def _generate(self, requests: list[Request], emit: Callable[[int, Response], None]) -> list[Response]:
+        if self.batch_api:
+            from harness.backends.openai_batch import run_batch_api
+
+            return run_batch_api(self, requests, emit, transport=self.batch_transport)
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -560,4 +592,6 @@ class OpenAIBackend(Backend):
             if on_result is not None:
                 on_result(i, resp)
 
+        if self.batch_api:  # the Batch API client is synchronous (it mostly sleeps between polls)
+            return await asyncio.to_thread(self._generate, requests, emit)
         return await self._run_batch(requests, emit)
