@@ -159,6 +159,11 @@ class ConfigData:
     source: SourceFile | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # goes into the manifest as is
     num_bytes: int = 0  # Arrow size, set when written
+    #: Columns of a config that is not (only) the common schema: a level's common features plus
+    #: extra columns, or, for a level outside ``turn``/``dialogue`` (e.g. ``table``), a table of its
+    #: own that the builder validated itself. None = the level's common features.
+    features: Features | None = None
+    column_docs: dict[str, str] = field(default_factory=dict)  # docs of the extra columns
 
     @property
     def rows(self) -> int:
@@ -166,7 +171,11 @@ class ConfigData:
 
     @property
     def instances(self) -> int:
-        return len({r["item_id"] for r in self.records})
+        return len({r.get("item_id", r.get("id")) for r in self.records})
+
+    @property
+    def arrow_features(self) -> Features:
+        return self.features if self.features is not None else FEATURES_BY_LEVEL[self.level]
 
     @property
     def languages(self) -> list[str]:
@@ -457,15 +466,8 @@ class Builder(ABC):
                     bar.describe(src.path.name)
                     cfg = self.read_config(src, langs, warnings)
                     cfg.source = cfg.source or src
-                    cfg.records = validate_records(
-                        cfg.records,
-                        cfg.level,
-                        self.dimension_map(),
-                        file=f"{self.name}/{data_file(cfg.name)}",
-                    )
-                    cfg.num_bytes = write_parquet(
-                        cfg.records, FEATURES_BY_LEVEL[cfg.level], tmp / data_file(cfg.name)
-                    )
+                    cfg.records = _validated(cfg, self.dimension_map(), f"{self.name}/{data_file(cfg.name)}")
+                    cfg.num_bytes = write_parquet(cfg.records, cfg.arrow_features, tmp / data_file(cfg.name))
                     configs.append(cfg)
                     bar.advance(src.path.name)
 
@@ -525,6 +527,22 @@ class Builder(ABC):
 
 
 # -- module-private helpers ----------------------------------------------------------------------
+
+
+def _validated(cfg: ConfigData, dims: dict[str, Dimension] | None, file: str) -> list[dict[str, Any]]:
+    """Common-schema validation of a config's records; extra columns (``cfg.features``) are kept as
+    they are, and a config outside the two levels is the builder's own table (validated by it)."""
+    if cfg.level not in FEATURES_BY_LEVEL:
+        if cfg.features is None:
+            raise ValueError(f"config {cfg.name!r}: level {cfg.level!r} needs explicit features")
+        return cfg.records
+    if cfg.features is None:
+        return validate_records(cfg.records, cfg.level, dims, file=file)
+    common = FEATURES_BY_LEVEL[cfg.level]
+    checked = validate_records(
+        [{k: v for k, v in r.items() if k in common} for r in cfg.records], cfg.level, dims, file=file
+    )
+    return [{**r, **c} for r, c in zip(cfg.records, checked, strict=True)]
 
 
 def _check_replaceable(output_dir: Path) -> None:

@@ -45,7 +45,7 @@ def render_card(
         "dataset_info": [
             {
                 "config_name": c.name,
-                "features": FEATURES_BY_LEVEL[c.level]._to_yaml_list(),
+                "features": c.arrow_features._to_yaml_list(),
                 "splits": [{"name": SPLIT, "num_bytes": c.num_bytes, "num_examples": c.rows}],
             }
             for c in configs
@@ -99,6 +99,18 @@ def render_card(
         ]
         for name, feat in FEATURES_BY_LEVEL[level].items():
             out.append(f"| `{name}` | {label_type(feat)} | {COLUMN_DOCS.get(name, '')} |")
+        out.append("")
+    groups: dict[tuple[str, ...], list[ConfigData]] = {}
+    for c in configs:
+        common = FEATURES_BY_LEVEL.get(c.level, {})
+        if c.features is not None and (extra := tuple(k for k in c.arrow_features if k not in common)):
+            groups.setdefault(extra, []).append(c)
+    for extra, cs in groups.items():
+        title = "Columns" if cs[0].level not in FEATURES_BY_LEVEL else "Extra columns"
+        names = ", ".join(f"`{c.name}`" for c in cs)
+        out += [f"### {title} of {names}", "", "| column | type | description |", "|---|---|---|"]
+        feats = cs[0].arrow_features
+        out += [f"| `{k}` | {label_type(feats[k])} | {cs[0].column_docs.get(k, '')} |" for k in extra]
         out.append("")
     out += [
         "Roles are `user` (the human) and `assistant` (the chatbot). Where the source does not mark "

@@ -91,7 +91,9 @@ def config_statistics(c: ConfigData, dimensions: Sequence[Dimension]) -> list[st
         out.append(
             f"- rating (headline, per item): mean {sum(vals) / len(vals):.3f}, min {min(vals):g}, max {max(vals):g}"
         )
-    if c.level == "turn" and c.records:
+    if c.level not in ("turn", "dialogue"):
+        pass
+    elif c.level == "turn" and c.records:
         out.append(
             f"- context utterances per row: mean {sum(len(r['context']) for r in c.records) / c.rows:.2f}"
         )

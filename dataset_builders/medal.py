@@ -13,6 +13,12 @@ annotator's labels in ``labels``, headline dimension ``overall``); other config 
 as they are (a later pipeline writes ``seeds``, ``dialogues``, ``auto_labels`` ... configs), and a
 ``dataset.yaml`` there may add dimensions (e.g. the judge's ``other``) to the built-in table.
 
+A directory written by the MEDAL pipeline (:mod:`dataset_builders.medal_pipeline`; it holds
+``pipeline.json``) is built in *pipeline mode*: configs ``seeds`` (a table of seed contexts),
+``dialogues``, ``auto_labels``, ``malformed``, ``curated`` and ``benchmark`` — dialogue records
+with the extra columns of :data:`dataset_builders.medal_pipeline.publish.EXTRA_FEATURES` — and a
+card with the generation setup, statistics, curation and agreement.
+
 The default source (``source=None``) is ``hub:`` + :data:`MEDAL_HUB_ID`, the public release. Its
 column layout is NOT verified offline: it must already be in the common schema, else download it
 and convert it with the ``import`` builder (a YAML mapping) first. Offline it fails at once with a
@@ -21,9 +27,11 @@ and convert it with the ``import`` builder (a YAML mapping) first. Offline it fa
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
-from dataset_builders.base import ConfigData, SourceFile
+from dataset_builders.base import ConfigData, SourceFile, SourceUnavailableError
 from dataset_builders.common import CommonSchemaBuilder, DatasetMetadata
 from dataset_builders.medal_labels import (
     ISSUE_ABBREVIATIONS,
@@ -32,6 +40,7 @@ from dataset_builders.medal_labels import (
     MEDAL_HUB_ID,
     MEDAL_ISSUES,
     MEDAL_LANGUAGES,
+    MEDAL_OTHER,
     MEDAL_OVERALL,
     OVERALL_DEFINITION,
 )
@@ -69,6 +78,17 @@ MEDAL_DIMENSIONS: tuple[Dimension, ...] = (
 )
 
 
+OTHER_DIMENSION = Dimension(
+    MEDAL_OTHER,
+    "Any other issue of the assistant not covered by the eight labels (judged, not human-annotated).",
+    "binary",
+    0,
+    1,
+    {0.0: "issue absent", 1.0: "issue present"},
+    "MEDAL Table 11 item 9",
+)
+
+
 class MedalBuilder(CommonSchemaBuilder):
     """Builds MEDAL from common-schema files (default: the public Hub release, ``hub:Johndfm/medal``)."""
 
@@ -98,8 +118,49 @@ class MedalBuilder(CommonSchemaBuilder):
         "them with the `import` builder (a YAML mapping) and pass --source DIR (DIR/benchmark.jsonl ...)"
     )
 
+    def _reset(self) -> None:
+        super()._reset()
+        self._pipeline: dict[str, Any] | None = None
+
+    def resolve_sources(self, source: Any, warnings: list[str]) -> list[SourceFile]:
+        from dataset_builders.medal_pipeline import publish
+
+        if not publish.is_pipeline_dir(source):
+            return super().resolve_sources(source, warnings)
+        self._reset()
+        root = Path(source).expanduser()
+        self._pipeline = json.loads((root / publish.PIPELINE_FILE).read_text("utf-8"))
+        self.dimensions = MEDAL_DIMENSIONS + (OTHER_DIMENSION,)
+        langs = ", ".join(self._pipeline.get("config", {}).get("languages", []))
+        self.description = (
+            "A MEDAL benchmark built with the MEDAL pipeline of dialeval-harness (Mendonça, Lavie and Trancoso, "
+            f"§3–5): seed contexts (scene, persona, affective state, gender) in {langs}; user–chatbot dialogues "
+            "generated natively by LLM users (with an LLM user judge in the loop) and chatbots; automatic labels "
+            "by an LLM judge (8 MEDAL issues + other + overall 1–5, Table 11); malformed dialogues (role "
+            "confusion, language mixing) set apart; a balanced curated subset; and, in config `benchmark`, the "
+            "human annotators' labels of that subset."
+        )
+        self.allowed_languages = None
+        self.dataset_name = self._pipeline.get("name")
+        files = [(c, root / f"{c}.jsonl") for c in publish.CONFIGS if (root / f"{c}.jsonl").is_file()]
+        if not files:
+            raise SourceUnavailableError(f"{self.name}: no <config>.jsonl in pipeline directory {root}")
+        if "benchmark" not in dict(files):
+            warnings.append(
+                "benchmark: no human labels imported yet; fill the exported annotation sheets and rerun "
+                "(config `benchmark` is written once they are in the annotation directory)"
+            )
+        return [SourceFile(c, publish.LEVELS[c], p, str(p.resolve())) for c, p in files]
+
+    def build_options(self) -> dict[str, Any]:
+        if self._pipeline is not None:
+            return {"pipeline": self._pipeline.get("fingerprint")}
+        return super().build_options()
+
     def normalize_languages(self, languages: Any) -> tuple[str, ...]:
         """MEDAL language codes or names; None / empty = all six."""
+        if not languages:
+            return ()
         wanted = super().normalize_languages(languages)
         if bad := [lang for lang in wanted if lang not in MEDAL_LANGUAGES]:
             raise ValueError(f"medal: {bad} not MEDAL languages ({', '.join(MEDAL_LANGUAGES)})")
@@ -124,6 +185,8 @@ class MedalBuilder(CommonSchemaBuilder):
             warnings.append(f"medal: {path.name}: only 'dimensions' is read; ignored {ignored}")
 
     def read_config(self, src: SourceFile, languages: tuple[str, ...], warnings: list[str]) -> ConfigData:
+        if self._pipeline is not None:
+            return self._read_pipeline_config(src, languages)
         t = self._tables[src.config]
         if src.config == BENCHMARK and t.level != "dialogue" and t.level_row:
             raise t.err(
@@ -146,7 +209,32 @@ class MedalBuilder(CommonSchemaBuilder):
                 )
         return cfg
 
+    def _read_pipeline_config(self, src: SourceFile, languages: tuple[str, ...]) -> ConfigData:
+        from dataset_builders.aggregate import aggregates_for
+        from dataset_builders.medal_pipeline import publish
+
+        records = publish.read_jsonl(src.path)
+        records = [r for r in records if not languages or r["language"] in languages]
+        if src.level == "table":
+            return ConfigData(
+                src.config, "table", records, title="seed contexts", source=src,
+                extra={"file": src.path.name}, features=publish.SEED_FEATURES, column_docs=publish.SEED_DOCS,
+            )  # fmt: skip
+        for r in records:
+            r["aggregates"] = aggregates_for(r["labels"], self.dimensions)
+        titles = {"dialogues": "generated dialogues (not malformed)", "auto_labels": "automatic MEDAL labels",
+                  "malformed": "malformed dialogues", "curated": "curated for annotation",
+                  "benchmark": "human-annotated benchmark"}  # fmt: skip
+        return ConfigData(
+            src.config, "dialogue", records, dimension=MEDAL_OVERALL, title=titles.get(src.config), source=src,
+            extra={"file": src.path.name}, features=publish.DIALOGUE_EXTRA_FEATURES, column_docs=publish.EXTRA_DOCS,
+        )  # fmt: skip
+
     def card_sections(self, configs: list[ConfigData], languages: tuple[str, ...]) -> list[str]:
+        if self._pipeline is not None:
+            from dataset_builders.medal_pipeline.publish import pipeline_card_sections
+
+            return pipeline_card_sections(self._pipeline)
         out = super().card_sections(configs, languages)
         out += [
             "## MEDAL labels (Table 1)",

@@ -62,6 +62,15 @@ def build(
     skip_invalid: Annotated[
         bool, typer.Option("--skip-invalid", help="Skip bad source rows (counted, listed in the manifest)")
     ] = False,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="Pipeline config (YAML) of a generating builder: 'medal' runs the MEDAL pipeline "
+            "(seeds → dialogues → labels → curation → annotations) and builds from its output",
+        ),
+    ] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars")] = False,
     registry: RegistryOpt = None,
 ) -> None:
     """Build a dataset and register it as an immutable version (or write it to --output)."""
@@ -78,13 +87,21 @@ def build(
         )
     elif name != "import" and mapping is not None:
         _fail("--mapping only applies to the 'import' builder")
+    if config is not None:
+        if name != "medal":
+            _fail("--config runs a generation pipeline; only the 'medal' builder has one")
+        if source is not None:
+            _fail("--config builds from the pipeline's own output; drop --source")
+        source, dataset_name = _run_medal_pipeline(config, quiet, dataset_name)
     try:
         builder = get_builder(name, **kwargs)
         langs = builder.normalize_languages(language or None)
         if output is not None:
             if version or bump:
                 _fail("--version/--bump register a version; they cannot be combined with --output")
-            res = builder.build(source, output, languages=langs, skip_invalid=skip_invalid)
+            res = builder.build(
+                source, output, languages=langs, skip_invalid=skip_invalid, show_progress=not quiet
+            )
             where = str(res.output_dir)
         else:
             reg = Registry(registry)
@@ -96,7 +113,12 @@ def build(
 
             def write(staging: Path, release: dict[str, Any]) -> None:
                 holder["res"] = builder.build(
-                    source, staging, languages=langs, skip_invalid=skip_invalid, release=release
+                    source,
+                    staging,
+                    languages=langs,
+                    skip_invalid=skip_invalid,
+                    release=release,
+                    show_progress=not quiet,
                 )
 
             registered = reg.register(reg_name, ver, write)
@@ -125,6 +147,39 @@ def build(
     for w in res.warnings:
         err.print(f"[yellow]warning:[/] {escape(w)}")
     console.print(f"fingerprint {res.fingerprint}")
+
+
+def _run_medal_pipeline(config: Path, quiet: bool, dataset_name: str | None) -> tuple[str, str | None]:
+    """Run the MEDAL pipeline; return (publish directory, registry name)."""
+    from dataset_builders.base import DataValidationError
+    from dataset_builders.medal_pipeline.config import PipelineConfig
+    from dataset_builders.medal_pipeline.generate import ResumeError
+    from dataset_builders.medal_pipeline.pipeline import run_pipeline
+    from harness.spec import SpecError
+    from harness.types import BackendError
+
+    console, err = _consoles()
+    try:
+        cfg = PipelineConfig.load(config)
+        res = run_pipeline(cfg, progress=not quiet)
+    except (ValueError, FileNotFoundError, DataValidationError, ResumeError, SpecError, BackendError) as e:
+        _fail(f"{config}: {e}")
+        raise AssertionError from e  # unreachable: _fail exits
+    for w in res.warnings:
+        err.print(f"[yellow]warning:[/] {escape(w)}")
+    s = res.summary
+    console.print(
+        f"MEDAL pipeline: {s['seeds']} seed contexts, {s['generation']['dialogues_with_turns']} dialogues, "
+        f"{s['malformed'].get('malformed', 0)} malformed, {len(s['curation']['selected'])} curated "
+        f"(work dir {res.work_dir})"
+    )
+    if not res.benchmark:
+        console.print(
+            f"annotation sheets: {res.sheets_dir} (GUIDELINES.md inside). Put the filled files in "
+            f"{cfg.path(cfg.annotation.dir)}/<language>/<annotator>.csv|.jsonl and rerun this command to "
+            "import them and publish config `benchmark`."
+        )
+    return str(res.publish_dir), dataset_name or cfg.name
 
 
 @datasets_app.command("ls")

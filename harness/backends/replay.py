@@ -10,7 +10,10 @@ The file is JSON Lines (or a JSON / YAML list) of rules, tried in order; the fir
 A response object takes ``text``, ``choice_logprobs`` (label → log-prob), ``token_logprobs``
 (list of {token, logprob, top}), ``usage``, ``finish_reason``, and two shorthands: ``p_yes``
 (sets log-probs of "Yes"/"No") and ``hashed_p_yes`` (a P(Yes) derived from a hash of the prompt:
-arbitrary but deterministic scores). ``responses`` lists are served in call order, cycling.
+arbitrary but deterministic scores). ``responses`` lists are served in call order, cycling; with
+``"select": "seed"`` the request's decoding seed picks one instead (``responses[seed % len]``), so
+a scripted answer depends only on the request (resumed runs and retries with seed = base +
+attempt replay exactly).
 
 A continuation request (``Request.continuation``, GPTScore scoring) gets no text and
 ``finish_reason="continuation"``. Its response object may give ``continuation_logprob`` (the
@@ -88,6 +91,8 @@ class ReplayBackend(Backend):
                 continue
             if "match" not in e or not ("response" in e or "responses" in e):
                 raise ValueError(f"{self.path}: rule {n} needs 'match' and 'response' or 'responses'")
+            if e.get("select", "order") not in ("order", "seed"):
+                raise ValueError(f"{self.path}: rule {n}: 'select' is 'order' (default) or 'seed'")
             try:
                 e = {**e, "_re": re.compile(e["match"], re.S)}
             except re.error as err:
@@ -104,10 +109,12 @@ class ReplayBackend(Backend):
             if rule["_re"].search(conv):
                 if "response" in rule:
                     return rule["response"]
+                seq = rule["responses"]
+                if rule.get("select") == "seed":
+                    return seq[(req.config.seed or 0) % len(seq)]
                 with self._lock:
                     k = self._counters[i]
                     self._counters[i] += 1
-                seq = rule["responses"]
                 return seq[k % len(seq)]
         if self.default is not None:
             return self.default

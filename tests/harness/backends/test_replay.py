@@ -5,7 +5,8 @@ import pytest
 from harness.backends.base import create_backend
 from harness.scoring import p_yes
 from harness.spec import parse_spec
-from harness.types import ChatMessage, Request
+from harness.backends.replay import ReplayBackend
+from harness.types import ChatMessage, GenerationConfig, Request
 
 
 def _req(text, choices=("Yes", "No")):
@@ -26,7 +27,9 @@ def test_rules_sequences_default_and_hash(tmp_path):
         )
     )
     be = create_backend(parse_spec(f"replay:{f}"))
-    out = be.generate([_req("i like poetry"), _req("cycle"), _req("cycle"), _req("cycle"), _req("broken"), _req("other")])
+    out = be.generate(
+        [_req("i like poetry"), _req("cycle"), _req("cycle"), _req("cycle"), _req("broken"), _req("other")]
+    )
     assert p_yes(out[0]).value == pytest.approx(0.9)
     assert [round(p_yes(o).value, 6) for o in out[1:4]] == [0.2, 0.7, 0.2]
     assert p_yes(out[4]).value is None  # no log-probs scripted: a parse failure, not 0
@@ -62,3 +65,25 @@ def test_json_schema_ignored_and_continuation_capability(tmp_path):
     (cont,) = be.generate([Request(msgs, continuation="Answer: Yes.")])  # p_yes does not apply here
     assert cont.text == "" and cont.choice_logprobs is None and cont.continuation_logprob < 0
     assert [t.token for t in cont.token_logprobs] == ["Answer:", " Yes."]
+
+
+def test_select_seed_picks_by_decoding_seed_not_call_order(tmp_path):
+    f = tmp_path / "r.jsonl"
+    f.write_text(
+        json.dumps(
+            {"match": "hi", "select": "seed", "responses": [{"text": "a"}, {"text": "b"}, {"text": "c"}]}
+        )
+        + "\n"
+    )
+    b = ReplayBackend(str(f))
+
+    def ask(seed):
+        return b.generate(
+            [Request([ChatMessage("user", "hi")], GenerationConfig(temperature=1.0, seed=seed))]
+        )[0].text
+
+    assert [ask(s) for s in (2, 0, 1, 2, 4)] == ["c", "a", "b", "c", "b"]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"match": "x", "select": "random", "responses": [{"text": "a"}]}) + "\n")
+    with pytest.raises(ValueError, match="'select' is 'order'"):
+        ReplayBackend(str(bad))
