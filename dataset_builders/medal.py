@@ -145,7 +145,7 @@ class MedalBuilder(CommonSchemaBuilder):
         files = [(c, root / f"{c}.jsonl") for c in publish.CONFIGS if (root / f"{c}.jsonl").is_file()]
         if not files:
             raise SourceUnavailableError(f"{self.name}: no <config>.jsonl in pipeline directory {root}")
-        if "benchmark" not in dict(files):
+        if "benchmark" not in dict(files) and "curated" in dict(files):
             warnings.append(
                 "benchmark: no human labels imported yet; fill the exported annotation sheets and rerun "
                 "(config `benchmark` is written once they are in the annotation directory)"

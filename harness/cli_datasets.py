@@ -173,7 +173,12 @@ def _run_medal_pipeline(config: Path, quiet: bool, dataset_name: str | None) -> 
         f"{s['malformed'].get('malformed', 0)} malformed, {len(s['curation']['selected'])} curated "
         f"(work dir {res.work_dir})"
     )
-    if not res.benchmark:
+    if not s["curation"]["selected"]:
+        err.print(
+            "[yellow]warning:[/] no dialogue could be curated (see the exclusions in the card: unlabelled, "
+            "malformed ...), so there is nothing to annotate"
+        )
+    elif not res.benchmark:
         console.print(
             f"annotation sheets: {res.sheets_dir} (GUIDELINES.md inside). Put the filled files in "
             f"{cfg.path(cfg.annotation.dir)}/<language>/<annotator>.csv|.jsonl and rerun this command to "

@@ -12,13 +12,15 @@ dialogues (as the MEDAL scripts do with vLLM), so a GPU backend sees large batch
 backend can use the Batch API. After every phase the whole state is checkpointed atomically
 (``state.json``); every request also goes through the write-through request cache. A run killed
 at any point resumes from the last checkpoint, and requests of the interrupted phase that had
-finished come back from the cache. Sampled requests carry an explicit seed (the run seed + the
-attempt number), so regeneration attempts differ from each other and a resumed run reproduces
-an uninterrupted one.
+finished come back from the cache. Every sampled request carries its own decoding seed,
+``100 · h + attempt`` with ``h`` a hash of (run seed, dialogue or seed context × user, turn):
+regeneration attempts differ from each other, dialogues do not share random draws, and a resumed
+run reproduces an uninterrupted one (:func:`request_seed`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -179,6 +181,16 @@ def load_state(path: Path) -> GenerationState | None:
 # -- the generator ---------------------------------------------------------------------------------
 
 
+def request_seed(run_seed: int, key: str, turn: int, attempt: int = 0) -> int:
+    """Decoding seed of one sampled request: ``100 · h + attempt``, ``h`` from a hash of the run seed,
+    the dialogue (or seed context × user for first turns) and the turn. Its last two digits are the
+    attempt number (the replay backend's ``select: seed`` scripts retries with that)."""
+    if not 0 <= attempt < 100:
+        raise ValueError(f"attempt must be in 0..99, got {attempt}")
+    h = int(hashlib.sha256(f"{run_seed}|{key}|{turn}".encode()).hexdigest()[:12], 16) % 10**7
+    return 100 * h + attempt
+
+
 def dialogue_id(seed_id: str, user: str, chatbot: str) -> str:
     return stable_id("dlg", seed_id, user, chatbot)
 
@@ -311,8 +323,13 @@ class DialogueGenerator:
         base = self.gen.chatbot.generation_config()
         for bot, dialogues in by_bot.items():
             model = self.chatbots[bot]
-            cfg = model.config(base, self.cfg.seed)
-            reqs = [Request(chatbot_messages([(t.role, t.text) for t in d.turns]), cfg) for d in dialogues]
+            reqs = [
+                Request(
+                    chatbot_messages([(t.role, t.text) for t in d.turns]),
+                    model.config(base, request_seed(self.cfg.seed, d.id, n_turn)),
+                )
+                for d in dialogues
+            ]
             for d, resp in zip(dialogues, self._call(state, model, reqs), strict=True):
                 text = resp.text.strip()
                 if not text:
@@ -343,6 +360,7 @@ class DialogueGenerator:
                     prior.text if prior else "", prior.feedback if prior else "",
                 )  # fmt: skip
                 jobs.append((d.id, d.user_model, msgs, len(tried), history))
+            attempt_no = 1 + max(job[3] for job in jobs)
             results = self._attempt_round(state, jobs, self.gen.user_turn.generation_config(), first=False)
             for did, att in results.items():
                 d = by_id[did]
@@ -364,7 +382,7 @@ class DialogueGenerator:
                     state.counters["user_turn_rejected"] += 1
             self._checkpoint(
                 state,
-                f"turn {n_turn} users attempt {max((len(v) for v in state.pending.values()), default=0)}",
+                f"turn {n_turn} users attempt {attempt_no}",
             )
         state.pending.clear()
 
@@ -384,14 +402,16 @@ class DialogueGenerator:
         for user, mine in by_user.items():
             model = self.users[user]
             reqs = [
-                Request(msgs, model.config(base, self.cfg.seed + attempt)) for _, _, msgs, attempt, _ in mine
+                Request(msgs, model.config(base, request_seed(self.cfg.seed, key, len(history) + 1, attempt)))
+                for key, _, msgs, attempt, history in mine
             ]
             for job, resp in zip(mine, self._call(state, model, reqs), strict=True):
                 texts[job[0]] = resp.text
         out: dict[str, Attempt] = {}
         to_judge: list[tuple[str, Request]] = []
-        jcfg = self.judge.config(self.gen.user_judge.generation_config(), self.cfg.seed)
-        for key, _, _, _, history in jobs:
+        jbase = self.gen.user_judge.generation_config()
+        for key, _, _, attempt, history in jobs:
+            jcfg = self.judge.config(jbase, request_seed(self.cfg.seed, key, len(history) + 1, attempt))
             raw = texts[key].strip()
             text, ended = clean_user_text(raw)
             if not text and not (ended and not first):

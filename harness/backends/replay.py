@@ -10,7 +10,8 @@ The file is JSON Lines (or a JSON / YAML list) of rules, tried in order; the fir
 A response object takes ``text``, ``choice_logprobs`` (label → log-prob), ``token_logprobs``
 (list of {token, logprob, top}), ``usage``, ``finish_reason``, and two shorthands: ``p_yes``
 (sets log-probs of "Yes"/"No") and ``hashed_p_yes`` (a P(Yes) derived from a hash of the prompt:
-arbitrary but deterministic scores). ``responses`` lists are served in call order, cycling; with
+arbitrary but deterministic scores), and ``unique`` (appends ``[<hash of the request>]`` to
+``text``: a distinct, deterministic reply per request, as sampled models give). ``responses`` lists are served in call order, cycling; with
 ``"select": "seed"`` the request's decoding seed picks one instead (``responses[seed % len]``), so
 a scripted answer depends only on the request (resumed runs and retries with seed = base +
 attempt replay exactly).
@@ -136,6 +137,8 @@ class ReplayBackend(Backend):
         if req.continuation is not None:
             return _continuation(req, spec)
         text = spec.get("text", "")
+        if spec.get("unique"):  # a distinct (deterministic) reply per request, e.g. for load tests
+            text = f"{text} [{hashlib.sha256(_render(req).encode()).hexdigest()[:10]}]".strip()
         choice_lp = spec.get("choice_logprobs")
         p = spec.get("p_yes")
         if spec.get("hashed_p_yes"):

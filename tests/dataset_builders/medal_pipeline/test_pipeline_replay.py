@@ -167,6 +167,20 @@ def test_crash_at_any_phase_resumes_to_the_same_dialogues(run, tmp_path):
     points += [phases[-2][0]]  # the last phase before "done"
     assert len(set(points)) == len(points)
     cfg = PipelineConfig.load(write_replay_config(tmp_path / "crashy"))
+    # a crash INSIDE a phase: the users' batch of a first-turn round is done, the judge's call fails
+    original, calls = CachedBackend.generate, []
+
+    def flaky(self, requests, on_result=None):
+        calls.append(Path(self.backend.model).stem)
+        if calls.count("user_judge") == 4:
+            raise Crash("judge unreachable")
+        return original(self, requests, on_result)
+
+    with pytest.MonkeyPatch.context() as mp, pytest.raises(Crash):
+        mp.setattr(CachedBackend, "generate", flaky)
+        run_pipeline(cfg, progress=False)
+    points = [p for p in points if p > load_state(cfg.work / "state.json").step]
+    assert len(points) >= 4
     for crash_at in sorted(points):
 
         def boom(step, phase, at=crash_at):
@@ -179,10 +193,9 @@ def test_crash_at_any_phase_resumes_to_the_same_dialogues(run, tmp_path):
     res = run_pipeline(cfg, progress=False)
     state = load_state(cfg.work / "state.json")
     assert [d.to_dict() for d in state.dialogues] == expected
-    assert state.counters["resumed"] == len(points)  # every rerun went on from the last checkpoint
-    assert (
-        res.summary["generation"]["usage"]["user_judge"]["cached"] > 0
-    )  # finished calls came from the cache
+    assert state.counters["resumed"] == len(points) + 1  # every rerun went on from the last checkpoint
+    usage = res.summary["generation"]["usage"]
+    assert usage["user-a"]["cached"] > 0  # the interrupted phase's finished calls came from the cache
 
 
 def test_changed_generation_config_refuses_to_resume(run, tmp_path):
@@ -272,6 +285,13 @@ def test_cli_builds_versions_and_imports_annotations(tmp_path):
         assert needle in card, needle
     manifest = json.loads((v2 / "build_manifest.json").read_text("utf-8"))
     assert manifest["release"]["version"] == "1.1.0"
+    # the benchmark meta-evaluates judges like any MEDAL release
+    labeller = tmp_path / "replay" / "labeller.jsonl"
+    r3 = runner.invoke(app, ["run", "--judge", f"replay:{labeller}", "--task", "medal", "--dataset", str(v2),
+                             "--output", str(tmp_path / "run")])  # fmt: skip
+    assert r3.exit_code == 0, r3.output
+    results = json.loads((tmp_path / "run" / "results.json").read_text("utf-8"))
+    assert "medal" in json.dumps(results)
 
 
 def test_sigkill_mid_generation_then_rerun_completes_identically(run, tmp_path):

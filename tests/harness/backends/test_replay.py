@@ -87,3 +87,11 @@ def test_select_seed_picks_by_decoding_seed_not_call_order(tmp_path):
     bad.write_text(json.dumps({"match": "x", "select": "random", "responses": [{"text": "a"}]}) + "\n")
     with pytest.raises(ValueError, match="'select' is 'order'"):
         ReplayBackend(str(bad))
+
+
+def test_unique_appends_a_request_hash(tmp_path):
+    f = tmp_path / "r.jsonl"
+    f.write_text(json.dumps({"default": {"text": "ok", "unique": True}}) + "\n")
+    b = ReplayBackend(str(f))
+    a1, a2, b1 = (b.generate([_req(t, None)])[0].text for t in ("one", "one", "two"))
+    assert a1 == a2 != b1 and a1.startswith("ok [") and len(a1) == len("ok [") + 11
