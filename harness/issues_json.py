@@ -55,6 +55,11 @@ class IssueVerdict:
         return self.status == "ok" and self.overall is not None
 
 
+#: Comments are asked to be one sentence; bounding them keeps a guided verdict from spending the
+#: whole token budget inside one string (and then being cut off, unparseable).
+COMMENT_MAX_CHARS = 400
+
+
 def verdict_schema(
     labels: Sequence[str], overall_key: str, overall_range: tuple[float, float] = (1, 5)
 ) -> dict[str, Any]:
@@ -63,7 +68,10 @@ def verdict_schema(
     def entry(value_schema: dict[str, Any]) -> dict[str, Any]:
         return {
             "type": "object",
-            "properties": {"label": value_schema, "comment": {"type": "string"}},
+            "properties": {
+                "label": value_schema,
+                "comment": {"type": "string", "maxLength": COMMENT_MAX_CHARS},
+            },
             "required": ["label", "comment"],
             "additionalProperties": False,
         }
@@ -121,7 +129,9 @@ def extract_json_object(text: str | None) -> tuple[dict[str, Any] | None, str]:
     last_error = ""
     for cand in reversed(candidates):
         try:
-            obj = json.loads(cand)
+            # strict=False: a raw control character inside a string (some guided decoders let one
+            # into a comment) is not a reason to discard the labels; they are validated below.
+            obj = json.loads(cand, strict=False)
         except json.JSONDecodeError as e:
             last_error = f"invalid JSON: {e.msg} at line {e.lineno} column {e.colno}"
             continue

@@ -124,3 +124,12 @@ def test_schema_requires_every_label_and_bounds_the_overall():
 def test_extract_returns_reason():
     obj, why = extract_json_object('prefix {"a": 1} suffix')
     assert obj == {"a": 1} and why == ""
+
+
+def test_control_character_in_a_comment_does_not_discard_the_labels():
+    from harness.issues_json import COMMENT_MAX_CHARS, extract_json_object, verdict_schema
+
+    obj, why = extract_json_object('{"a": {"label": 1, "comment": "bad\x16\r text"}}')
+    assert why == "" and obj["a"]["label"] == 1
+    schema = verdict_schema(["a"], "overall")
+    assert schema["properties"]["a"]["properties"]["comment"]["maxLength"] == COMMENT_MAX_CHARS
