@@ -269,23 +269,30 @@ def encode_examples(
     return rows, {"truncated_prompts": truncated, "answers": dict(answers)}
 
 
+def pad_batch(rows: list[dict[str, list[int]]], pad_id: int, side: str) -> dict[str, Any]:
+    """``input_ids`` / ``labels`` (-100) / ``attention_mask`` padded on the ``left`` or ``right``."""
+    import torch
+
+    n = max(len(r["input_ids"]) for r in rows)
+    ids = torch.full((len(rows), n), pad_id, dtype=torch.long)
+    labels = torch.full((len(rows), n), -100, dtype=torch.long)
+    mask = torch.zeros((len(rows), n), dtype=torch.long)
+    for b, r in enumerate(rows):
+        k = len(r["input_ids"])
+        span = slice(n - k, n) if side == "left" else slice(0, k)
+        ids[b, span] = torch.tensor(r["input_ids"])
+        labels[b, span] = torch.tensor(r["labels"])
+        mask[b, span] = 1
+    return {"input_ids": ids, "attention_mask": mask, "labels": labels}
+
+
 def make_left_pad_collate(pad_id: int) -> Callable[[list[dict[str, list[int]]]], dict[str, Any]]:
     """Left-pad ``input_ids``/``labels``; attention mask and position ids as the judge builds them."""
 
     def collate(rows: list[dict[str, list[int]]]) -> dict[str, Any]:
-        import torch
-
-        n = max(len(r["input_ids"]) for r in rows)
-        ids = torch.full((len(rows), n), pad_id, dtype=torch.long)
-        labels = torch.full((len(rows), n), -100, dtype=torch.long)
-        mask = torch.zeros((len(rows), n), dtype=torch.long)
-        for b, r in enumerate(rows):
-            k = len(r["input_ids"])
-            ids[b, n - k :] = torch.tensor(r["input_ids"])
-            labels[b, n - k :] = torch.tensor(r["labels"])
-            mask[b, n - k :] = 1
-        return {"input_ids": ids, "attention_mask": mask, "position_ids": (mask.cumsum(-1) - 1).clamp(min=0),
-                "labels": labels}  # fmt: skip
+        batch = pad_batch(rows, pad_id, "left")
+        batch["position_ids"] = (batch["attention_mask"].cumsum(-1) - 1).clamp(min=0)
+        return batch
 
     return collate
 

@@ -38,7 +38,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from finetune.generative import LoraSettings, load_lora_model, save_adapter
+from finetune.generative import LoraSettings, load_lora_model, pad_batch, save_adapter
 from finetune.trainer import TrainSettings, train
 
 log = logging.getLogger(__name__)
@@ -200,18 +200,7 @@ def encode_dialogues(
 
 def make_right_pad_collate(pad_id: int) -> Callable[[list[dict[str, list[int]]]], dict[str, Any]]:
     def collate(rows: list[dict[str, list[int]]]) -> dict[str, Any]:
-        import torch
-
-        n = max(len(r["input_ids"]) for r in rows)
-        ids = torch.full((len(rows), n), pad_id, dtype=torch.long)
-        labels = torch.full((len(rows), n), -100, dtype=torch.long)
-        mask = torch.zeros((len(rows), n), dtype=torch.long)
-        for b, r in enumerate(rows):
-            k = len(r["input_ids"])
-            ids[b, :k] = torch.tensor(r["input_ids"])
-            labels[b, :k] = torch.tensor(r["labels"])
-            mask[b, :k] = 1
-        return {"input_ids": ids, "attention_mask": mask, "labels": labels}
+        return pad_batch(rows, pad_id, "right")
 
     return collate
 

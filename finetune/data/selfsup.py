@@ -178,6 +178,18 @@ def _finish(report: PairReport, out: list[Example]) -> ExampleList:
     return ExampleList(out, report)
 
 
+def _usable(group: Sequence[SourceDialogue], report: PairReport) -> list[SourceDialogue]:
+    """Dialogues with at least two utterances; the others are counted and listed as skipped."""
+    usable = []
+    for d in group:
+        if len(d.turns) < 2:
+            report.skipped_short += 1
+            report.skipped_ids.append(d.id)
+        else:
+            usable.append(d)
+    return usable
+
+
 def _check_common(negatives_per_positive: int, ratio: float, ratio_name: str) -> None:
     if not isinstance(negatives_per_positive, int) or negatives_per_positive < 1:
         raise ValueError(f"negatives_per_positive must be an integer >= 1, got {negatives_per_positive!r}")
@@ -227,13 +239,7 @@ def relevance_pairs(
     fallbacks: Counter[str] = Counter()
     for lang, group in _by_language(dialogues).items():
         rng = rng_for(seed, "relevance", lang)
-        usable = []
-        for d in group:
-            if len(d.turns) < 2:
-                report.skipped_short += 1
-                report.skipped_ids.append(d.id)
-            else:
-                usable.append(d)
+        usable = _usable(group, report)
         pool = _Pool(usable)
         positions = [(di, i) for di, d in enumerate(usable) for i in range(1, len(d.turns))]
         kinds = _slot_kinds(
@@ -364,13 +370,7 @@ def coherence_pairs(
     fallbacks: Counter[str] = Counter()
     for lang, group in _by_language(dialogues).items():
         rng = rng_for(seed, "coherence", lang)
-        usable = []
-        for d in group:
-            if len(d.turns) < 2:
-                report.skipped_short += 1
-                report.skipped_ids.append(d.id)
-            else:
-                usable.append(d)
+        usable = _usable(group, report)
         pool = _Pool(usable)
         kinds = _slot_kinds(rng, len(usable) * negatives_per_positive, "shuffle", "replace", shuffle_ratio)
         for di, d in enumerate(usable):
