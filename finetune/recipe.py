@@ -149,7 +149,7 @@ def run_evaluator_job(job: EvaluatorJob, *, progress: bool = True) -> dict[str, 
     if job.data.publish is not None:
         reg = register_training_data(
             train, job.data.publish.name, job.data.publish.version, test=held or None,
-            registry_root=job.path(job.registry), source_manifest=manifest,
+            registry_root=job.path(job.registry), source_manifest=manifest, exist_ok=True,
             description=f"Self-supervised evaluator training pairs from {job.data.source} (xDial-Eval §4, App. C.1).",
         )  # fmt: skip
         license_ = reg.manifest.get("training_data", {}).get("license")

@@ -14,6 +14,11 @@ Data order
     ``r`` takes the ``r``-th slice of ``batch_size``. With several processes the last, short global
     micro-batch of an epoch is filled up with the first examples of the permutation so that every
     process gets a full batch (accelerate's ``even_batches``); with one process it stays short.
+    ``group_by_length=True`` (with per-example ``lengths``) sorts each run of
+    ``50 × batch_size × num_processes`` examples of the permutation by length, cuts it into global
+    micro-batches and shuffles those (seeded by ``(seed, e)``; a short last batch stays last), so a
+    batch holds examples of similar length and pads little — the transformers ``group_by_length``
+    idea, up to 2× faster for short, variable-length texts on CPU.
 
 Optimizer steps
     ``grad_accum`` consecutive micro-batches form one optimizer step; the last window of an epoch
@@ -93,6 +98,7 @@ class TrainSettings(BaseModel):
     log_every: int = Field(10, ge=1)
     resume: bool = True
     shuffle: bool = True
+    group_by_length: bool = False  # needs train(..., lengths=...); see "Data order"
     num_workers: int = Field(0, ge=0)  # DataLoader workers for collate_fn
 
 
@@ -167,13 +173,39 @@ def lr_factor(step: int, total: int, warmup: int, schedule: str) -> float:
     return max(0.0, 1.0 - progress)
 
 
-def epoch_permutation(n: int, seed: int, epoch: int, shuffle: bool = True) -> list[int]:
-    """The order in which epoch ``epoch`` visits ``n`` examples (depends only on seed and epoch)."""
+GROUP_MEGABATCHES = 50  # batches per length-sorted run (group_by_length)
+
+
+def epoch_permutation(
+    n: int,
+    seed: int,
+    epoch: int,
+    shuffle: bool = True,
+    lengths: Sequence[int] | None = None,
+    batch: int | None = None,
+) -> list[int]:
+    """The order in which epoch ``epoch`` visits ``n`` examples (depends only on seed and epoch).
+
+    With ``lengths`` and ``batch`` (global micro-batch size) the order is length-grouped: runs of
+    ``GROUP_MEGABATCHES × batch`` examples sorted by length (longest first), cut into batches of
+    ``batch``, the full batches shuffled and a short last batch kept last."""
     if not shuffle:
         return list(range(n))
     import numpy as np
 
-    return np.random.default_rng([seed, epoch]).permutation(n).tolist()
+    rng = np.random.default_rng([seed, epoch])
+    perm = rng.permutation(n).tolist()
+    if lengths is None or batch is None:
+        return perm
+    if len(lengths) != n:
+        raise ValueError(f"lengths has {len(lengths)} entries for {n} examples")
+    run = GROUP_MEGABATCHES * batch
+    ordered = [i for s in range(0, n, run) for i in sorted(perm[s : s + run], key=lambda j: (-lengths[j], j))]
+    batches = [ordered[s : s + batch] for s in range(0, n, batch)]
+    tail = [batches.pop()] if len(batches[-1]) < batch else []
+    return [i for b in rng.permutation(len(batches)).tolist() for i in batches[b]] + [
+        i for b in tail for i in b
+    ]
 
 
 def shard_batches(
@@ -204,11 +236,13 @@ def train(
     progress: bool = True,
     description: str = "training",
     on_step: Callable[[int, float], None] | None = None,
+    lengths: Sequence[int] | None = None,
 ) -> TrainResult:
     """Train the trainable parameters of ``model`` on ``dataset``; see the module docstring.
 
     ``on_step(step, loss)`` is called after every optimizer step (after that step's checkpoint, so
-    an exception raised there leaves a resumable run). The caller's ``model`` object holds the
+    an exception raised there leaves a resumable run). ``lengths`` (one per example, e.g. token
+    counts) is needed by ``settings.group_by_length``. The caller's ``model`` object holds the
     trained weights when this returns (and the checkpoint's weights when a finished run is resumed).
     """
     import torch
@@ -219,6 +253,8 @@ def train(
     n = len(dataset)
     if n == 0:
         raise ValueError("the training set is empty")
+    if settings.group_by_length and lengths is None:
+        raise ValueError("group_by_length=True needs the examples' lengths (train(..., lengths=...))")
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
         raise ValueError("the model has no trainable parameters (is the LoRA adapter attached?)")
@@ -242,6 +278,7 @@ def train(
     warmup = int(total * settings.warmup_ratio)
     data_key = {"examples": n, "batch_size": settings.batch_size, "grad_accum": settings.grad_accum,
                 "num_processes": nproc, "seed": settings.seed, "shuffle": settings.shuffle}  # fmt: skip
+    data_key["group_by_length"] = settings.group_by_length
 
     opt = torch.optim.AdamW(params, lr=settings.learning_rate, weight_decay=settings.weight_decay)
     model, opt = acc.prepare(model, opt)
@@ -268,7 +305,9 @@ def train(
         epoch, window = divmod(first_step, per_epoch)
         skip = window * settings.grad_accum
         while True:
-            order = epoch_permutation(n, settings.seed, epoch, settings.shuffle)
+            order = epoch_permutation(n, settings.seed, epoch, settings.shuffle,
+                                      lengths if settings.group_by_length else None,
+                                      settings.batch_size * nproc)  # fmt: skip
             shards = shard_batches(order, settings.batch_size, nproc, rank)[skip:]
             loader = DataLoader(
                 dataset,
@@ -422,7 +461,9 @@ def _register_trainable_state_hooks(acc: Any) -> list[Any]:
 
 
 def _check_resumable(ckpt: Path, saved: dict[str, Any], now: dict[str, Any]) -> None:
-    diff = {k: (saved.get(k), v) for k, v in now.items() if saved.get(k) != v}
+    # checkpoints written before an option existed hold its default
+    was = {"group_by_length": False, **saved}
+    diff = {k: (was.get(k), v) for k, v in now.items() if was.get(k) != v}
     if diff:
         what = ", ".join(f"{k}: checkpoint {a!r} vs now {b!r}" for k, (a, b) in diff.items())
         raise ValueError(

@@ -369,6 +369,7 @@ def register_training_data(
     split: Mapping[str, Any] | None = None,
     license: str | None = None,
     pretty_name: str | None = None,
+    exist_ok: bool = False,
 ) -> RegisteredDataset:
     """Register ``examples`` (config ``train``) and ``test`` (config ``test``, optional) as
     ``name@version`` in the registry at ``registry_root`` (default: the harness registry).
@@ -378,7 +379,9 @@ def register_training_data(
     converted) is stored in the manifest under ``training_data.sources``; ``split`` (e.g.
     ``DialogueSplit.manifest``) under ``training_data.split``. ``license``: default = the single
     license named in ``source_manifest`` (e.g. Topical-Chat's ``cdla-sharing-1.0`` from its load
-    report), else ``unknown``. Versions are immutable: an existing version is an error."""
+    report), else ``unknown``. Versions are immutable: an existing version is an error, unless
+    ``exist_ok`` and it holds exactly this data (same data fingerprint): then it is returned as is,
+    so rerunning a training recipe reuses its registered data."""
     from harness.registry import Registry
 
     if isinstance(examples, DialogueSplit):
@@ -444,7 +447,21 @@ def register_training_data(
             manifest_path.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", "utf-8")
             result["configs"], result["fingerprint"] = res.configs, res.fingerprint
 
-        rv = Registry(registry_root).register(name, version, write)
+        registry = Registry(registry_root)
+        if exist_ok and version in registry.versions(name):
+            existing = registry.resolve(f"{name}@{version}")
+            with tempfile.TemporaryDirectory(prefix="finetune-data-check-") as scratch:
+                Registry(scratch).register(name, version, write)  # fingerprint of this data
+            recorded = json.loads((existing.path / "build_manifest.json").read_text("utf-8"))
+            if recorded.get("fingerprint") != result["fingerprint"]:
+                raise TrainingDataError(
+                    f"{name}@{version} is already registered with different data (fingerprint "
+                    f"{str(recorded.get('fingerprint'))[:16]} ≠ {str(result['fingerprint'])[:16]}); "
+                    "versions are immutable: publish a new version"
+                )
+            return RegisteredDataset(existing.name, existing.version, existing.path,
+                                     recorded.get("configs") or result["configs"], result["fingerprint"])  # fmt: skip
+        rv = registry.register(name, version, write)
     return RegisteredDataset(rv.name, rv.version, rv.path, result["configs"], result["fingerprint"])
 
 

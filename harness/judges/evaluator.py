@@ -9,7 +9,9 @@ an encoder, by default the packaged MiniLM) or :func:`finetune.discriminative.me
 
 as sigmoid(logit) in [0, 1]. Spec: ``evaluator:<dir or packaged name>[,batch_size=64,device=cpu,any_level=false]``
 (packaged: ``evaluator:minilm-topicalchat``, trained on Topical-Chat by finetune/configs/).
-An evaluator trained on one level only refuses tasks of the other level unless ``any_level=true``.
+An evaluator trained on one level only refuses tasks of the other level unless ``any_level=true``
+(a ``pair_mode: cosine`` bi-encoder scores both levels with the same adjacent-segment cosine, so
+it accepts either).
 
 Identity: base model id, revision, the SHA-256 of the adapter (or merged encoder) and head files,
 and the input settings, so retraining changes cache keys and results. Every item score goes through
@@ -118,21 +120,34 @@ class EvaluatorJudge(Judge):
                 "max_length": inp.get("max_length"),
                 "pooling": inp.get("pooling"),
                 "truncation_side": inp.get("truncation_side"),
+                "pair_mode": inp.get("pair_mode", "cross"),
+                "context_turns": inp.get("context_turns"),
                 "data_version": self.meta.get("data_version"),
             }
         return self._identity
 
     def method(self, task: TaskSpec) -> str:
         base = self.meta.get("base_model")
+        inp = self.meta.get("input", {})
+        if inp.get("pair_mode") == "cosine":
+            k = inp.get("context_turns")
+            what = (f"cosine(context (last {k or 'all'} turns), response)" if task.level == "turn"
+                    else "mean adjacent-turn cosine")  # fmt: skip
+            return f"discriminative evaluator: sigmoid(w · {what} + b), {base} + LoRA bi-encoder"
         what = "context <sep> response pair" if task.level == "turn" else "dialogue turns joined with <sep>"
         return f"discriminative evaluator: sigmoid(head(mean-pooled {base} + LoRA encoding of the {what}))"
+
+    def score_range(self, task: TaskSpec) -> tuple[float, float]:
+        return (0.0, 1.0)  # sigmoid(logit)
 
     # -- scoring --------------------------------------------------------------------------------
     def _check_level(self, task: TaskSpec) -> None:
         if task.level not in ("turn", "dialogue"):
             raise ValueError(f"task {task.name!r}: level {task.level!r} not supported by the evaluator judge")
         levels = self.meta.get("levels") or {}
-        if not self.any_level and levels and not levels.get(task.level):
+        # a cosine bi-encoder scores both levels the same way (adjacent-segment cosines)
+        cosine = (self.meta.get("input") or {}).get("pair_mode") == "cosine"
+        if not self.any_level and not cosine and levels and not levels.get(task.level):
             trained = sorted(k for k, v in levels.items() if v)
             raise ValueError(
                 f"evaluator {self.path} was trained on {'/'.join(trained)}-level examples only and cannot "

@@ -268,6 +268,19 @@ def test_registry_round_trip_selfsup(tmp_path):
             train, "selfsup-test", "1.0.0", registry_root=root, description="x", source_manifest={}
         )
     assert Registry(root).versions("selfsup-test") == ["1.0.0"]
+    # exist_ok: the same data is reused as is (a rerun of a recipe); different data is refused
+    again = register_training_data(
+        train, "selfsup-test", "1.0.0", test=test, registry_root=root, description="Synthetic pairs.",
+        source_manifest=manifest, split=split.manifest, exist_ok=True,
+    )  # fmt: skip
+    assert again.path == reg.path and again.fingerprint == reg.fingerprint
+    assert json.loads((reg.path / "build_manifest.json").read_text())["created_at"] == man["created_at"]
+    with pytest.raises(TrainingDataError, match="different data"):
+        register_training_data(
+            train[:-1], "selfsup-test", "1.0.0", test=test, registry_root=root, description="Synthetic pairs.",
+            source_manifest=manifest, split=split.manifest, exist_ok=True,
+        )  # fmt: skip
+    assert Registry(root).versions("selfsup-test") == ["1.0.0"]
 
 
 def test_registry_round_trip_supervised_and_instructions(tmp_path, upheld_records):

