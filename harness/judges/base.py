@@ -60,6 +60,11 @@ class Judge(ABC):
         """How this judge turns an item into a score for ``task`` (recorded in results)."""
         return task.scoring
 
+    def score_range(self, task: TaskSpec) -> tuple[float, float] | None:
+        """The fixed (lo, hi) interval every ``ok`` score for ``task`` lies in, independent of the
+        items scored, or None when it is not known (the ``mean:`` ensemble needs it to normalise)."""
+        return None
+
     def backend_stats(self) -> dict[str, float]:
         """Work sent to the model: requests, batches, retries, lazy weight-loading seconds."""
         return {}
@@ -77,7 +82,7 @@ class Judge(ABC):
 def load_judge(spec: str | JudgeSpec, cache: RequestCache | None = None, seed: int | None = None) -> Judge:
     """Create the judge a spec string names (``embed:…`` → sentence-encoder judge, ``metric:…`` →
     reference metric, ``ensemble:…`` → fitted learned ensemble, ``evaluator:…`` → trained discriminative
-    evaluator, else an LLM judge).
+    evaluator, ``mean:…`` → arithmetic mean of member judges, else an LLM judge).
 
     ``seed`` becomes the decoding seed of sampling judges (temperature > 0) whose spec sets none."""
     js = parse_spec(spec) if isinstance(spec, str) else spec
@@ -98,6 +103,10 @@ def load_judge(spec: str | JudgeSpec, cache: RequestCache | None = None, seed: i
         from harness.judges.evaluator import EvaluatorJudge
 
         return EvaluatorJudge(js, cache, seed)
+    if js.kind == "mean":
+        from harness.judges.mean_ensemble import MeanEnsembleJudge
+
+        return MeanEnsembleJudge(js, cache, seed)
     from harness.judges.llm import LLMJudge
 
     return LLMJudge(js, cache, seed)

@@ -133,6 +133,9 @@ class EmbeddingJudge(Judge):
             return f"{task.embedding_method} (context: {window} turns)"
         return task.embedding_method
 
+    def score_range(self, task: TaskSpec) -> tuple[float, float]:
+        return (-1.0, 1.0)  # cosines of normalised embeddings (means of them at dialogue level)
+
     # -- embeddings through the cache ---------------------------------------------------------
     def embed(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
         uniq = list(dict.fromkeys(texts))

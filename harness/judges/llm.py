@@ -61,6 +61,20 @@ class LLMJudge(Judge):
     def decoding(self, task: TaskSpec) -> dict[str, Any]:
         return self.generation_config(task).to_dict()
 
+    def score_range(self, task: TaskSpec) -> tuple[float, float] | None:
+        """The scale :meth:`_score` puts ``task``'s verdicts on; None for GPTScore (a log-prob)."""
+        if task.scoring in ("p_yes", "parse_yes_no"):
+            return (0.0, 1.0)
+        if task.scoring in ("expected_score", "parse_likert"):
+            return (1.0, 5.0)  # digit labels 1-5 (expected_score: choices are never sent, see _score)
+        if task.scoring == "parse_score":
+            lo, hi = task.score_range or (0, 100)
+            return (float(lo), float(hi))
+        if task.scoring == "issues_json":
+            lo, hi = task.score_range or (1, 5)
+            return (float(lo), float(hi))
+        return None
+
     def score(self, task: TaskSpec, items: Sequence[Mapping[str, Any]]) -> list[Verdict]:
         cfg = self.generation_config(task)
         out: list[Verdict | None] = []
@@ -83,9 +97,7 @@ class LLMJudge(Judge):
         return [v for v in out if v is not None]
 
     def _verdict(self, task: TaskSpec, item: Mapping[str, Any], req, resp: Response) -> Verdict:
-        common = dict(
-            raw=resp.text, prompt_hash=req.prompt_hash(), usage=resp.usage, cached=resp.cached
-        )
+        common = dict(raw=resp.text, prompt_hash=req.prompt_hash(), usage=resp.usage, cached=resp.cached)
         if task.scoring == "issues_json":
             v = parse_issue_verdict(
                 resp.text, task.judged_labels, task.overall_key, task.score_range or (1, 5)

@@ -201,6 +201,16 @@ class MetricJudge(Judge):
     def method(self, task: TaskSpec) -> str:
         return f"reference metric {self.metric} (Option A = reference, Option B = response)"
 
+    def score_range(self, task: TaskSpec) -> tuple[float, float] | None:
+        """ROUGE F-measures: [0, 1]; BERTScore P / R (no baseline rescaling) and embedding cosine:
+        means of cosines, [-1, 1]; BERTScore F1 = 2PR / (P + R) has no fixed bound when P and R can
+        differ in sign, so None."""
+        if self.family == "rouge":
+            return (0.0, 1.0)
+        if self.metric in ("bert_score_precision", "bert_score_recall") or self.family == "embedding":
+            return (-1.0, 1.0)
+        return None
+
     def score(self, task: TaskSpec, items: Sequence[Mapping[str, Any]]) -> list[Verdict]:
         if task.level != "turn":
             raise ValueError(f"task {task.name!r}: reference metrics score turn-level items only")

