@@ -20,25 +20,48 @@ directory and, as a copy, in the adapter directory) records the base model id + 
 template, the LoRA settings, the training data version, the hyper-parameters, the training result
 and the judge spec to use it: ``hf:<base>,adapter=<output_dir>/adapter[,chat_template=…]``.
 :func:`merge_adapter` writes a merged full model for backends without adapter support.
+
+The data (:mod:`finetune.generative_data`) is a JSONL of ``{prompt, answer}`` or a registered
+training-data version (``NAME@X.Y.Z`` / its directory): training on its ``train`` split, then
+:func:`evaluate_generative` on its ``test`` split, if any (answer loss; P(Yes) accuracy / AUC /
+mean P(Yes) of positives and negatives for Yes/No examples), stored under ``eval`` in the metadata.
 """
 
 from __future__ import annotations
 
-import collections
 import json
 import logging
+import math
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from finetune.generative_data import (
+    GenerativeExample,
+    PromptEncoder,
+    encode_examples,
+    example_for_item,
+    gold_label,
+    load_generative_data,
+    make_left_pad_collate,
+    p_yes_metrics,
+    pad_batch,
+    prompt_for_item,
+    xdial_prompt,
+)
 from finetune.trainer import TrainResult, TrainSettings, train
+from harness.backends.hf_templates import local_model_fingerprint
 
 log = logging.getLogger(__name__)
+
+# The data side (examples, prompts, tokenization, batching, DATA) lives in finetune.generative_data.
+__all__ = ["GenerativeConfig", "GenerativeExample", "LoraSettings", "PromptEncoder", "encode_examples",
+           "evaluate_generative", "example_for_item", "load_generative_data", "make_left_pad_collate",
+           "merge_adapter", "pad_batch", "prompt_for_item", "save_adapter", "train_generative", "xdial_prompt"]  # fmt: skip
 
 METADATA_FILE = "dialeval_adapter.json"
 ADAPTER_DIR = "adapter"
@@ -47,18 +70,12 @@ ADAPTER_DIR = "adapter"
 # practice for instruction tuning). Other architectures fall back to peft's own per-architecture
 # defaults, then to ``all-linear``.
 DEFAULT_TARGET_MODULES: dict[str, list[str]] = {
-    **{
-        t: ["q_proj", "k_proj", "v_proj", "o_proj"]
-        for t in ("llama", "qwen2", "qwen3", "mistral", "mixtral", "gemma", "gemma2", "gemma3_text", "olmo2")
-    },
-    "phi": ["q_proj", "k_proj", "v_proj", "dense"],
-    "phi3": ["qkv_proj", "o_proj"],
-    "baichuan": ["W_pack", "o_proj"],
-    "bloom": ["query_key_value", "dense"],
-    "falcon": ["query_key_value", "dense"],
-    "gpt_neox": ["query_key_value", "dense"],
-    "gpt2": ["c_attn", "c_proj"],
-}
+    **{t: ["q_proj", "k_proj", "v_proj", "o_proj"]
+       for t in ("llama", "qwen2", "qwen3", "mistral", "mixtral", "gemma", "gemma2", "gemma3_text", "olmo2")},
+    "phi": ["q_proj", "k_proj", "v_proj", "dense"], "phi3": ["qkv_proj", "o_proj"], "baichuan": ["W_pack", "o_proj"],
+    "bloom": ["query_key_value", "dense"], "falcon": ["query_key_value", "dense"],
+    "gpt_neox": ["query_key_value", "dense"], "gpt2": ["c_attn", "c_proj"],
+}  # fmt: skip
 
 
 class LoraSettings(BaseModel):
@@ -87,47 +104,8 @@ class GenerativeConfig(BaseModel):
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     gradient_checkpointing: bool = False
     trust_remote_code: bool = False
+    eval_batch_size: int = Field(8, ge=1)  # held-out evaluation after training
     train: TrainSettings = Field(default_factory=TrainSettings)
-
-
-@dataclass
-class GenerativeExample:
-    prompt: str  # the user message (e.g. the Table 3 instruction + input), without the answer
-    answer: str  # the target, e.g. "Yes" / "No"
-    system: str | None = None  # an optional system message (rendered as the judge renders one)
-
-
-def xdial_prompt(instruction: str, input_text: str) -> str:
-    """The xDial-Eval Table 3 user message: ``### Instruction:`` + ``### Input:`` (the chat template
-    adds the response part, e.g. ``### Response:`` with ``chat_template=alpaca``)."""
-    return f"### Instruction:\n{instruction}\n\n### Input:\n{input_text}"
-
-
-def prompt_for_item(task: Any, item: Mapping[str, Any]) -> str:
-    """The user message the judge sends for ``item`` of harness task ``task`` (a TaskSpec or its
-    name), so training prompts are byte-identical to the judged ones."""
-    system, user = _task_messages(task, item)
-    if system is not None:
-        raise ValueError("the task's template has a system message: use example_for_item")
-    return user
-
-
-def example_for_item(task: Any, item: Mapping[str, Any], answer: str) -> GenerativeExample:
-    """A training example whose prompt (system + user message) is the judge's for ``item``."""
-    system, user = _task_messages(task, item)
-    return GenerativeExample(user, answer, system)
-
-
-def _task_messages(task: Any, item: Mapping[str, Any]) -> tuple[str | None, str]:
-    if isinstance(task, str):
-        from harness.tasks import get_task
-
-        task = get_task(task)
-    msgs = task.build_request(item).messages
-    roles = [m.role for m in msgs]
-    if roles not in (["user"], ["system", "user"]):
-        raise ValueError(f"task {task.name!r}: cannot train on a prompt with messages {roles}")
-    return (msgs[0].content if len(msgs) == 2 else None), msgs[-1].content
 
 
 # -- model ---------------------------------------------------------------------------------------
@@ -205,125 +183,114 @@ def lora_metadata(model: Any) -> dict[str, Any]:
     }
 
 
-# -- data ----------------------------------------------------------------------------------------
-class PromptEncoder:
-    """Renders and tokenizes prompts exactly like the ``hf`` judge backend (it *is* that backend,
-    without weights)."""
+def _forward_args(model: Any) -> set[str]:
+    import inspect
 
-    def __init__(
-        self,
-        base_model: str,
-        *,
-        revision: str | None = None,
-        chat_template: str | None = None,
-        trust_remote_code: bool = False,
-    ) -> None:
-        from harness.backends.hf import HFBackend
-
-        self.backend = HFBackend(
-            base_model,
-            revision=revision,
-            chat_template=chat_template,
-            device="cpu",
-            trust_remote_code=trust_remote_code,
-        )
-        self.tokenizer = self.backend.tokenizer
-
-    @property
-    def chat_template_name(self) -> str:
-        return self.backend.chat_template_name
-
-    def prompt_ids(self, prompt: str, system: str | None = None) -> list[int]:
-        from harness.types import ChatMessage
-
-        msgs = ([ChatMessage("system", system)] if system else []) + [ChatMessage("user", prompt)]
-        return self.backend.encode_prompt(self.backend.render_prompt(msgs))
-
-    def answer_ids(self, answer: str) -> list[int]:
-        return list(self.tokenizer(answer, add_special_tokens=False)["input_ids"])
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return set(inspect.signature(base.forward).parameters)
 
 
-def encode_examples(
-    examples: Sequence[GenerativeExample], encoder: PromptEncoder, max_length: int, train_eos: bool = False
-) -> tuple[list[dict[str, list[int]]], dict[str, Any]]:
-    """Token ids + labels (-100 on the prompt) per example, and counts (truncated prompts, answers)."""
-    eos = encoder.tokenizer.eos_token_id
-    rows, truncated, answers = [], 0, collections.Counter()
-    for i, ex in enumerate(examples):
-        if not ex.answer or not ex.answer.strip():
-            raise ValueError(f"example {i} has an empty answer")
-        ans = encoder.answer_ids(ex.answer) + ([eos] if train_eos and eos is not None else [])
-        room = max_length - len(ans)
-        if room < 1:
-            raise ValueError(f"max_length={max_length} leaves no room for a prompt before {ex.answer!r}")
-        prompt = encoder.prompt_ids(ex.prompt, ex.system)
-        if len(prompt) > room:
-            prompt = prompt[-room:]
-            truncated += 1
-        rows.append({"input_ids": prompt + ans, "labels": [-100] * len(prompt) + ans})
-        answers[ex.answer] += 1
-    if truncated:
-        log.warning(
-            "%d of %d prompts were longer than max_length and cut from the left", truncated, len(rows)
-        )
-    return rows, {"truncated_prompts": truncated, "answers": dict(answers)}
-
-
-def pad_batch(rows: list[dict[str, list[int]]], pad_id: int, side: str) -> dict[str, Any]:
-    """``input_ids`` / ``labels`` (-100) / ``attention_mask`` padded on the ``left`` or ``right``."""
-    import torch
-
-    n = max(len(r["input_ids"]) for r in rows)
-    ids = torch.full((len(rows), n), pad_id, dtype=torch.long)
-    labels = torch.full((len(rows), n), -100, dtype=torch.long)
-    mask = torch.zeros((len(rows), n), dtype=torch.long)
-    for b, r in enumerate(rows):
-        k = len(r["input_ids"])
-        span = slice(n - k, n) if side == "left" else slice(0, k)
-        ids[b, span] = torch.tensor(r["input_ids"])
-        labels[b, span] = torch.tensor(r["labels"])
-        mask[b, span] = 1
-    return {"input_ids": ids, "attention_mask": mask, "labels": labels}
-
-
-def make_left_pad_collate(pad_id: int) -> Callable[[list[dict[str, list[int]]]], dict[str, Any]]:
-    """Left-pad ``input_ids``/``labels``; attention mask and position ids as the judge builds them."""
-
-    def collate(rows: list[dict[str, list[int]]]) -> dict[str, Any]:
-        batch = pad_batch(rows, pad_id, "left")
-        batch["position_ids"] = (batch["attention_mask"].cumsum(-1) - 1).clamp(min=0)
-        return batch
-
-    return collate
+def _answer_logits(m: Any, batch: dict[str, Any], accepts: set[str]) -> tuple[Any, Any]:
+    """(logits, labels) of the last positions of a left-padded batch, from the position before the
+    first answer token on; logits[:, t] predicts labels[:, t + 1]."""
+    labels = batch["labels"]
+    cols = (labels != -100).any(dim=0).nonzero()
+    first = int(cols[0]) if len(cols) else labels.shape[1] - 1
+    keep = labels.shape[1] - first + 1
+    kwargs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
+    if "position_ids" in accepts:
+        kwargs["position_ids"] = batch["position_ids"]
+    if "logits_to_keep" in accepts:
+        kwargs["logits_to_keep"] = keep
+    return m(**kwargs).logits[:, -keep:, :].float(), labels[:, -keep:]
 
 
 def make_answer_loss(model: Any) -> Callable[[Any, dict[str, Any]], Any]:
     """Mean cross-entropy over the answer tokens of a left-padded batch. Answers sit at the end of
     every row, so only the last positions' logits are computed (``logits_to_keep``)."""
-    import inspect
-
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    accepts = set(inspect.signature(base.forward).parameters)
+    accepts = _forward_args(model)
 
     def loss_fn(m: Any, batch: dict[str, Any]) -> Any:
         import torch.nn.functional as F
 
-        labels = batch["labels"]
-        cols = (labels != -100).any(dim=0).nonzero()
-        first = int(cols[0]) if len(cols) else labels.shape[1] - 1
-        keep = labels.shape[1] - first + 1
-        kwargs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
-        if "position_ids" in accepts:
-            kwargs["position_ids"] = batch["position_ids"]
-        if "logits_to_keep" in accepts:
-            kwargs["logits_to_keep"] = keep
-        logits = m(**kwargs).logits[:, -keep:, :].float()
-        target = labels[:, -keep:]
+        logits, target = _answer_logits(m, batch, accepts)
         return F.cross_entropy(
             logits[:, :-1].reshape(-1, logits.shape[-1]), target[:, 1:].reshape(-1), ignore_index=-100
         )
 
     return loss_fn
+
+
+# -- held-out evaluation -------------------------------------------------------------------------
+def answer_logprobs(
+    model: Any, rows: Sequence[dict[str, list[int]]], pad_id: int, batch_size: int = 8
+) -> list[tuple[float, int]]:
+    """(sum of log P(answer token | prefix), answer tokens) per encoded row, teacher-forced — the
+    judge's ``log P(choice | prompt)``. Rows are sharded over the accelerate processes and gathered."""
+    import torch
+    from accelerate import PartialState
+    from accelerate.utils import gather_object
+
+    state = PartialState()
+    accepts, collate = _forward_args(model), make_left_pad_collate(pad_id)
+    device = next(model.parameters()).device
+    mine = list(range(state.process_index, len(rows), state.num_processes))
+    local: list[tuple[int, float, int]] = []
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            for s in range(0, len(mine), batch_size):
+                idx = mine[s : s + batch_size]
+                batch = {k: v.to(device) for k, v in collate([rows[i] for i in idx]).items()}
+                logits, target = _answer_logits(model, batch, accepts)
+                target = target[:, 1:]
+                mask = target != -100
+                lsm = torch.log_softmax(logits[:, :-1], dim=-1)
+                lp = lsm.gather(-1, target.clamp(min=0).unsqueeze(-1)).squeeze(-1) * mask
+                local += [(i, float(lp[b].sum()), int(mask[b].sum())) for b, i in enumerate(idx)]
+    finally:
+        model.train(was_training)
+    gathered = gather_object(local) if state.num_processes > 1 else local
+    return [(lp, n) for _, lp, n in sorted(gathered)]
+
+
+def _sigmoid(d: float) -> float:
+    return 1.0 / (1.0 + math.exp(-d)) if d >= 0 else math.exp(d) / (1.0 + math.exp(d))
+
+
+def evaluate_generative(
+    model: Any, examples: Sequence[GenerativeExample], encoder: PromptEncoder, cfg: GenerativeConfig
+) -> dict[str, Any]:
+    """Held-out metrics of ``model`` on ``examples``: ``loss`` (mean cross-entropy per answer token,
+    as the training loss) and, when every example has a Yes/No label (:func:`gold_label`), P(Yes)
+    metrics (:func:`p_yes_metrics`; P(Yes) = P(Yes) / (P(Yes) + P(No)) from the label words'
+    teacher-forced log-probs, as the ``hf`` judge scores them)."""
+    pad = encoder.tokenizer.pad_token_id
+    bs = cfg.eval_batch_size
+    pos, neg = cfg.labels
+    labels = [gold_label(ex, cfg.labels) for ex in examples]
+    scored = all(x is not None for x in labels)
+    out: dict[str, Any] = {"n": len(examples)}
+    lp: dict[str, list[tuple[float, int]]] = {}
+    if scored:
+        for word in (pos, neg):
+            rows, _ = encode_examples([GenerativeExample(e.prompt, word, e.system) for e in examples],
+                                      encoder, cfg.max_length)  # fmt: skip
+            lp[word] = answer_logprobs(model, rows, pad, bs)
+    if scored and not cfg.train_eos and all(e.answer in lp for e in examples):
+        gold = [lp[e.answer][i] for i, e in enumerate(examples)]
+    else:
+        rows, _ = encode_examples(examples, encoder, cfg.max_length, cfg.train_eos)
+        gold = answer_logprobs(model, rows, pad, bs)
+    tokens = sum(n for _, n in gold)
+    out["loss"] = -sum(x for x, _ in gold) / tokens if tokens else None
+    if scored:
+        p_yes = [_sigmoid(y - n) for (y, _), (n, _) in zip(lp[pos], lp[neg], strict=True)]
+        out.update(p_yes_metrics(labels, p_yes))
+    else:
+        out["p_yes"] = f"not computed: not every answer is {pos!r} / {neg!r} (or carries a label)"
+    return out
 
 
 # -- jobs ----------------------------------------------------------------------------------------
@@ -334,11 +301,16 @@ def train_generative(
     data_version: dict[str, Any] | None = None,
     progress: bool = True,
     on_step: Callable[[int, float], None] | None = None,
+    eval_examples: Sequence[GenerativeExample] | None = None,
 ) -> dict[str, Any]:
     """Instruction-tune ``cfg.base_model`` with LoRA on ``examples``; save the adapter and its
-    metadata under ``output_dir``; return the metadata (also written to ``dialeval_adapter.json``)."""
+    metadata under ``output_dir``; return the metadata (also written to ``dialeval_adapter.json``).
+    ``eval_examples`` (e.g. the data version's test split) are scored after training
+    (:func:`evaluate_generative`); the metrics go into the metadata under ``eval``."""
     if len(examples) == 0:
         raise ValueError("the training set is empty")
+    if eval_examples is not None and len(eval_examples) == 0:
+        raise ValueError("the evaluation set is empty (pass None for no evaluation)")
     out = Path(output_dir)
     encoder = PromptEncoder(cfg.base_model, revision=cfg.revision, chat_template=cfg.chat_template,
                             trust_remote_code=cfg.trust_remote_code)  # fmt: skip
@@ -355,6 +327,14 @@ def train_generative(
         description="generative evaluator",
         on_step=on_step,
     )
+    extra: dict[str, Any] = {"labels": list(cfg.labels)}
+    if Path(cfg.base_model).is_dir():  # what pins the base beyond id + revision
+        extra["base_model_fingerprint"] = local_model_fingerprint(cfg.base_model)
+    else:
+        extra["base_resolved_revision"] = getattr(encoder.backend.config, "_commit_hash", None)
+    if eval_examples is not None:
+        split = (data_version or {}).get("eval_split")
+        extra["eval"] = {"split": split, **evaluate_generative(model, eval_examples, encoder, cfg)}
     pos, neg = cfg.labels
     data = {
         **(data_version or {}),
@@ -379,7 +359,7 @@ def train_generative(
         training_data=data,
         hyperparameters=hp,
         result=result,
-        extra={"labels": list(cfg.labels)},
+        extra=extra,
     )
 
 
@@ -497,9 +477,12 @@ def merge_adapter(adapter_dir: str | Path, out_dir: str | Path, *, dtype: str = 
 
 # -- command line ----------------------------------------------------------------------------------
 def main(argv: Sequence[str] | None = None) -> int:
-    """``[accelerate launch …] python -m finetune.generative CONFIG.yaml EXAMPLES.jsonl OUTPUT_DIR``
+    """``[accelerate launch …] python -m finetune.generative CONFIG.yaml DATA OUTPUT_DIR``
 
-    CONFIG is a :class:`GenerativeConfig` in YAML; EXAMPLES has one ``{"prompt", "answer"}`` per line.
+    CONFIG is a :class:`GenerativeConfig` in YAML. DATA is a JSONL file with one ``{"prompt",
+    "answer"}`` per line, or a registered training-data version — ``NAME@X.Y.Z`` / ``NAME``
+    (latest) in the registry (``--registry``, default: the harness registry) or the version's
+    directory: trained on its ``train`` split, evaluated on its ``test`` split when it has one.
     """
     import argparse
 
@@ -507,18 +490,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     p = argparse.ArgumentParser(prog="python -m finetune.generative", description=main.__doc__)
     p.add_argument("config")
-    p.add_argument("examples")
+    p.add_argument("data")
     p.add_argument("output_dir")
+    p.add_argument("--registry", default=None, help="dataset registry root for NAME@X.Y.Z references")
     p.add_argument("--no-progress", action="store_true")
     a = p.parse_args(argv)
     cfg = GenerativeConfig.model_validate(yaml.safe_load(Path(a.config).read_text("utf-8")))
-    rows = [json.loads(x) for x in Path(a.examples).read_text("utf-8").splitlines() if x.strip()]
-    examples = [GenerativeExample(r["prompt"], r["answer"]) for r in rows]
-    meta = train_generative(
-        examples, cfg, a.output_dir, {"source": str(a.examples)}, progress=not a.no_progress
-    )
-    print(json.dumps({"adapter_dir": meta["adapter_dir"], "judge_spec": meta["judge_spec"],
-                      **meta["train_result"]}, indent=2))  # fmt: skip
+    data = load_generative_data(a.data, labels=cfg.labels, registry_root=a.registry)
+    meta = train_generative(data.train, cfg, a.output_dir, data.version, progress=not a.no_progress,
+                            eval_examples=data.eval)  # fmt: skip
+    summary = {"adapter_dir": meta["adapter_dir"], "judge_spec": meta["judge_spec"],
+               "training_data": {k: meta["training_data"].get(k) for k in ("source", "name", "version", "fingerprint")},
+               **meta["train_result"]}  # fmt: skip
+    if meta.get("eval"):
+        summary["eval"] = meta["eval"]
+    print(json.dumps(summary, indent=2))
     return 0
 
 

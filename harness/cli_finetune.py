@@ -50,14 +50,16 @@ def evaluator(
         console.print(f"model card {out['card']}")
 
 
-def _delegate(module: str, config: Path, data: Path, output: Path, quiet: bool) -> None:
+def _delegate(
+    module: str, config: Path, data: Path | str, output: Path, quiet: bool, extra: list[str] | None = None
+) -> None:
     import importlib
 
-    argv = [str(config), str(data), str(output)] + (["--no-progress"] if quiet else [])
+    argv = [str(config), str(data), str(output)] + (["--no-progress"] if quiet else []) + (extra or [])
     try:
         rc = importlib.import_module(module).main(argv)
     except (ValueError, FileNotFoundError) as e:
-        _fail(str(e))
+        _fail(escape(str(e)))
         return
     if rc:
         raise typer.Exit(rc)
@@ -66,12 +68,26 @@ def _delegate(module: str, config: Path, data: Path, output: Path, quiet: bool) 
 @finetune_app.command("generative")
 def generative(
     config: Annotated[Path, typer.Argument(help="GenerativeConfig YAML")],
-    data: Annotated[Path, typer.Argument(help="JSONL of {prompt, answer} instruction examples")],
+    data: Annotated[
+        str,
+        typer.Argument(
+            help="JSONL of {prompt, answer} instruction examples, or a registered training-data version: "
+            "NAME@X.Y.Z / NAME (latest) or its directory (trains on 'train', evaluates on 'test' if recorded)"
+        ),
+    ],
     output: Annotated[Path, typer.Argument(help="Output directory (adapter + dialeval_adapter.json)")],
+    registry: Annotated[
+        Path | None,
+        typer.Option("--registry", help="Dataset registry for NAME@X.Y.Z (default: the harness's)"),
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
-    """LoRA-tune a causal LM to answer Yes/No (P(Yes) scoring: --judge hf:<base>,adapter=<output>/adapter)."""
-    _delegate("finetune.generative", config, data, output, quiet)
+    """LoRA-tune a causal LM to answer Yes/No (P(Yes) scoring: --judge hf:<base>,adapter=<output>/adapter).
+
+    Registered pairs / human labels become xDial-Eval Table 3 prompts answered Yes (label >= 0.5) or No.
+    """
+    extra = ["--registry", str(registry)] if registry is not None else []
+    _delegate("finetune.generative", config, data, output, quiet, extra)
 
 
 @finetune_app.command("chatbot")
