@@ -84,6 +84,8 @@ def results_rows(results: Iterable[str | Path | Mapping[str, Any]]) -> list[dict
         for task, per_lang in (data.get("results") or {}).items():
             ds = datasets.get(task, {})
             for lang, metrics in per_lang.items():
+                if lang == "all" and len(per_lang) == 2:  # one language: "all" repeats it
+                    continue
                 row = {"task": task, "language": lang, "run": run_id,
                        "dataset": ds.get("builder") or ds.get("location"), "fingerprint": (ds.get("fingerprint") or "")[:12]}  # fmt: skip
                 for m in HEADLINE_METRICS:
@@ -91,6 +93,10 @@ def results_rows(results: Iterable[str | Path | Mapping[str, Any]]) -> list[dict
                         row[m] = metrics[m]["value"]
                         row[f"{m}_ci"] = metrics[m].get("ci")
                         row["n"] = metrics[m].get("n")
+                        for sub, val in (metrics[m].get("per_dataset") or {}).items():
+                            row.setdefault("per_dataset", {}).setdefault(sub, {"n": val.get("n")})[m] = (
+                                val.get("value")
+                            )
                 rows.append(row)
     return rows
 
@@ -111,7 +117,7 @@ def render_card(
     base = meta.get("base_model", "unknown")
     data = meta.get("training_data") or {}
     rows = results_rows(results)
-    langs = sorted({r["language"] for r in rows} | set(data.get("languages") or []))
+    langs = sorted({r["language"] for r in rows if r["language"] != "all"} | set(data.get("languages") or []))
     lic = license or meta.get("license") or "apache-2.0"
     front: dict[str, Any] = {
         "library_name": "peft",
@@ -184,13 +190,25 @@ def render_card(
     out += ["## Evaluation", ""]
     if rows:
         cols = [m for m in HEADLINE_METRICS if any(m in r for r in rows)]
-        out += ["Correlation with human judgements from `harness run` (95% bootstrap CI):", "",
+        has_ci = any(r.get(m + "_ci") for r in rows for m in cols)
+        out += ["Correlation with human judgements from `harness run`"
+                + (" (95% bootstrap CI):" if has_ci else ":"), "",
                 "| task | language | n | " + " | ".join(cols) + " |", "|---|---|---:|" + "---:|" * len(cols)]  # fmt: skip
         for r in rows:
             cells = [f"{r[m]:.3f} [{r[m + '_ci'][0]:.2f}, {r[m + '_ci'][1]:.2f}]" if m in r and r.get(m + "_ci")
                      else (f"{r[m]:.3f}" if m in r else "—") for m in cols]  # fmt: skip
             out.append(f"| {r['task']} | {r['language']} | {r.get('n', '')} | " + " | ".join(cells) + " |")
         out.append("")
+        subs = [(r, k, v) for r in rows for k, v in sorted((r.get("per_dataset") or {}).items())]
+        if subs:
+            out += ["Per dataset:", "", "| task | language | dataset | n | " + " | ".join(cols) + " |",
+                    "|---|---|---|---:|" + "---:|" * len(cols)]  # fmt: skip
+            for r, k, v in subs:
+                cells = [f"{v[m]:.3f}" if v.get(m) is not None else "—" for m in cols]
+                out.append(
+                    f"| {r['task']} | {r['language']} | {k} | {v.get('n', '')} | " + " | ".join(cells) + " |"
+                )
+            out.append("")
     else:
         out += ["No evaluation results were attached when this card was generated.", ""]
     out += ["## Intended use", "", intended_use or _default_use(kind), ""]

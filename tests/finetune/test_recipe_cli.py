@@ -117,6 +117,15 @@ def test_card_lists_results_per_language(tmp_path):
     assert {m["dataset"]["config"] for m in metrics} == {"en", "zh"}
     assert "| xdial-eval-turn | en | 100 | 0.410 [0.30, 0.50]" in card
     assert "@inproceedings{zhang-etal-2023-xdial" in card
+    # one language: its "all" row is a repeat and is left out; per-dataset values get their own table
+    single = {"run": {"id": "r2"}, "results": {"xdial-eval-turn": {
+        lang: {"spearman": {"value": 0.3, "ci": None, "n": 30, "per_dataset": {
+            "fed-turn": {"value": 0.25, "n": 10}, "persona-usr": {"value": 0.5, "n": 20}}}} for lang in ("en", "all")}}}  # fmt: skip
+    assert [r["language"] for r in results_rows([single])] == ["en"]
+    card = render_card(d, name="m", results=[single])
+    assert "(95% bootstrap CI)" not in card and "| xdial-eval-turn | en | 30 | 0.300 |" in card
+    assert "| xdial-eval-turn | en | fed-turn | 10 | 0.250 |" in card and "persona-usr | 20 | 0.500 |" in card
+    assert "Evaluated languages: en;" in card
 
 
 def test_siamese_pair_mode_trains_and_reloads_identically(tmp_path):

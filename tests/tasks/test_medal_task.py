@@ -201,3 +201,6 @@ def test_stability_command(tmp_path, medal_src):
     bad = CliRunner().invoke(app, ["stability", "--judge", f"replay:{rp},seed=1", "--task", "medal",
                                    "--source", str(medal_src), "-q"])  # fmt: skip
     assert bad.exit_code == 2 and "seed" in bad.output
+    mean = CliRunner().invoke(app, ["stability", "--judge", f"mean:replay:{rp}+replay:{rp}", "--task", "medal",
+                                    "--source", str(medal_src), "-q"])  # fmt: skip
+    assert mean.exit_code == 2 and "each member" in mean.output
