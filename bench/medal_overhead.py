@@ -85,7 +85,7 @@ def main() -> int:
     from dataset_builders.medal_pipeline.pipeline import build_seeds
     from harness.backends.replay import ReplayBackend
     from harness.cache import RequestCache
-    from harness.judges.base import load_judge
+    from harness.judges import load_judge
 
     inside = {"s": 0.0}
     original = ReplayBackend._generate

@@ -1,4 +1,4 @@
-"""Benchmark: harness.refmetrics against the raw libraries on the same (reference, prediction) pairs.
+"""Benchmark: harness.judges.refmetrics against the raw libraries on the same (reference, prediction) pairs.
 
     python bench/refmetrics_speed.py [--n 12000] [--device cpu] [--batch-size 64]
 
@@ -95,7 +95,7 @@ def main() -> None:
     from rouge_score import rouge_scorer
     from sentence_transformers import SentenceTransformer
 
-    from harness import refmetrics
+    from harness.judges import refmetrics
     from harness.judges.embedding import resolve_encoder
 
     refs, preds, source = load_pairs(args.data, args.n)

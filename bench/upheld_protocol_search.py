@@ -17,11 +17,11 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from harness import reproduce_paper as paper
 from harness.cache import RequestCache
-from harness.correlation import app_b_correlation, human_targets
 from harness.judges.metric import ReferenceFeatures, reference_inputs
-from harness.reproduce import DIMENSIONS, ReproduceConfig, load_records
+from harness.meta.scale_correlation import app_b_correlation, human_targets
+from tasks.upheld import paper as paper
+from tasks.upheld.reproduce import DIMENSIONS, ReproduceConfig, load_records
 
 TARGETS = ("rows", "mean", "majority")
 METHODS = ("auto", "pearson", "spearman", "kendall", "cramers_v")  # auto = App. B by label scale

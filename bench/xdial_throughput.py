@@ -80,7 +80,7 @@ def main() -> None:
     env = {**os.environ, "DIALEVAL_HOME": str(work / "home"), "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     os.environ.update({k: env[k] for k in ("DIALEVAL_HOME", "HF_HUB_OFFLINE", "TOKENIZERS_PARALLELISM")})
 
-    from harness.data import load_items, prepare_dataset
+    from harness.data.resolve import load_items, prepare_dataset
     from harness.languages import normalize_languages
     from harness.tasks import get_task
 

@@ -3,8 +3,8 @@
 For each dimension: ``n`` labels (missing ones excluded), ``mean``, ``aggregate`` = the sum of the
 labels divided by the sum of the per-label maxima (UPHELD App. E.1, so 0..1 for scales that start
 at 0; a 1–5 scale gives ``sum / (5 n)`` exactly as the paper defines it), ``majority`` = the winning
-label (unique mode, :func:`harness.agreement.winning_label`) and ``agreement`` = the bucket of
-UPHELD App. J (full / majority / plurality / none / single, :func:`harness.agreement.agreement_bucket`).
+label (unique mode, :func:`harness.meta.agreement.winning_label`) and ``agreement`` = the bucket of
+UPHELD App. J (full / majority / plurality / none / single, :func:`harness.meta.agreement.agreement_bucket`).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from dataset_builders.schema import Dimension
-from harness.agreement import agreement_bucket, winning_label
+from harness.data.schema import Dimension
+from harness.meta.agreement import agreement_bucket, winning_label
 
 
 def aggregates_for(labels: Iterable[dict[str, Any]], dimensions: Sequence[Dimension]) -> list[dict[str, Any]]:

@@ -1,5 +1,5 @@
-"""Shared machinery of the dataset builders: record schema, validation errors, Parquet + card +
-manifest writers, atomic output and progress reporting.
+"""The builder base class: resolve sources, read and validate configs, then write Parquet + card +
+manifest into a temporary directory and swap it into place atomically.
 
 A builder turns raw source files (CSV, JSONL, ...) into a *dataset directory* that
 ``datasets.load_dataset(str(output_dir), config_name)`` loads without any loading script::
@@ -14,320 +14,40 @@ Every config has a single split, ``test`` (these are evaluation sets).
 Record schema
 -------------
 The common schema (turn- and dialogue-level records, labels per annotator, aggregates, the
-dimension table) lives in :mod:`dataset_builders.schema`; every config is validated against it
+dimension table) lives in :mod:`harness.data.schema`; every config is validated against it
 on write. Builders pass ``skip_invalid=True`` to turn a bad source row into a counted skip listed
 in the manifest instead of an error (:meth:`Builder.invalid`); nothing is dropped silently.
 """
 
 from __future__ import annotations
 
-import contextlib
-import datetime as _dt
 import hashlib
 import json
-import math
 import os
 import re
 import shutil
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, ClassVar
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-from datasets import Features
-
-from dataset_builders.schema import (  # noqa: F401  (re-exported)
-    DIALOGUE_FEATURES,
+from dataset_builders.card import render_card
+from dataset_builders.helpers import normalize_languages, progress_bar, sha256_file, write_parquet
+from dataset_builders.records import BuildResult, ConfigData, SourceFile
+from harness.data.layout import CARD_NAME, MANIFEST_NAME, data_file
+from harness.data.schema import (
     FEATURES_BY_LEVEL,
-    LEVELS,
-    ROLES,
-    TURN_FEATURES,
+    DataValidationError,
     Dimension,
-    SchemaError,
+    SourceUnavailableError,
     validate_records,
 )
-from harness.languages import LANGUAGES as LANGUAGE_LITERALS
-from harness.languages import XDIAL_LANGUAGES
+from harness.provenance import utc_now
 
 # -- constants -----------------------------------------------------------------------------------
 
-#: Languages of the record schema, ISO 639-1 code -> English name (xDial-Eval column prefix).
-#: Order is the canonical output order (the order of the xDial-Eval paper).
-LANGUAGE_NAMES: dict[str, str] = {code: LANGUAGE_LITERALS[code].name for code in XDIAL_LANGUAGES}
-LANGUAGES: tuple[str, ...] = tuple(LANGUAGE_NAMES)
 DEFAULT_DIMENSION: dict[str, str] = {"turn": "relevance", "dialogue": "coherence"}
-SPLIT = "test"
-MANIFEST_NAME = "build_manifest.json"
-CARD_NAME = "README.md"
-
-
-# -- errors --------------------------------------------------------------------------------------
-
-
-class DataValidationError(ValueError):
-    """A source record failed validation. The message always names the file, the row and the column.
-
-    ``row`` is a 1-based data-row number (the header is not counted; for JSONL sources it is the
-    line number) or ``"header"`` when a column is missing from the header. ``row_label`` and
-    ``column_label`` only change the wording ("row"/"line", "column"/"field").
-    """
-
-    def __init__(
-        self,
-        file: str | os.PathLike[str],
-        row: int | str,
-        column: str,
-        problem: str,
-        *,
-        row_label: str = "row",
-        column_label: str = "column",
-    ) -> None:
-        self.file = str(file)
-        self.row = row
-        self.column = column
-        self.problem = problem
-        if row == "header":
-            where = "header row (a required column is missing)" if row_label == "row" else "header"
-        elif row_label == "row":
-            where = f"row {row} (data rows are 1-based, header excluded)"
-        else:
-            where = f"{row_label} {row}"
-        super().__init__(f"{self.file}, {where}, {column_label} {column!r}: {problem}")
-
-    def __reduce__(self):  # keep picklable despite the keyword-only arguments
-        return (_rebuild_validation_error, (self.file, self.row, self.column, self.problem, self.args[0]))
-
-
-def _rebuild_validation_error(file, row, column, problem, message):
-    err = DataValidationError.__new__(DataValidationError)
-    ValueError.__init__(err, message)
-    err.file, err.row, err.column, err.problem = file, row, column, problem
-    return err
-
-
-class SourceUnavailableError(FileNotFoundError):
-    """The source data could not be found or fetched (e.g. no network for the default source).
-
-    A :class:`FileNotFoundError` so that callers handling missing inputs handle this too.
-    """
-
-
-# -- results -------------------------------------------------------------------------------------
-
-
-@dataclass
-class BuildResult:
-    """What :meth:`Builder.build` produced."""
-
-    output_dir: Path
-    configs: dict[str, int]  # config name -> rows written
-    fingerprint: str
-    warnings: list[str] = field(default_factory=list)
-    manifest: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class SourceFile:
-    """One input file of a build; ``origin`` is where it came from (a path or a URL)."""
-
-    config: str
-    level: str
-    path: Path
-    origin: str
-    #: For a config read from several files (e.g. one per annotator): (path, origin) of each;
-    #: ``path`` is then their directory. Every part is hashed into the manifest.
-    parts: tuple[tuple[Path, str], ...] = ()
-
-    def files(self) -> tuple[tuple[Path, str], ...]:
-        return self.parts or ((self.path, self.origin),)
-
-
-@dataclass
-class ConfigData:
-    """The validated records of one config, ready to be written."""
-
-    name: str
-    level: str
-    records: list[dict[str, Any]]
-    expected_instances: int | None = None
-    dimension: str | None = None
-    title: str | None = None  # human-readable name, e.g. "FED-Turn"
-    source: SourceFile | None = None
-    extra: dict[str, Any] = field(default_factory=dict)  # goes into the manifest as is
-    num_bytes: int = 0  # Arrow size, set when written
-    #: Columns of a config that is not (only) the common schema: a level's common features plus
-    #: extra columns, or, for a level outside ``turn``/``dialogue`` (e.g. ``table``), a table of its
-    #: own that the builder validated itself. None = the level's common features.
-    features: Features | None = None
-    column_docs: dict[str, str] = field(default_factory=dict)  # docs of the extra columns
-
-    @property
-    def rows(self) -> int:
-        return len(self.records)
-
-    @property
-    def instances(self) -> int:
-        return len({r.get("item_id", r.get("id")) for r in self.records})
-
-    @property
-    def arrow_features(self) -> Features:
-        return self.features if self.features is not None else FEATURES_BY_LEVEL[self.level]
-
-    @property
-    def languages(self) -> list[str]:
-        present = {r["language"] for r in self.records}
-        return [lang for lang in LANGUAGES if lang in present] + sorted(present - set(LANGUAGES))
-
-
-# -- helpers for subclasses ----------------------------------------------------------------------
-
-
-def normalize_languages(languages: Iterable[str] | str | None) -> tuple[str, ...]:
-    """ISO codes (or English names, e.g. ``"english"``) -> canonical tuple of ISO codes.
-
-    ``None`` means every language. Comma-separated strings are accepted.
-    """
-    if languages is None:
-        return LANGUAGES
-    if isinstance(languages, str):
-        languages = [languages]
-    by_name = {name: code for code, name in LANGUAGE_NAMES.items()}
-    wanted: set[str] = set()
-    for raw in languages:
-        for part in str(raw).split(","):
-            key = part.strip().lower()
-            if not key:
-                continue
-            code = key if key in LANGUAGE_NAMES else by_name.get(key)
-            if code is None:
-                raise ValueError(f"unknown language {part.strip()!r}; known: {', '.join(LANGUAGES)}")
-            wanted.add(code)
-    if not wanted:
-        raise ValueError("languages= selects no language")
-    return tuple(lang for lang in LANGUAGES if lang in wanted)
-
-
-def turn_level_roles(n_context: int) -> list[str]:
-    """Roles of ``n_context`` context utterances when the response is the chatbot's.
-
-    The response is ``assistant``; going backwards from it, speakers alternate, so the last
-    context utterance is ``user``, the one before it ``assistant``, and so on.
-    """
-    return ["user" if (n_context - i) % 2 == 1 else "assistant" for i in range(n_context)]
-
-
-def dialogue_level_roles(n_turns: int) -> list[str]:
-    """Roles of a dialogue whose speakers alternate starting with the human (``user``)."""
-    return ["user" if i % 2 == 0 else "assistant" for i in range(n_turns)]
-
-
-def messages(texts: Sequence[str], roles: Sequence[str]) -> list[dict[str, str]]:
-    return [{"role": r, "text": t} for r, t in zip(roles, texts, strict=True)]
-
-
-def sha256_file(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
-
-
-def check_rating(value: Any) -> float | None:
-    """Return the rating as a finite float, or None if it is not one (bools are rejected)."""
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, str):
-        value = value.strip()
-        if not value:
-            return None
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        return None
-    return out if math.isfinite(out) else None
-
-
-def size_category(n: int) -> str:
-    """Hugging Face Hub ``size_categories`` bucket for ``n`` rows."""
-    buckets = [
-        (10**3, "n<1K"),
-        (10**4, "1K<n<10K"),
-        (10**5, "10K<n<100K"),
-        (10**6, "100K<n<1M"),
-        (10**7, "1M<n<10M"),
-        (10**8, "10M<n<100M"),
-        (10**9, "100M<n<1B"),
-    ]
-    for limit, label in buckets:
-        if n < limit:
-            return label
-    return "n>1B"
-
-
-def data_file(config: str) -> str:
-    """Path of a config's Parquet file, relative to the output directory."""
-    return f"{config}/{SPLIT}-00000-of-00001.parquet"
-
-
-def write_parquet(records: Sequence[dict[str, Any]], features: Features, path: Path) -> int:
-    """Write records with an explicit schema (the datasets Features are stored in its metadata).
-
-    Returns the in-memory (Arrow) size of the table in bytes.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    table = pa.Table.from_pylist(list(records), schema=features.arrow_schema)
-    pq.write_table(table, path, compression="zstd")
-    return table.nbytes
-
-
-@contextlib.contextmanager
-def progress_bar(total: int, description: str, enabled: bool = True) -> Iterator[Any]:
-    """A rich progress bar (on stderr) with an ``advance(label)`` method; a no-op when disabled."""
-
-    class _Null:
-        def advance(self, label: str = "") -> None:
-            pass
-
-        def describe(self, label: str) -> None:
-            pass
-
-    if not enabled:
-        yield _Null()
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    progress = Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[label]}"),
-        TimeElapsedColumn(),
-        console=Console(stderr=True),
-        transient=False,
-    )
-
-    class _Bar:
-        def __init__(self) -> None:
-            self.task = progress.add_task(description, total=total, label="")
-
-        def describe(self, label: str) -> None:
-            progress.update(self.task, label=label)
-
-        def advance(self, label: str = "") -> None:
-            progress.update(self.task, advance=1, label=label)
-
-    with progress:
-        yield _Bar()
-
-
-def utc_now() -> str:
-    return _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 _CONFIG_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -385,6 +105,12 @@ class Builder(ABC):
 
     def license_note(self) -> str:
         return ""
+
+    @classmethod
+    def paper_comparisons(cls, path: Path, manifest: dict[str, Any]) -> list[tuple[str, Any]]:
+        """(title, DataFrame) tables setting a built version's statistics next to the numbers its
+        source paper reports, shown by ``harness datasets show`` (none by default)."""
+        return []
 
     def build_options(self) -> dict[str, Any]:
         """Builder options that change the output (recorded in the manifest and fingerprint)."""
@@ -509,8 +235,6 @@ class Builder(ABC):
             (tmp / MANIFEST_NAME).write_text(
                 json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", "utf-8"
             )
-            from dataset_builders.card import render_card  # card.py imports this module
-
             (tmp / CARD_NAME).write_text(render_card(self, configs, langs, manifest), "utf-8")
             _swap_into_place(tmp, output_dir)
         except BaseException:

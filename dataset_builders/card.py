@@ -6,17 +6,11 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from dataset_builders.base import (
-    FEATURES_BY_LEVEL,
-    LANGUAGES,
-    LEVELS,
-    SPLIT,
-    ConfigData,
-    data_file,
-    size_category,
-)
 from dataset_builders.card_stats import config_statistics, label_type
-from dataset_builders.schema import COLUMN_DOCS, dimension_table
+from dataset_builders.helpers import LANGUAGES, size_category
+from dataset_builders.records import ConfigData
+from harness.data.layout import SPLIT, data_file
+from harness.data.schema import COLUMN_DOCS, FEATURES_BY_LEVEL, LEVELS, dimension_table
 
 if TYPE_CHECKING:
     from dataset_builders.base import Builder
@@ -85,7 +79,7 @@ def render_card(
 
     out += ["## Schema", ""]
     out += [
-        "The common dialogue-evaluation schema of dialeval-harness (`dataset_builders/schema.py`).",
+        "The common dialogue-evaluation schema of dialeval-harness (`harness/data/schema.py`).",
         "",
     ]
     for level in LEVELS:

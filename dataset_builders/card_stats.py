@@ -1,5 +1,5 @@
 """Per-config statistics for dataset cards: rows, languages, systems, label distributions,
-inter-annotator agreement (via :mod:`harness.agreement`) and sample rows."""
+inter-annotator agreement (via :mod:`harness.meta.agreement`) and sample rows."""
 
 from __future__ import annotations
 
@@ -10,13 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 from datasets import List, Value
 
-from dataset_builders.schema import Dimension
+from harness.data.schema import Dimension
 
 if TYPE_CHECKING:
-    from dataset_builders.base import ConfigData
-
-#: Krippendorff level by scale.
-ALPHA_LEVEL = {"binary": "nominal", "likert": "ordinal", "continuous": "interval"}
+    from dataset_builders.records import ConfigData
 
 
 def label_type(feat: Any) -> str:
@@ -56,8 +53,8 @@ def label_frame(records: Sequence[dict[str, Any]]):
 def agreement_rows(
     records: Sequence[dict[str, Any]], dimensions: Sequence[Dimension], by: Sequence[str] = ()
 ):
-    """:func:`harness.agreement.agreement_table` over the records' labels (None when there are none)."""
-    from harness.agreement import agreement_table
+    """:func:`harness.meta.agreement.agreement_table` over the records' labels (None when there are none)."""
+    from harness.meta.agreement import ALPHA_LEVEL, agreement_table
 
     frame = label_frame(records)
     if frame.empty or frame["value"].notna().sum() == 0:

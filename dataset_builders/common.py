@@ -1,4 +1,4 @@
-"""Build a dataset from files that are ALREADY in the common schema (:mod:`dataset_builders.schema`).
+"""Build a dataset from files that are ALREADY in the common schema (:mod:`harness.data.schema`).
 
 Source: a directory (or one file) of ``<config>.jsonl`` / ``<config>.json`` (an array of objects) /
 ``<config>.parquet`` files; the config name is the file stem, and every row is one common-schema
@@ -34,9 +34,19 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from dataset_builders.aggregate import aggregates_for
-from dataset_builders.base import Builder, ConfigData, DataValidationError, SourceFile, SourceUnavailableError
-from dataset_builders.schema import _LANG_RE, FEATURES_BY_LEVEL, LEVELS, Dimension, SchemaError, complete
-from dataset_builders.schema import validate_record as _validate_record
+from dataset_builders.base import Builder
+from dataset_builders.records import ConfigData, SourceFile
+from harness.data.schema import (
+    _LANG_RE,
+    FEATURES_BY_LEVEL,
+    LEVELS,
+    DataValidationError,
+    Dimension,
+    SchemaError,
+    SourceUnavailableError,
+    complete,
+)
+from harness.data.schema import validate_record as _validate_record
 
 FORMATS = {".jsonl": "jsonl", ".json": "json", ".parquet": "parquet"}
 METADATA_FILE = "dataset.yaml"

@@ -19,20 +19,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from dataset_builders.base import (
-    DEFAULT_DIMENSION,
-    LANGUAGES,
-    Builder,
-    ConfigData,
-    DataValidationError,
-    Dimension,
-    SourceFile,
-    SourceUnavailableError,
-    check_rating,
-    dialogue_level_roles,
-    messages,
-    turn_level_roles,
-)
+from dataset_builders.base import DEFAULT_DIMENSION, Builder
+from dataset_builders.helpers import LANGUAGES, check_rating, dialogue_level_roles, messages, turn_level_roles
+from dataset_builders.records import ConfigData, SourceFile
+from harness.data.schema import DataValidationError, Dimension, SourceUnavailableError
 
 PACKAGED_DATA = Path(__file__).resolve().parent / "demo_data"
 RATING_RANGE = (1.0, 5.0)

@@ -22,7 +22,7 @@ card with the generation setup, statistics, curation and agreement.
 The default source (``source=None``) is ``hub:`` + :data:`MEDAL_HUB_ID`, the public release. Its
 column layout is NOT verified offline: it must already be in the common schema, else download it
 and convert it with the ``import`` builder (a YAML mapping) first. Offline it fails at once with a
-:class:`~dataset_builders.base.SourceUnavailableError`.
+:class:`~harness.data.schema.SourceUnavailableError`.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from dataset_builders.base import ConfigData, SourceFile, SourceUnavailableError
 from dataset_builders.common import CommonSchemaBuilder, DatasetMetadata
 from dataset_builders.medal_labels import (
     ISSUE_ABBREVIATIONS,
@@ -44,7 +43,8 @@ from dataset_builders.medal_labels import (
     MEDAL_OVERALL,
     OVERALL_DEFINITION,
 )
-from dataset_builders.schema import Dimension
+from dataset_builders.records import ConfigData, SourceFile
+from harness.data.schema import Dimension, SourceUnavailableError
 
 BENCHMARK = "benchmark"
 #: What the paper reports for the human-labelled benchmark (§5.1, App. B): dialogues and annotators.

@@ -28,20 +28,16 @@ from typing import Any
 
 import httpx
 
-from dataset_builders.base import (
-    DEFAULT_DIMENSION,
+from dataset_builders.base import DEFAULT_DIMENSION, Builder
+from dataset_builders.helpers import (
     LANGUAGE_NAMES,
-    Builder,
-    ConfigData,
-    DataValidationError,
-    Dimension,
-    SourceFile,
-    SourceUnavailableError,
     check_rating,
     dialogue_level_roles,
     messages,
     turn_level_roles,
 )
+from dataset_builders.records import ConfigData, SourceFile
+from harness.data.schema import DataValidationError, Dimension, SourceUnavailableError
 
 UPSTREAM_REPO = "https://github.com/e0397123/xDial-Eval"
 RAW_BASE_URL = "https://raw.githubusercontent.com/e0397123/xDial-Eval/main/data"

@@ -195,7 +195,7 @@ def example_to_generative(
     :data:`PROMPT_TASKS` and the answer ``labels[0]`` if ``label >= threshold`` else ``labels[1]``.
     Without ``roles`` the speakers alternate, the human first (the ``[H]`` / ``[C]`` tags of the
     dialogue-level prompt)."""
-    from dataset_builders.base import dialogue_level_roles
+    from dataset_builders.helpers import dialogue_level_roles
 
     def bad(name: str, problem: str) -> ValueError:
         return ValueError(f"{where}example {getattr(ex, 'id', None)!r}: field {name!r} {problem}")
@@ -273,7 +273,7 @@ def load_generative_data(
         return load_jsonl(path)
     if path.is_dir():
         return load_registered(text, path, labels=labels)
-    from harness.registry import Registry, RegistryError, split_ref
+    from harness.data.registry import Registry, RegistryError, split_ref
 
     try:
         split_ref(text)

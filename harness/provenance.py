@@ -3,6 +3,7 @@ versions, platform and device."""
 
 from __future__ import annotations
 
+import datetime as _dt
 import platform
 import re
 import subprocess
@@ -112,3 +113,8 @@ _URL_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]+@")
 def redact(text: str) -> str:
     """Strip credentials embedded in URLs (``https://user:key@host`` → ``https://***@host``)."""
     return _URL_USERINFO.sub(r"\g<scheme>***@", text)
+
+
+def utc_now() -> str:
+    """The current UTC time as ISO 8601 with a ``Z`` suffix, to the second."""
+    return _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")

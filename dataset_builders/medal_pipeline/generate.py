@@ -244,7 +244,7 @@ class DialogueGenerator:
             return state
         else:
             state.counters["resumed"] += 1
-        from dataset_builders.base import progress_bar
+        from dataset_builders.helpers import progress_bar
 
         with progress_bar(self.gen.max_turns, "generating dialogues", enabled=self.progress) as bar:
             self._bar = bar

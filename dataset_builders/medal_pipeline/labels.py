@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from dataset_builders.base import progress_bar
+from dataset_builders.helpers import progress_bar
 from dataset_builders.medal_labels import MEDAL_ISSUES, MEDAL_OTHER
 from dataset_builders.medal_pipeline.types import AutoLabel, Dialogue
 from harness.judges.base import Judge, Verdict

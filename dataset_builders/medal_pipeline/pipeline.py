@@ -88,7 +88,7 @@ def run_pipeline(
     progress: bool = True,
     on_checkpoint: Callable[[int, str], None] | None = None,
 ) -> PipelineResult:
-    from dataset_builders.medal_pipeline.annotation import (
+    from dataset_builders.medal_pipeline.annotation.sheets import (
         agreement_markdown,
         agreement_tables,
         benchmark_records,
@@ -110,7 +110,7 @@ def run_pipeline(
         statistics_json,
         statistics_markdown,
     )
-    from harness.judges.base import load_judge
+    from harness.judges import load_judge
 
     work = cfg.work
     work.mkdir(parents=True, exist_ok=True)

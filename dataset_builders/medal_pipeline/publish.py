@@ -33,7 +33,7 @@ from datasets import Features, List, Value
 
 from dataset_builders.medal_labels import MEDAL_ISSUES, MEDAL_OTHER, MEDAL_OVERALL
 from dataset_builders.medal_pipeline.types import AutoLabel, Dialogue, MalformedCheck, SeedContext
-from dataset_builders.schema import DIALOGUE_FEATURES
+from harness.data.schema import DIALOGUE_FEATURES
 
 PIPELINE_FILE = "pipeline.json"
 CONFIGS: tuple[str, ...] = ("seeds", "dialogues", "auto_labels", "malformed", "curated", "benchmark")

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dataset_builders.base import DataValidationError, SourceUnavailableError
 from dataset_builders.medal_pipeline.types import SeedContext, stable_id
+from harness.data.schema import DataValidationError, SourceUnavailableError
 
 # -- affective states ----------------------------------------------------------------------------
 

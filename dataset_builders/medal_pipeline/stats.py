@@ -9,7 +9,7 @@ and the issue heatmaps of the automatic labels (Fig. 2 / Fig. 9).
   ``any`` issue) and the mean overall score, per chatbot × language.
 * :func:`issue_heatmap` (chatbot × language, % with at least one issue, mean overall per chatbot)
   and :func:`issue_type_heatmap` (chatbot or language × issue, languages pooled: Fig. 2 / Fig. 9),
-  drawn with :func:`harness.report_figures.rate_heatmap`.
+  drawn with :func:`harness.report.figures.rate_heatmap`.
 * :func:`statistics_markdown` / :func:`statistics_json` — the same for the dataset card.
 
 MTLD (footnote 11): the paper ran python ``lexical_diversity`` on spaCy lemmas (jieba tokens for
@@ -361,7 +361,7 @@ def issue_heatmap(
 ) -> Path:
     """Heatmap chatbot × language of the % of dialogues with at least one issue, with the mean
     overall score per chatbot (all languages) beside it."""
-    from harness.report_figures import rate_heatmap
+    from harness.report.figures import rate_heatmap
 
     table = any_issue_table(issue_rates(dialogues, labels))
     overall = _overall_by(dialogues, labels, "chatbot")
@@ -392,7 +392,7 @@ def issue_type_heatmap(
 ) -> Path:
     """Heatmap ``by`` × issue (Table 1 abbreviations), all languages (``by="chatbot"``, MEDAL
     Fig. 2) or all chatbots (``by="language"``, Fig. 9) pooled, with the mean overall per row."""
-    from harness.report_figures import rate_heatmap
+    from harness.report.figures import rate_heatmap
 
     if by not in ("chatbot", "language"):
         raise ValueError(f"by must be 'chatbot' or 'language', not {by!r}")

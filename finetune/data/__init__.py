@@ -15,15 +15,9 @@
   the examples as an immutable version in the dataset registry (Parquet + card + manifest).
 """
 
-from finetune.data.builder import (
-    EXAMPLE_FEATURES,
-    INSTRUCTION_FEATURES,
-    RegisteredDataset,
-    TrainingDataError,
-    load_training_data,
-    register_training_data,
-)
+from finetune.data.builder import RegisteredDataset, load_training_data, register_training_data
 from finetune.data.distill import DistillReport, InstructionExample, distillation_examples, target_json
+from finetune.data.rows import EXAMPLE_FEATURES, INSTRUCTION_FEATURES, TrainingDataError
 from finetune.data.selfsup import (
     KINDS,
     Example,

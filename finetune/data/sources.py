@@ -9,7 +9,7 @@ utterances, their speaker roles and where they came from). Three kinds of source
     ``*.json`` file in it (sorted by name). Language ``en``; roles follow the agent: the agent who
     speaks first is ``user``, the other ``assistant``.
 a built dataset directory or a registry reference, optionally with a config: ``DIR[:CONFIG]`` or ``NAME[@X.Y.Z][:CONFIG]``
-    Dialogue-level common-schema records (:mod:`dataset_builders.schema`), read with
+    Dialogue-level common-schema records (:mod:`harness.data.schema`), read with
     ``datasets.load_dataset(DIR, CONFIG, split="test")``; ``turns`` gives utterances and roles. The
     config may be left out when the dataset has a single dialogue-level config.
 a JSONL file (``*.jsonl``, or ``jsonl:<path>``)
@@ -33,7 +33,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dataset_builders.base import DataValidationError, dialogue_level_roles, sha256_file
+from dataset_builders.helpers import dialogue_level_roles, sha256_file
+from harness.data.schema import DataValidationError
 
 ROLES: tuple[str, ...] = ("user", "assistant")
 TOPICAL_CHAT_PREFIX = "topical-chat:"
@@ -41,7 +42,7 @@ JSONL_PREFIX = "jsonl:"
 #: Licenses of the sources whose terms travel with derived training data.
 SOURCE_LICENSES: dict[str, str] = {"topical-chat": "cdla-sharing-1.0"}
 
-# ISO 639 code with optional subtags (as dataset_builders.schema), e.g. "en", "pt-BR", "zh-Hant".
+# ISO 639 code with optional subtags (as harness.data.schema), e.g. "en", "pt-BR", "zh-Hant".
 _LANG_RE = re.compile(r"^[a-z]{2,3}(-[A-Za-z0-9]{2,8})*$")
 #: ISO 639-1 (two-letter) codes; a two-letter primary subtag must be one of these. Three-letter
 #: (ISO 639-2/3) primary subtags are accepted when well-formed.
@@ -414,7 +415,7 @@ def _resolve_dataset(
     text: str, registry: str | os.PathLike[str] | None
 ) -> tuple[Path, str | None, dict[str, Any] | None]:
     """``DIR`` / ``DIR:CONFIG`` / ``NAME[@X.Y.Z][:CONFIG]`` -> (directory, config, release)."""
-    from harness.registry import Registry, RegistryError
+    from harness.data.registry import Registry, RegistryError
 
     path = Path(text).expanduser()
     if path.is_dir():

@@ -20,8 +20,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from dataset_builders.schema import Dimension
 from finetune.data.selfsup import Example, ExampleList, rng_for
+from harness.data.schema import Dimension
 
 
 @dataclass
@@ -45,7 +45,7 @@ def known_dimensions() -> dict[str, Dimension]:
     """Dimension tables of the harness's builders, by name (UPHELD, MEDAL, demo)."""
     from dataset_builders.demo import DemoBuilder
     from dataset_builders.medal import MEDAL_DIMENSIONS
-    from dataset_builders.upheld_labels import DIMENSIONS as UPHELD_DIMENSIONS
+    from dataset_builders.upheld.labels import DIMENSIONS as UPHELD_DIMENSIONS
 
     out: dict[str, Dimension] = {}
     for d in (*UPHELD_DIMENSIONS, *MEDAL_DIMENSIONS, *DemoBuilder.dimensions):

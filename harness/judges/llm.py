@@ -14,19 +14,19 @@ from typing import Any
 
 from harness.backends.base import create_backend
 from harness.cache import CachedBackend, RequestCache
-from harness.issues_json import parse_issue_verdict
 from harness.judges.base import Judge, Verdict
-from harness.scoring import (
+from harness.spec import JudgeSpec
+from harness.tasks import TaskSpec
+from harness.types import GenerationConfig, Response
+from harness.verdicts import parse_likert, parse_scale_score, parse_yes_no
+from harness.verdicts.issues_json import parse_issue_verdict
+from harness.verdicts.logprobs import (
     Score,
     continuation_word_logprob,
     expected_score,
     expected_score_from_tokens,
     p_yes,
 )
-from harness.spec import JudgeSpec
-from harness.tasks import TaskSpec
-from harness.types import GenerationConfig, Response
-from harness.verdicts import parse_likert, parse_scale_score, parse_yes_no
 
 JUDGE_OPTIONS = ("reasoning",)  # spec options read by the judge, not passed to the backend
 

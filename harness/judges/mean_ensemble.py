@@ -26,7 +26,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.cache import RequestCache
-from harness.judges.base import Judge, Verdict, load_judge
+from harness.judges.base import Judge, Verdict
+from harness.judges.loader import load_judge
 from harness.spec import JudgeSpec, mean_members
 from harness.tasks import TaskSpec
 from harness.types import Usage

@@ -1,9 +1,9 @@
 """Reference-metric judge: scores a model continuation (the item's ``response``, UPHELD's
 Option B) against the human continuation (``reference``, Option A) with one of the App. F metrics
-of :mod:`harness.refmetrics` — ROUGE-1/2/L/Lsum, BERTScore P/R/F1, embedding cosine.
+of :mod:`harness.judges.refmetrics` — ROUGE-1/2/L/Lsum, BERTScore P/R/F1, embedding cosine.
 
 Spec: ``metric:<name>[,model=<encoder>,num_layers=6,batch_size=64,device=cpu,use_stemmer=false]``
-with ``<name>`` one of :data:`harness.refmetrics.REFERENCE_METRICS`. ``model`` is the encoder of
+with ``<name>`` one of :data:`harness.judges.refmetrics.REFERENCE_METRICS`. ``model`` is the encoder of
 the BERTScore / embedding metrics (default: the packaged MiniLM; the paper used
 ``mixedbread-ai/mxbai-embed-large-v1``) and is recorded in the judge identity.
 
@@ -33,7 +33,7 @@ OPTIONS = {"model", "num_layers", "batch_size", "device", "use_stemmer", "show_p
 
 
 def metric_family(name: str) -> str:
-    from harness.refmetrics import BERTSCORE_METRICS, EMBEDDING_METRICS, ROUGE_METRICS
+    from harness.judges.refmetrics import BERTSCORE_METRICS, EMBEDDING_METRICS, ROUGE_METRICS
 
     if name in ROUGE_METRICS:
         return "rouge"
@@ -45,7 +45,7 @@ def metric_family(name: str) -> str:
 
 
 def _all_metrics() -> tuple[str, ...]:
-    from harness.refmetrics import REFERENCE_METRICS
+    from harness.judges.refmetrics import REFERENCE_METRICS
 
     return tuple(REFERENCE_METRICS)
 
@@ -100,7 +100,7 @@ class ReferenceFeatures:
         self, references: Sequence[str], predictions: Sequence[str], metrics: Sequence[str]
     ) -> pd.DataFrame:
         """One float column per metric (NaN where the pair is invalid)."""
-        from harness.refmetrics import reference_metric_frame
+        from harness.judges.refmetrics import reference_metric_frame
 
         n = len(references)
         frame = pd.DataFrame(index=range(n), columns=list(metrics), dtype=float)
@@ -151,7 +151,7 @@ class ReferenceFeatures:
 
 
 def _family_metrics(family: str) -> tuple[str, ...]:
-    from harness.refmetrics import BERTSCORE_METRICS, EMBEDDING_METRICS, ROUGE_METRICS
+    from harness.judges.refmetrics import BERTSCORE_METRICS, EMBEDDING_METRICS, ROUGE_METRICS
 
     return tuple(
         {"rouge": ROUGE_METRICS, "bertscore": BERTSCORE_METRICS, "embedding": EMBEDDING_METRICS}[family]

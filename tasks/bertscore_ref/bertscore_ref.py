@@ -2,7 +2,7 @@
 `evaluate` module (UPHELD App. F, Tables 7-8 rows ``bert_score_precision``, ``bert_score_recall``,
 ``bert_score_F1``).
 
-A thin adapter over :func:`harness.refmetrics.bertscore_scores` (bert-score; default encoder: the
+A thin adapter over :func:`harness.judges.refmetrics.bertscore_scores` (bert-score; default encoder: the
 packaged all-MiniLM-L6-v2, its 6th layer, works offline):
     >>> import evaluate
     >>> m = evaluate.load("tasks/bertscore_ref")
@@ -12,8 +12,8 @@ packaged all-MiniLM-L6-v2, its 6th layer, works offline):
 import datasets
 import evaluate
 
-from dataset_builders.upheld import UPHELD_CITATION
-from harness.refmetrics import BERTSCORE_METRICS, bertscore_scores
+from dataset_builders.upheld.builder import UPHELD_CITATION
+from harness.judges.refmetrics import BERTSCORE_METRICS, bertscore_scores
 
 _ZHANG_2020 = """@inproceedings{zhang2020bertscore,
   title     = {{BERTScore}: Evaluating Text Generation with {BERT}},

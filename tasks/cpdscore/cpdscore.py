@@ -3,7 +3,7 @@ dialogue responses (CPDScore-Simple / -Detail, with or without the gold referenc
 mean over three calls) and Pearson / Spearman / Kendall correlations with human scores at turn,
 dialogue and system level.
 
-A thin adapter over :mod:`harness.cpdscore`:
+A thin adapter over :mod:`tasks.cpdscore.scoring`:
     >>> import evaluate
     >>> m = evaluate.load("tasks/cpdscore")
     >>> m.compute(contexts=[["hi!", "hello, how are you?", "great, you?"]], responses=["fine, thanks"],
@@ -15,7 +15,7 @@ import datasets
 import evaluate
 
 from harness.cache import RequestCache
-from harness.cpdscore import CPDScorer, correlate_levels, turn_frame
+from tasks.cpdscore.scoring import CPDScorer, correlate_levels, turn_frame
 
 _CITATION = """@inproceedings{wakaki2024comperdial,
   title={ComperDial: Commonsense Persona-grounded Dialogue Dataset and Benchmark},

@@ -1,7 +1,7 @@
 """Message-embedding cosine similarity of a model continuation and the human one, as an `evaluate`
 module (UPHELD App. F, Tables 7-8 row ``message_embedding_cos_sim``).
 
-A thin adapter over :func:`harness.refmetrics.embedding_cosine` (sentence-transformers; default
+A thin adapter over :func:`harness.judges.refmetrics.embedding_cosine` (sentence-transformers; default
 encoder: the packaged all-MiniLM-L6-v2, works offline):
     >>> import evaluate
     >>> m = evaluate.load("tasks/embedding_similarity")
@@ -11,8 +11,8 @@ encoder: the packaged all-MiniLM-L6-v2, works offline):
 import datasets
 import evaluate
 
-from dataset_builders.upheld import UPHELD_CITATION
-from harness.refmetrics import EMBEDDING_METRICS, embedding_cosine
+from dataset_builders.upheld.builder import UPHELD_CITATION
+from harness.judges.refmetrics import EMBEDDING_METRICS, embedding_cosine
 
 _REIMERS_2019 = """@inproceedings{reimers-gurevych-2019-sentence,
   title     = {Sentence-{BERT}: Sentence Embeddings using {S}iamese {BERT}-Networks},

@@ -13,11 +13,12 @@ Meta-evaluation (§5.3, App. E.2) — computed by ``harness run`` for this task:
 
 Decoding (§5.3.1): temperature 0, top_p 1, 8,192 new tokens; a reasoning judge (spec option
 ``reasoning=true``) gets 32,768. Backends with guided decoding get the verdict's JSON schema; the
-others are validated by :func:`harness.issues_json.parse_issue_verdict` (a failure is ``None``,
+others are validated by :func:`harness.verdicts.issues_json.parse_issue_verdict` (a failure is ``None``,
 counted, raw text kept).
 """
 
 from dataset_builders.medal_labels import (
+    ISSUE_ABBREVIATIONS,
     MEDAL_CITATION,
     MEDAL_ISSUES,
     MEDAL_LANGUAGES,
@@ -26,10 +27,10 @@ from dataset_builders.medal_labels import (
     MEDAL_OVERALL_KEY,
     MEDAL_OVERALL_RANGE,
 )
-from harness.issues_json import verdict_schema
 from harness.languages import LANGUAGES
 from harness.tasks import TaskSpec, register_task
 from harness.types import GenerationConfig
+from harness.verdicts.issues_json import verdict_schema
 from tasks.medal.templates import MEDAL_DIALOGUE_EVALUATION
 
 # MEDAL's six languages first; the prompt is English for every language (as in the paper), so the
@@ -57,6 +58,7 @@ MEDAL_TASK = register_task(
         reasoning_max_tokens=32768,
         issue_labels=MEDAL_ISSUES,
         extra_labels=(MEDAL_OTHER,),
+        label_names=ISSUE_ABBREVIATIONS,
         overall_key=MEDAL_OVERALL_KEY,
         score_range=MEDAL_OVERALL_RANGE,
         json_schema=verdict_schema(JUDGED_LABELS, MEDAL_OVERALL_KEY, MEDAL_OVERALL_RANGE),

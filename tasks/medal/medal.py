@@ -1,7 +1,7 @@
 """MEDAL dialogue issue detection as an `evaluate` module (Mendonça, Lavie and Trancoso, Table 11).
 
 A thin adapter over the dialeval-harness library (judge backends, request cache, JSON verdict
-validation, harness.classification meta-metrics):
+validation, harness.meta.classification meta-metrics):
     >>> import evaluate
     >>> m = evaluate.load("tasks/medal")
     >>> m.compute(dialogues=["user: I failed my exam.\\nassistant: Exams are held in May."],
@@ -14,9 +14,9 @@ import numpy as np
 import pandas as pd
 
 from dataset_builders.medal_labels import MEDAL_CITATION
-from harness.classification import issue_detection
-from harness.judges.base import judge_items
-from harness.stats import correlation
+from harness.judges import judge_items
+from harness.meta.classification import issue_detection
+from harness.meta.correlation import correlation
 from tasks.medal import MEDAL_TASK
 
 _DESCRIPTION = """MEDAL dialogue evaluation: an LLM judge reads a whole dialogue between "user" and "assistant"

@@ -2,7 +2,7 @@
 correlations against human ratings.
 
 A thin adapter over the dialeval-harness library (judge backends, request cache, the MEEP prompt
-family of tasks/meep, harness.verdicts.parse_scale_score, harness.stats):
+family of tasks/meep, harness.verdicts.parse_scale_score, harness.meta.correlation):
     >>> import evaluate
     >>> m = evaluate.load("tasks/meep", "meep_sa")
     >>> m.compute(contexts=["Hi!\\nHiii! How are you?"], responses=["Great, I just got back from Peru!"],
@@ -13,11 +13,11 @@ import datasets
 import evaluate
 import numpy as np
 
-from harness.correlation import bootstrap_ci
-from harness.correlation import pearson as _pearson_fn
-from harness.correlation import spearman as _spearman_fn
-from harness.judges.base import judge_items
-from harness.stats import correlation
+from harness.judges import judge_items
+from harness.meta.correlation import correlation
+from harness.meta.scale_correlation import bootstrap_ci
+from harness.meta.scale_correlation import pearson as _pearson_fn
+from harness.meta.scale_correlation import spearman as _spearman_fn
 from tasks.meep import CONFIGS, MEEP_CITATION
 
 _DESCRIPTION = """Engagingness of a dialogue response (turn level) or of a whole dialogue (dialogue level) judged by

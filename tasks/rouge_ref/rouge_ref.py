@@ -1,7 +1,7 @@
 """ROUGE-1/2/L/Lsum of a model continuation against the human one, as an `evaluate` module
 (UPHELD App. F, Tables 7-8 rows ``rouge1``, ``rouge2``, ``rougeL``, ``rougeLsum``).
 
-A thin adapter over :func:`harness.refmetrics.rouge_scores` (rouge-score, F-measure by default):
+A thin adapter over :func:`harness.judges.refmetrics.rouge_scores` (rouge-score, F-measure by default):
     >>> import evaluate
     >>> m = evaluate.load("tasks/rouge_ref")
     >>> m.compute(predictions=["the cat sat"], references=["a cat sat down"])["rouge1"]
@@ -10,8 +10,8 @@ A thin adapter over :func:`harness.refmetrics.rouge_scores` (rouge-score, F-meas
 import datasets
 import evaluate
 
-from dataset_builders.upheld import UPHELD_CITATION
-from harness.refmetrics import ROUGE_METRICS, rouge_scores
+from dataset_builders.upheld.builder import UPHELD_CITATION
+from harness.judges.refmetrics import ROUGE_METRICS, rouge_scores
 
 _LIN_2004 = """@inproceedings{lin-2004-rouge,
   title     = {{ROUGE}: A Package for Automatic Evaluation of Summaries},

@@ -11,10 +11,10 @@ continuations compared to the human continuation (Option A = reference, Option B
 
 The App. B correlations (Pearson / Cramér's V / point-biserial, per annotator row or per item,
 5-fold held-out folds, system level) and the Tables 7–9 reproduction are in
-:mod:`harness.reproduce` (``harness reproduce upheld``).
+:mod:`tasks.upheld.reproduce` (``harness reproduce upheld``).
 """
 
-from dataset_builders.upheld import UPHELD_CITATION
+from dataset_builders.upheld.builder import UPHELD_CITATION
 from harness.tasks import TaskSpec, register_task
 from harness.types import GenerationConfig
 from tasks.upheld.templates import JUDGE_PROMPTS

@@ -1,7 +1,7 @@
 """UPHELD App. H LLM-as-a-judge metrics as an `evaluate` module, with App. B correlations.
 
 A thin adapter over the dialeval-harness library (judge backends, request cache, verdict parsers,
-harness.correlation):
+harness.meta.scale_correlation):
     >>> import evaluate
     >>> m = evaluate.load("tasks/upheld", "likert")
     >>> m.compute(conversations=["user: Hi, a train to Cambridge?"], references=["From which station?"],
@@ -12,9 +12,9 @@ import datasets
 import evaluate
 import numpy as np
 
-from dataset_builders.upheld import UPHELD_CITATION
-from harness.correlation import app_b_correlation, system_level
-from harness.judges.base import judge_items
+from dataset_builders.upheld.builder import UPHELD_CITATION
+from harness.judges import judge_items
+from harness.meta.scale_correlation import app_b_correlation, system_level
 from tasks.upheld import UPHELD_APP_H_TASKS
 
 _DESCRIPTION = """The four LLM-as-a-judge metrics of UPHELD App. H: the judge compares the model continuation

@@ -18,8 +18,8 @@ import pandas as pd
 
 from dataset_builders.xdial_eval import XDIAL_CITATION
 from harness.cache import RequestCache
-from harness.judges.base import DEFAULT_JUDGE, load_judge
-from harness.stats import meta_evaluate
+from harness.judges import DEFAULT_JUDGE, load_judge
+from harness.meta.correlation import meta_evaluate
 from harness.tasks import get_task
 
 _DESCRIPTION = """Judge dialogue responses (turn level: is the response relevant to the context?) or whole

@@ -10,20 +10,18 @@ import pytest
 import yaml
 
 import dataset_builders
-from dataset_builders import base
-from dataset_builders.base import (
-    DIALOGUE_FEATURES,
+import harness.data.builders as builder_registry
+from dataset_builders import base, helpers
+from dataset_builders.base import Builder
+from dataset_builders.helpers import (
     LANGUAGES,
-    TURN_FEATURES,
-    Builder,
-    ConfigData,
-    DataValidationError,
-    SourceFile,
     check_rating,
     dialogue_level_roles,
     normalize_languages,
     turn_level_roles,
 )
+from dataset_builders.records import ConfigData, SourceFile
+from harness.data.schema import DIALOGUE_FEATURES, TURN_FEATURES, DataValidationError
 
 # -- errors --------------------------------------------------------------------------------------
 
@@ -80,17 +78,17 @@ def test_check_rating():
 
 
 def test_size_category():
-    assert base.size_category(0) == "n<1K"
-    assert base.size_category(999) == "n<1K"
-    assert base.size_category(1000) == "1K<n<10K"
-    assert base.size_category(39_850) == "10K<n<100K"
+    assert helpers.size_category(0) == "n<1K"
+    assert helpers.size_category(999) == "n<1K"
+    assert helpers.size_category(1000) == "1K<n<10K"
+    assert helpers.size_category(39_850) == "10K<n<100K"
 
 
 def test_features_are_the_documented_schema():
     """Every column of the common schema is documented in the schema module's table, in order."""
     import re
 
-    from dataset_builders import schema
+    from harness.data import schema
 
     documented = re.findall(r"^``(\w+)``", schema.__doc__, flags=re.M)
     turn_only = {"context", "response", "response_role", "reference"}
@@ -131,10 +129,10 @@ class _ToyBuilder(Builder):
                 rec["level"] = src.level
                 if src.level == "turn":
                     ctx = it["texts"][:-1]
-                    rec["context"] = base.messages(ctx, turn_level_roles(len(ctx)))
+                    rec["context"] = helpers.messages(ctx, turn_level_roles(len(ctx)))
                     rec["response"] = it["texts"][-1]
                 else:
-                    rec["turns"] = base.messages(it["texts"], dialogue_level_roles(len(it["texts"])))
+                    rec["turns"] = helpers.messages(it["texts"], dialogue_level_roles(len(it["texts"])))
                 rec["rating"] = float(it["rating"])
                 rec["dimension"] = base.DEFAULT_DIMENSION[src.level]
                 recs.append(rec)
@@ -256,29 +254,29 @@ def test_progress_bar_runs(toy_source, tmp_path, capsys):
 
 
 def test_registry_lists_and_instantiates():
-    names = dataset_builders.list_builders()
+    names = builder_registry.list_builders()
     assert {"xdial-eval", "demo"} <= set(names) and names == sorted(names)
-    assert isinstance(dataset_builders.get_builder("xdial-eval"), dataset_builders.XDialEvalBuilder)
-    assert isinstance(dataset_builders.get_builder("demo"), dataset_builders.DemoBuilder)
+    assert isinstance(builder_registry.get_builder("xdial-eval"), dataset_builders.XDialEvalBuilder)
+    assert isinstance(builder_registry.get_builder("demo"), dataset_builders.DemoBuilder)
     with pytest.raises(KeyError, match="xdial-eval"):
-        dataset_builders.get_builder("nope")
+        builder_registry.get_builder("nope")
 
 
 def test_register_builder(monkeypatch, toy_source, tmp_path):
-    monkeypatch.setattr(dataset_builders, "_REGISTRY", dict(dataset_builders._REGISTRY))
-    assert dataset_builders.register_builder(_ToyBuilder) is _ToyBuilder
-    dataset_builders.register_builder(_ToyBuilder)  # idempotent
-    assert "toy" in dataset_builders.list_builders()
+    monkeypatch.setattr(builder_registry, "_REGISTRY", dict(builder_registry._REGISTRY))
+    assert builder_registry.register_builder(_ToyBuilder) is _ToyBuilder
+    builder_registry.register_builder(_ToyBuilder)  # idempotent
+    assert "toy" in builder_registry.list_builders()
 
     class Other(_ToyBuilder):
         name = "toy"
 
     with pytest.raises(ValueError, match="already registered"):
-        dataset_builders.register_builder(Other)
+        builder_registry.register_builder(Other)
     with pytest.raises(TypeError):
-        dataset_builders.register_builder(dict)  # type: ignore[arg-type]
+        builder_registry.register_builder(dict)  # type: ignore[arg-type]
 
-    res = dataset_builders.build_dataset(
+    res = builder_registry.build_dataset(
         "toy", toy_source, tmp_path / "out", languages="de", show_progress=False
     )
     assert res.configs == {"a-turn": 2, "b-dial": 1}

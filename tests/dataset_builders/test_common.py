@@ -11,13 +11,8 @@ import pytest
 from datasets import load_dataset
 from typer.testing import CliRunner
 
-from dataset_builders import build_dataset, get_builder
-from dataset_builders.base import (
-    DIALOGUE_FEATURES,
-    TURN_FEATURES,
-    DataValidationError,
-    SourceUnavailableError,
-)
+from harness.data.builders import build_dataset, get_builder
+from harness.data.schema import DIALOGUE_FEATURES, TURN_FEATURES, DataValidationError, SourceUnavailableError
 from tests.fixtures.engagingness_source import N_FED, N_KDCONV, fed_records, write_engagingness_source
 
 
@@ -77,7 +72,7 @@ def test_engagingness_fixture_builds_and_loads(tmp_path):
 
 
 def test_harness_load_items_reads_the_built_configs(tmp_path):
-    from harness.data import load_items, prepare_dataset
+    from harness.data.resolve import load_items, prepare_dataset
 
     src = write_engagingness_source(tmp_path / "src")
     handle = prepare_dataset("common", source=src, show_progress=False)

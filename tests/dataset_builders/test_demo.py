@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dataset_builders import DataValidationError, SourceUnavailableError, build_dataset
-from dataset_builders.base import DIALOGUE_FEATURES, TURN_FEATURES
 from dataset_builders.demo import PACKAGED_DATA, DemoBuilder
+from harness.data.builders import build_dataset
+from harness.data.schema import DIALOGUE_FEATURES, TURN_FEATURES, DataValidationError, SourceUnavailableError
 
 TURN = [
     {"item": "t01", "language": "en", "context": ["Hi, how are you?", "Great, I just got back from Paris."], "response": "Nice! What did you see there?", "rating": 4.5},

@@ -11,10 +11,10 @@ import pytest
 from datasets import load_dataset
 from typer.testing import CliRunner
 
-from dataset_builders import build_dataset, get_builder
-from dataset_builders.base import DIALOGUE_FEATURES, DataValidationError, SourceUnavailableError
 from dataset_builders.medal import MEDAL_DIMENSIONS, MedalBuilder
 from dataset_builders.medal_labels import MEDAL_HUB_ID, MEDAL_ISSUES, MEDAL_LANGUAGES, MEDAL_OVERALL
+from harness.data.builders import build_dataset, get_builder
+from harness.data.schema import DIALOGUE_FEATURES, DataValidationError, SourceUnavailableError
 from tests.fixtures.medal_source import expected_counts, medal_records, planted_issue, write_medal_source
 
 CJK = re.compile(r"[\u4e00-\u9fff]")

@@ -12,7 +12,6 @@ from datasets import load_dataset
 from dataset_builders.medal_labels import MEDAL_ISSUES, MEDAL_OTHER, MEDAL_OVERALL_KEY
 from dataset_builders.medal_pipeline.publish import dialogue_record
 from dataset_builders.medal_pipeline.types import AutoLabel, Dialogue, Turn
-from dataset_builders.schema import Dimension
 from finetune.data import (
     Example,
     InstructionExample,
@@ -26,8 +25,9 @@ from finetune.data import (
     split_by_dialogue,
     supervised_examples,
 )
-from harness.issues_json import parse_issue_verdict
-from harness.registry import Registry, VersionExistsError
+from harness.data.registry import Registry, VersionExistsError
+from harness.data.schema import Dimension
+from harness.verdicts.issues_json import parse_issue_verdict
 
 JUDGE = "judge:Qwen/Qwen3-8B"
 
@@ -127,7 +127,7 @@ def test_distillation_several_judges_need_annotator():
 
 @pytest.fixture(scope="module")
 def upheld_records(tmp_path_factory):
-    from dataset_builders.upheld import UpheldBuilder
+    from dataset_builders.upheld.builder import UpheldBuilder
     from tests.fixtures.upheld_source import write_upheld_source
 
     tmp = tmp_path_factory.mktemp("upheld")

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from dataset_builders.base import DataValidationError
 from finetune.data import (
     SourceDialogue,
     coherence_pairs,
@@ -17,6 +16,7 @@ from finetune.data import (
     norm_text,
     relevance_pairs,
 )
+from harness.data.schema import DataValidationError
 
 SHARED_DATA = Path(
     os.environ.get("DIALEVAL_SHARED_DATA", Path(__file__).resolve().parents[3] / "shared" / "data")
@@ -385,7 +385,7 @@ def test_topical_chat_real_files_counts():
 
 def test_dataset_directory_and_registry_sources(tmp_path):
     from dataset_builders.demo import DemoBuilder
-    from harness.registry import Registry
+    from harness.data.registry import Registry
 
     out = tmp_path / "demo"
     DemoBuilder().build(None, out, show_progress=False)

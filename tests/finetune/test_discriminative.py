@@ -21,7 +21,7 @@ from finetune.discriminative import (
 )
 from finetune.trainer import TrainSettings
 from harness.cache import RequestCache
-from harness.judges.base import load_judge
+from harness.judges import load_judge
 from harness.tasks import get_task
 
 WORDS = ["apple", "river", "guitar", "planet", "coffee", "tiger", "winter", "bicycle", "garden", "camera",
@@ -199,7 +199,7 @@ def test_bad_evaluator_dir_and_options_are_clear_errors(trained, tmp_path):
 
 def _xdial_source(root, n=6):
     """A tiny xDial-Eval-format source: turn/fed-turn.csv, every language column (English text)."""
-    from dataset_builders.base import LANGUAGE_NAMES
+    from dataset_builders.helpers import LANGUAGE_NAMES
 
     rng = random.Random(1)
     (root / "turn").mkdir(parents=True)
@@ -289,7 +289,7 @@ def test_cosine_mode_trains_saves_reloads_and_judges_both_levels(tmp_path):
 
 
 def _payload(task, item):
-    from harness.judges.evaluator import EvaluatorJudge
+    from finetune.evaluator_judge import EvaluatorJudge
 
     p, why = EvaluatorJudge._payload(task, item)
     assert p is not None, why

@@ -12,7 +12,6 @@ import torch
 import yaml
 from typer.testing import CliRunner
 
-from dataset_builders.schema import Dimension
 from finetune.data import (
     Example,
     InstructionExample,
@@ -43,7 +42,8 @@ from finetune.generative import (
 from finetune.generative_data import example_to_generative, load_generative_data
 from finetune.trainer import TrainSettings
 from harness.cache import RequestCache
-from harness.judges.base import load_judge
+from harness.data.schema import Dimension
+from harness.judges import load_judge
 from harness.tasks import get_task
 
 TOPICS = ["cats", "dogs", "music", "food"]

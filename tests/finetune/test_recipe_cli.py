@@ -82,7 +82,7 @@ def test_evaluator_job_end_to_end(tmp_path):
     assert front["library_name"] == "peft" and "dialogue-evaluation" in front["tags"]
     assert "tiny-selfsup" in card and "evaluator:" in card
     # the trained evaluator is a judge
-    from harness.judges.base import load_judge
+    from harness.judges import load_judge
 
     judge = load_judge(f"evaluator:{out}")
     assert judge.identity()["adapter_sha256"]
@@ -150,8 +150,8 @@ def test_siamese_pair_mode_trains_and_reloads_identically(tmp_path):
 
 
 def test_packaged_default_evaluator_is_a_judge():
-    from harness.judges.base import load_judge
-    from harness.judges.evaluator import packaged_evaluators
+    from finetune.evaluator_judge import packaged_evaluators
+    from harness.judges import load_judge
 
     assert "minilm-topicalchat" in packaged_evaluators()
     judge = load_judge("evaluator:minilm-topicalchat")

@@ -5,7 +5,7 @@ from pathlib import Path
 import evaluate
 import pytest
 
-from harness.refmetrics import bertscore_scores, embedding_cosine, rouge_scores
+from harness.judges.refmetrics import bertscore_scores, embedding_cosine, rouge_scores
 
 TASKS = Path(__file__).resolve().parents[2] / "tasks"
 MODULES = ("rouge_ref", "bertscore_ref", "embedding_similarity")

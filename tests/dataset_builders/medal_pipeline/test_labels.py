@@ -16,7 +16,7 @@ from dataset_builders.medal_pipeline.labels import (
 )
 from dataset_builders.medal_pipeline.types import AutoLabel, Dialogue, Turn
 from harness.cache import RequestCache
-from harness.judges.base import load_judge
+from harness.judges import load_judge
 from harness.tasks import get_task
 from tasks.medal import MEDAL_TASK
 from tasks.medal.templates import MEDAL_DIALOGUE_EVALUATION

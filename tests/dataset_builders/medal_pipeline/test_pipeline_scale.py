@@ -34,9 +34,9 @@ from dataset_builders.medal_pipeline.config import PipelineConfig
 from dataset_builders.medal_pipeline.generate import STATE_FILE, load_state
 from dataset_builders.medal_pipeline.pipeline import run_pipeline
 from dataset_builders.medal_pipeline.types import EMPTY_RESPONSE
+from tests.fixtures.fake_vllm import _FakeLLM  # the fake_vllm fixture comes from tests/conftest.py
 from tests.fixtures.medal_pipeline import write_model_config
 from tests.harness.backends.test_openai_batch import FakeBatchAPI
-from tests.harness.backends.test_vllm import _FakeLLM, fake_vllm  # noqa: F401  (fake_vllm: a fixture)
 
 N_SCENES = 2
 LANGUAGES = ["en", "pt"]
@@ -93,7 +93,7 @@ def _call_kind(engine: _FakeLLM, prompts: list[dict[str, Any]]) -> str:
     return kinds.pop()
 
 
-def test_vllm_tensor_parallel_config_runs_turn_synchronously(tmp_path, fake_vllm, tiny_qwen2, tiny_llama):  # noqa: F811
+def test_vllm_tensor_parallel_config_runs_turn_synchronously(tmp_path, fake_vllm, tiny_qwen2, tiny_llama):
     qwen = f"vllm:{tiny_qwen2},tensor_parallel_size=4,dtype=float32,max_tokens=6"
     llama = f"vllm:{tiny_llama},tensor_parallel_size=4,dtype=float32,max_tokens=6"
     judge = tmp_path / "user_judge.jsonl"

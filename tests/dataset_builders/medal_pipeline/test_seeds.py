@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from dataset_builders.base import DataValidationError, SourceUnavailableError
 from dataset_builders.medal_pipeline import seeds
 from dataset_builders.medal_pipeline.seeds import (
     AFFECT_KEYWORDS,
@@ -29,6 +28,7 @@ from dataset_builders.medal_pipeline.seeds import (
     seed_summary,
 )
 from dataset_builders.medal_pipeline.types import SeedContext, stable_id
+from harness.data.schema import DataValidationError, SourceUnavailableError
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 SHARED_DATA = Path(os.environ.get("DIALEVAL_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))

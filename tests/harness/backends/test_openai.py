@@ -12,9 +12,9 @@ import pytest
 from scipy.special import logsumexp
 
 from harness.backends.base import backend_class
-from harness.backends.openai_api import OpenAIBackend, parse_retry_after, sanitize_base_url
+from harness.backends.openai_api import OpenAIBackend
+from harness.backends.openai_http import parse_retry_after, sanitize_base_url
 from harness.cache import CachedBackend, RequestCache
-from harness.scoring import choice_logprobs_from_top, p_yes
 from harness.types import (
     BackendError,
     ChatMessage,
@@ -22,7 +22,8 @@ from harness.types import (
     LogprobsUnavailableError,
     Request,
 )
-from tests.fixtures.openai_server import Fault, OpenAIStandIn, Reply
+from harness.verdicts.logprobs import choice_logprobs_from_top, p_yes
+from tests.fixtures.servers.openai import Fault, OpenAIStandIn, Reply
 
 SECRET = "sk-test-DO-NOT-LEAK-4f3c2b1a9e8d7c6b"
 FAST = dict(retry_initial=0.001, retry_max_wait=0.01, retry_after_cap=5.0)

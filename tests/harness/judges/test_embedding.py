@@ -3,7 +3,7 @@ import pytest
 from sentence_transformers import SentenceTransformer
 
 from harness.cache import RequestCache
-from harness.judges.base import load_judge
+from harness.judges import load_judge
 from harness.tasks import get_task
 
 TURN = get_task("demo-turn")

@@ -4,7 +4,7 @@ import math
 import pytest
 
 from harness.cache import RequestCache
-from harness.judges.base import load_judge
+from harness.judges import load_judge
 from harness.tasks import get_task
 
 TASK = get_task("demo-turn")

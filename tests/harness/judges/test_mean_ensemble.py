@@ -6,7 +6,7 @@ from typer.testing import CliRunner
 
 from harness.cache import RequestCache
 from harness.cli import app
-from harness.judges.base import load_judge
+from harness.judges import load_judge
 from harness.spec import SpecError, mean_members, parse_spec
 from harness.tasks import get_task
 

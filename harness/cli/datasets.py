@@ -1,0 +1,337 @@
+"""``harness datasets build | ls | show | publish | diff``: the versioned dataset registry on the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from harness.cli.console import console, err, fail
+
+datasets_app = typer.Typer(
+    help="Versioned benchmark datasets: build into the local registry, list, show, diff, publish to the Hub.",
+    no_args_is_help=True,
+)
+
+
+RegistryOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--registry", help="Registry directory (default $DIALEVAL_REGISTRY or $DIALEVAL_HOME/registry)"
+    ),
+]
+
+
+@datasets_app.command("build")
+def build(
+    name: Annotated[
+        str, typer.Argument(help="Builder name (harness ls datasets), or 'import' with --mapping")
+    ],
+    source: Annotated[
+        str | None, typer.Option(help="Raw files (a directory; default: the public source)")
+    ] = None,
+    version: Annotated[
+        str | None, typer.Option(help="Version to register, X.Y.Z (default 1.0.0 for a new dataset)")
+    ] = None,
+    bump: Annotated[str | None, typer.Option(help="Register the next major|minor|patch version")] = None,
+    dataset_name: Annotated[
+        str | None, typer.Option("--name", help="Registry name (default: the builder's)")
+    ] = None,
+    mapping: Annotated[
+        str | None, typer.Option(help="Column mapping for 'import' (YAML path or shipped name)")
+    ] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Build into this directory instead of the registry")
+    ] = None,
+    language: Annotated[list[str], typer.Option("--language", "-l", help="Only these languages")] = None,  # type: ignore[assignment]
+    skip_invalid: Annotated[
+        bool, typer.Option("--skip-invalid", help="Skip bad source rows (counted, listed in the manifest)")
+    ] = False,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="Pipeline config (YAML) of a generating builder: 'medal' runs the MEDAL pipeline "
+            "(seeds → dialogues → labels → curation → annotations) and builds from its output",
+        ),
+    ] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars")] = False,
+    registry: RegistryOpt = None,
+) -> None:
+    """Build a dataset and register it as an immutable version (or write it to --output)."""
+    from harness.data.builders import get_builder
+    from harness.data.registry import Registry, RegistryError
+    from harness.data.schema import DataValidationError, SchemaError
+
+    kwargs: dict[str, Any] = {"mapping": mapping} if mapping is not None else {}
+    if name == "import" and mapping is None:
+        fail(
+            "'import' needs --mapping NAME|FILE.yaml (shipped: comperdial, dstc11-track4; see docs/importing.md)"
+        )
+    elif name != "import" and mapping is not None:
+        fail("--mapping only applies to the 'import' builder")
+    if config is not None:
+        if name != "medal":
+            fail("--config runs a generation pipeline; only the 'medal' builder has one")
+        if source is not None:
+            fail("--config builds from the pipeline's own output; drop --source")
+        source, dataset_name = _run_medal_pipeline(config, quiet, dataset_name)
+    try:
+        builder = get_builder(name, **kwargs)
+        langs = builder.normalize_languages(language or None)
+        if output is not None:
+            if version or bump:
+                fail("--version/--bump register a version; they cannot be combined with --output")
+            res = builder.build(
+                source, output, languages=langs, skip_invalid=skip_invalid, show_progress=not quiet
+            )
+            where = str(res.output_dir)
+        else:
+            reg = Registry(registry)
+            reg_name = dataset_name or builder.name
+            if version and bump:
+                fail("give --version or --bump, not both")
+            ver = version or (reg.next_version(reg_name, bump) if bump else "1.0.0")
+            holder: dict[str, Any] = {}
+
+            def write(staging: Path, release: dict[str, Any]) -> None:
+                holder["res"] = builder.build(
+                    source,
+                    staging,
+                    languages=langs,
+                    skip_invalid=skip_invalid,
+                    release=release,
+                    show_progress=not quiet,
+                )
+
+            registered = reg.register(reg_name, ver, write)
+            res = holder["res"]
+            where = f"{registered.ref} → {registered.path}"
+    except (
+        DataValidationError,
+        SchemaError,
+        FileNotFoundError,
+        FileExistsError,
+        ValueError,
+        KeyError,
+        RegistryError,
+    ) as e:
+        fail(str(e).strip("'\""))
+        return
+    t = Table(title=escape(where))
+    t.add_column("config")
+    t.add_column("rows", justify="right")
+    for c, n in res.configs.items():
+        t.add_row(c, str(n))
+    console.print(t)
+    skipped = res.manifest.get("skipped", {}).get("count", 0)
+    if skip_invalid or skipped:
+        err.print(f"[yellow]skipped source rows:[/] {skipped} (listed in build_manifest.json)")
+    for w in res.warnings:
+        err.print(f"[yellow]warning:[/] {escape(w)}")
+    console.print(f"fingerprint {res.fingerprint}")
+
+
+def _run_medal_pipeline(config: Path, quiet: bool, dataset_name: str | None) -> tuple[str, str | None]:
+    """Run the MEDAL pipeline; return (publish directory, registry name)."""
+    from dataset_builders.medal_pipeline.config import PipelineConfig
+    from dataset_builders.medal_pipeline.generate import ResumeError
+    from dataset_builders.medal_pipeline.pipeline import run_pipeline
+    from harness.data.schema import DataValidationError
+    from harness.spec import SpecError
+    from harness.types import BackendError
+
+    try:
+        cfg = PipelineConfig.load(config)
+        res = run_pipeline(cfg, progress=not quiet)
+    except (ValueError, FileNotFoundError, DataValidationError, ResumeError, SpecError, BackendError) as e:
+        fail(f"{config}: {e}")
+        raise AssertionError from e  # unreachable: _fail exits
+    for w in res.warnings:
+        err.print(f"[yellow]warning:[/] {escape(w)}")
+    s = res.summary
+    console.print(
+        f"MEDAL pipeline: {s['seeds']} seed contexts, {s['generation']['dialogues_with_turns']} dialogues, "
+        f"{s['malformed'].get('malformed', 0)} malformed, {len(s['curation']['selected'])} curated "
+        f"(work dir {res.work_dir})"
+    )
+    if not s["curation"]["selected"]:
+        err.print(
+            "[yellow]warning:[/] no dialogue could be curated (see the exclusions in the card: unlabelled, "
+            "malformed ...), so there is nothing to annotate"
+        )
+    elif not res.benchmark:
+        console.print(
+            f"annotation sheets: {res.sheets_dir} (GUIDELINES.md inside). Put the filled files in "
+            f"{cfg.path(cfg.annotation.dir)}/<language>/<annotator>.csv|.jsonl and rerun this command to "
+            "import them and publish config `benchmark`."
+        )
+    return str(res.publish_dir), dataset_name or cfg.name
+
+
+@datasets_app.command("ls")
+def ls(registry: RegistryOpt = None) -> None:
+    """List registered datasets and their versions."""
+    from harness.data.registry import Registry
+
+    reg = Registry(registry)
+    t = Table(title=escape(f"dataset registry {reg.root}"))
+    for col in ("dataset", "versions", "latest", "builder", "configs (rows)", "created"):
+        t.add_column(col)
+    for name in reg.names():
+        latest = reg.get(name)
+        man = latest.manifest
+        configs = ", ".join(f"{c} ({e['rows']})" for c, e in man.get("configs", {}).items())
+        builder = f"{man['builder']['name']} {man['builder']['version']}"
+        t.add_row(
+            name, " ".join(reg.versions(name)), latest.version, builder, configs, man.get("created_at", "")
+        )
+    console.print(t)
+    if not reg.names():
+        console.print("no datasets registered yet: harness datasets build NAME --source DIR")
+
+
+@datasets_app.command("show")
+def show(
+    ref: Annotated[
+        str, typer.Argument(help="NAME[@X.Y.Z] (default: the latest version) or a dataset directory")
+    ],
+    agreement: Annotated[bool, typer.Option(help="Compute inter-annotator agreement statistics")] = True,
+    by: Annotated[list[str], typer.Option("--by", help="Agreement per group too: system, language")] = None,  # type: ignore[assignment]
+    registry: RegistryOpt = None,
+) -> None:
+    """Manifest, configs, dimensions, warnings and agreement statistics of one version."""
+    from harness.data.registry import Registry, RegistryError
+    from harness.report.datasets import agreement_tables, paper_comparisons
+
+    try:
+        path = Path(ref) if Path(ref).is_dir() else Registry(registry).resolve(ref).path
+        man = json.loads((path / "build_manifest.json").read_text(encoding="utf-8"))
+    except (RegistryError, OSError, ValueError) as e:
+        fail(str(e))
+        return
+    rel = man.get("release") or {}
+    console.print(f"[bold]{escape(rel.get('name', path.name))}@{rel.get('version', '-')}[/]  {path}")
+    console.print(
+        f"builder {man['builder']['name']} {man['builder']['version']} · created {man.get('created_at')} · "
+        f"fingerprint {man.get('fingerprint', '')[:16]} · options {json.dumps(man.get('options', {}))}"
+    )
+    t = Table(title="configs")
+    for col in ("config", "level", "rows", "items", "languages"):
+        t.add_column(col)
+    for c, e in man["configs"].items():
+        t.add_row(c, e["level"], str(e["rows"]), str(e.get("instances")), " ".join(e.get("languages", [])))
+    console.print(t)
+    t = Table(title="inputs")
+    for col in ("config", "file", "source", "sha256"):
+        t.add_column(col)
+    for i in man["inputs"]:
+        t.add_row(i["config"], i["file"], escape(i["source"]), i["sha256"][:16])
+    console.print(t)
+    if man.get("dimensions"):
+        t = Table(title="dimensions")
+        for col in ("dimension", "scale", "range", "definition"):
+            t.add_column(col)
+        for d in man["dimensions"]:
+            t.add_row(d["name"], d["scale"], f"{d['min']:g}–{d['max']:g}", d["definition"])
+        console.print(t)
+    for c, e in man["configs"].items():
+        if "counts" in e:
+            console.print(f"[bold]{c} counts[/]: " + json.dumps(e["counts"]))
+    skipped = man.get("skipped", {"count": 0})
+    console.print(f"skipped source rows: {skipped['count']}")
+    for r in skipped.get("rows", [])[:20]:
+        console.print(
+            f"  - {escape(str(r['file']))} row {r['row']}, {escape(str(r['field']))}: {escape(r['problem'])}"
+        )
+    for w in man.get("warnings", []):
+        err.print(f"[yellow]warning:[/] {escape(w)}")
+    if not agreement:
+        return
+    for title, table in agreement_tables(path, man, by=by or []):
+        console.print(_rich_table(title, table))
+    for title, table in paper_comparisons(path, man):
+        console.print(_rich_table(title, table))
+
+
+def _rich_table(title: str, frame: Any) -> Table:
+    t = Table(title=escape(title))
+    for col in frame.columns:
+        t.add_column(str(col), justify="right" if frame[col].dtype.kind in "fiu" else "left")
+    for _, row in frame.iterrows():
+        t.add_row(*[_cell(v) for v in row])
+    return t
+
+
+def _cell(v: Any) -> str:
+    if isinstance(v, float):
+        return "—" if v != v else f"{v:.3f}"
+    return escape(str(v))
+
+
+@datasets_app.command("diff")
+def diff(
+    a: Annotated[str, typer.Argument(help="NAME@X.Y.Z (or a dataset directory)")],
+    b: Annotated[str, typer.Argument(help="NAME@X.Y.Z (or a dataset directory)")],
+    registry: RegistryOpt = None,
+) -> None:
+    """What changed between two versions: builder, inputs, configs, rows (added/removed/changed ids)."""
+    from harness.data.registry import Registry, RegistryError
+    from harness.report.datasets import diff_versions
+
+    try:
+        reg = Registry(registry)
+        pa, pb = (Path(x) if Path(x).is_dir() else reg.resolve(x).path for x in (a, b))
+    except RegistryError as e:
+        fail(str(e))
+        return
+    d = diff_versions(pa, pb)
+    console.print(f"[bold]{escape(a)} → {escape(b)}[/]")
+    for line in d["summary"]:
+        console.print(f"  {escape(line)}")
+    t = Table(title="configs")
+    for col in ("config", "rows a", "rows b", "added ids", "removed ids", "changed rows", "changed columns"):
+        t.add_column(col)
+    for c, e in d["configs"].items():
+        t.add_row(
+            c,
+            str(e["rows_a"]),
+            str(e["rows_b"]),
+            str(e["added"]),
+            str(e["removed"]),
+            str(e["changed"]),
+            ", ".join(f"{k} {n}" for k, n in e["changed_columns"].items()),
+        )
+    console.print(t)
+    if d["identical"]:
+        console.print("the two versions hold identical data")
+
+
+@datasets_app.command("publish")
+def publish(
+    ref: Annotated[str, typer.Argument(help="NAME@X.Y.Z of a registered version")],
+    repo: Annotated[str, typer.Option(help="Hub dataset repo id, namespace/name")],
+    private: Annotated[bool, typer.Option(help="Create the repo as private")] = False,
+    endpoint: Annotated[
+        str | None, typer.Option(help="Hub endpoint (default $HF_ENDPOINT or huggingface.co)")
+    ] = None,
+    registry: RegistryOpt = None,
+) -> None:
+    """Upload a registered version to the Hub in one commit and tag it vX.Y.Z (token from $HF_TOKEN)."""
+    from harness.data.hub import PublishError, publish_dataset
+    from harness.data.registry import Registry, RegistryError
+
+    try:
+        rv = Registry(registry).resolve(ref)
+        res = publish_dataset(rv.path, repo, rv.version, private=private, endpoint=endpoint)
+    except (RegistryError, PublishError) as e:
+        fail(str(e))
+        return
+    console.print(
+        f"published {rv.ref} to {res.repo_id} at {res.tag} (commit {res.commit_sha[:12]}), {len(res.files)} files"
+    )
+    console.print(f'load it with: datasets.load_dataset("{res.repo_id}", "<config>", revision="{res.tag}")')

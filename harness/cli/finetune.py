@@ -1,0 +1,116 @@
+"""``harness finetune evaluator | generative | chatbot | card``: LoRA fine-tuning of evaluators and
+chatbots (finetune/), runnable under ``accelerate launch`` (configs in finetune/accelerate/)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from harness.cli.console import console, fail
+
+finetune_app = typer.Typer(
+    help="Fine-tune evaluators and chatbots with LoRA (accelerate: CPU, one GPU, multi-GPU).",
+    no_args_is_help=True,
+)
+
+
+@finetune_app.command("evaluator")
+def evaluator(
+    config: Annotated[Path, typer.Option("--config", help="Evaluator job (YAML; see finetune/configs/)")],
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars")] = False,
+) -> None:
+    """Build self-supervised training pairs, register them, train a discriminative evaluator, write its card."""
+    from finetune.recipe import EvaluatorJob, run_evaluator_job
+
+    try:
+        job = EvaluatorJob.load(config)
+        out = run_evaluator_job(job, progress=not quiet)
+    except (ValueError, FileNotFoundError) as e:
+        fail(f"{config}: {e}")
+        return
+    tr = out["train"]
+    ev = tr.get("eval") or {}
+    console.print(
+        f"trained {escape(job.name)}: {out['data']['examples']} pairs ({', '.join(out['data']['languages'])}), "
+        f"{tr['train']['steps']} steps in {tr['train']['wall_seconds']:.0f} s, loss {tr['train']['first_loss']:.3f} → "
+        f"{tr['train']['last_loss']:.3f}; held-out accuracy {ev.get('accuracy', float('nan')):.3f}, "
+        f"AUC {ev.get('auc', float('nan')):.3f}"
+    )
+    console.print(f"adapter {out['output']}  ·  judge spec evaluator:{out['output']}")
+    if out["card"]:
+        console.print(f"model card {out['card']}")
+
+
+def _delegate(
+    module: str, config: Path, data: Path | str, output: Path, quiet: bool, extra: list[str] | None = None
+) -> None:
+    import importlib
+
+    argv = [str(config), str(data), str(output)] + (["--no-progress"] if quiet else []) + (extra or [])
+    try:
+        rc = importlib.import_module(module).main(argv)
+    except (ValueError, FileNotFoundError) as e:
+        fail(escape(str(e)))
+        return
+    if rc:
+        raise typer.Exit(rc)
+
+
+@finetune_app.command("generative")
+def generative(
+    config: Annotated[Path, typer.Argument(help="GenerativeConfig YAML")],
+    data: Annotated[
+        str,
+        typer.Argument(
+            help="JSONL of {prompt, answer} instruction examples, or a registered training-data version: "
+            "NAME@X.Y.Z / NAME (latest) or its directory (trains on 'train', evaluates on 'test' if recorded)"
+        ),
+    ],
+    output: Annotated[Path, typer.Argument(help="Output directory (adapter + dialeval_adapter.json)")],
+    registry: Annotated[
+        Path | None,
+        typer.Option("--registry", help="Dataset registry for NAME@X.Y.Z (default: the harness's)"),
+    ] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+) -> None:
+    """LoRA-tune a causal LM to answer Yes/No (P(Yes) scoring: --judge hf:<base>,adapter=<output>/adapter).
+
+    Registered pairs / human labels become xDial-Eval Table 3 prompts answered Yes (label >= 0.5) or No.
+    """
+    extra = ["--registry", str(registry)] if registry is not None else []
+    _delegate("finetune.generative", config, data, output, quiet, extra)
+
+
+@finetune_app.command("chatbot")
+def chatbot(
+    config: Annotated[Path, typer.Argument(help="SFTConfig YAML")],
+    data: Annotated[Path, typer.Argument(help="JSONL of dialogues ({turns: [{role, text}]})")],
+    output: Annotated[Path, typer.Argument(help="Output directory (adapter + dialeval_adapter.json)")],
+    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+) -> None:
+    """LoRA supervised fine-tuning of a chatbot, loss on assistant turns only."""
+    _delegate("finetune.sft", config, data, output, quiet)
+
+
+@finetune_app.command("card")
+def card(
+    model_dir: Annotated[Path, typer.Argument(help="A directory written by harness finetune")],
+    name: Annotated[str, typer.Option(help="Model name (card title)")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Card path (e.g. model_cards/<name>.md)")],
+    results: Annotated[
+        list[Path], typer.Option("--results", help="harness results.json (repeatable)")
+    ] = None,  # type: ignore[assignment]
+) -> None:
+    """(Re)generate a model card, with evaluation results from harness results.json files."""
+    from finetune.cards import write_card
+
+    try:
+        path = write_card(model_dir, output, name=name, results=list(results or []))
+    except (FileNotFoundError, json.JSONDecodeError) as e:
+        fail(str(e))
+        return
+    console.print(f"wrote {path}")

@@ -1,0 +1,129 @@
+"""``harness run`` (judge task datasets, meta-evaluate against humans) and ``harness stability``
+(repeat a judge, MEDAL App. D)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from harness.cli.console import console, error_message, fail
+from harness.judges.loader import DEFAULT_JUDGE
+
+
+def run(
+    judge: Annotated[
+        str, typer.Option("--judge", "-j", help="Judge spec: kind:target[@rev][,key=value...]")
+    ] = DEFAULT_JUDGE,
+    task: Annotated[
+        list[str], typer.Option("--task", "-t", help="Task or group name (repeat or comma-separate)")
+    ] = None,  # type: ignore[assignment]
+    language: Annotated[
+        list[str],
+        typer.Option("--language", "-l", help="Language codes (repeat or comma-separate); default: all"),
+    ] = None,  # type: ignore[assignment]
+    limit: Annotated[int | None, typer.Option(help="At most N items per dataset and language")] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="Output directory (default runs/<id>-<task>-<judge>)"),
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seed for sampling judges and bootstrap resampling")] = 0,
+    batch_size: Annotated[int, typer.Option("--batch-size", "-b", help="Items per judge call batch")] = 32,
+    source: Annotated[
+        str | None, typer.Option(help="Raw benchmark files for the task's builder (a directory)")
+    ] = None,
+    dataset: Annotated[
+        str | None, typer.Option(help="A built dataset directory or a Hub dataset repo id")
+    ] = None,
+    revision: Annotated[str | None, typer.Option(help="Hub revision (tag/commit) for --dataset")] = None,
+    no_cache: Annotated[
+        bool, typer.Option("--no-cache", help="Do not read or write the request cache")
+    ] = False,
+    cache: Annotated[
+        Path | None, typer.Option(help="Request cache file (SQLite); default $DIALEVAL_HOME/requests.sqlite")
+    ] = None,
+    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples for 95% CIs (0 = none)")] = 1000,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars")] = False,
+) -> None:
+    """Run a judge over task datasets and measure its agreement with human ratings."""
+    from harness.run.results import issue_tables, results_tables
+    from harness.run.runner import DEFAULT_TASK, RunConfig
+    from harness.run.runner import run as do_run
+    from harness.types import BackendError
+
+    try:
+        cfg = RunConfig(
+            judge=judge,
+            tasks=task or [DEFAULT_TASK],
+            languages=language,
+            limit=limit,
+            output_dir=output,
+            seed=seed,
+            batch_size=batch_size,
+            use_cache=not no_cache,
+            cache_path=cache,
+            source=source,
+            dataset=dataset,
+            revision=revision,
+            n_bootstrap=bootstrap,
+            show_progress=not quiet,
+        )
+        out = do_run(cfg)
+    except (ValueError, KeyError, FileNotFoundError, BackendError) as e:
+        fail(error_message(e))
+        return
+    for t in results_tables(out.results):
+        console.print(t)
+    for t in issue_tables(out.results):
+        console.print(t)
+    c = out.results["cache"]
+    b = out.results["usage"]["backend"]
+    console.print(
+        f"cache: {c['hits']} hits, {c['misses']} misses · backend requests: {b.get('requests', 0)} · "
+        f"parse failures: {sum(out.results['parse_failures'].values())} · "
+        f"{out.results['timings']['total_s']:.1f}s"
+    )
+    console.print(f"wrote {out.output_dir / 'results.json'} and {out.output_dir / 'samples.parquet'}")
+
+
+def stability(
+    judge: Annotated[str, typer.Option("--judge", "-j", help="Judge spec (without seed=)")],
+    task: Annotated[list[str], typer.Option("--task", "-t", help="Task or group name")],
+    runs: Annotated[int, typer.Option(help="Number of repeated runs (MEDAL App. D uses 5)")] = 5,
+    language: Annotated[list[str], typer.Option("--language", "-l", help="Language codes")] = None,  # type: ignore[assignment]
+    limit: Annotated[int | None, typer.Option(help="At most N items per dataset and language")] = None,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Output directory")] = Path("runs/stability"),
+    source: Annotated[str | None, typer.Option(help="Raw benchmark files for the task's builder")] = None,
+    dataset: Annotated[str | None, typer.Option(help="A built dataset directory or Hub repo id")] = None,
+    cache: Annotated[Path | None, typer.Option(help="Request cache file (SQLite)")] = None,
+    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples per run")] = 200,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars")] = False,
+) -> None:
+    """Repeat a judge k times over the same items; report the std of its judgments (MEDAL Table 3)."""
+    from harness.run.runner import RunConfig
+    from harness.run.stability import STABILITY_FILE, run_stability
+
+    try:
+        cfg = RunConfig(
+            judge=judge, tasks=task, languages=language, limit=limit, source=source, dataset=dataset,
+            cache_path=cache, n_bootstrap=bootstrap, show_progress=not quiet,
+        )  # fmt: skip
+        report = run_stability(cfg, runs, output)
+    except (ValueError, KeyError, FileNotFoundError) as e:
+        fail(error_message(e))
+        return
+    for name, dims in report["tasks"].items():
+        t = Table(title=f"{name}: stability over {runs} runs — judge {report['judge']}", title_justify="left")
+        for col in ("dimension", "mean item std", "std of run means", "items", "flip rate"):
+            t.add_column(col, justify="right" if col != "dimension" else "left")
+        for dim, st in dims.items():
+            t.add_row(
+                dim,
+                *(f"{st[k]:.4f}" if st.get(k) is not None else "—" for k in ("mean_item_std", "rate_std")),
+                str(st.get("n_items", "—")),
+                f"{st['flip_rate']:.3f}" if st.get("flip_rate") is not None else "—",
+            )
+        console.print(t)
+    console.print(f"wrote {Path(output) / STABILITY_FILE}")

@@ -1,0 +1,13 @@
+"""Meta-evaluation statistics: how well judges agree with humans, and humans with each other.
+
+* :mod:`~harness.meta.correlation` — judge vs human correlations with paired bootstrap CIs per
+  dataset, language and overall (what ``harness run`` reports);
+* :mod:`~harness.meta.scale_correlation` — the correlation chosen by the label scale (Pearson /
+  Cramér's V / point-biserial), item and system level, cross-validation folds (UPHELD App. B);
+* :mod:`~harness.meta.classification` — binary issue detection: F1+/F1−, human ceiling, McNemar,
+  repeated-run stability (MEDAL §5.3, App. D);
+* :mod:`~harness.meta.issue_metrics` — those metrics for ``issues_json`` tasks in results.json;
+* :mod:`~harness.meta.agreement` — inter-annotator agreement (Krippendorff's α, Cohen's / Fleiss' κ,
+  agreement buckets);
+* :mod:`~harness.meta.buckets` — accuracy per agreement bucket (UPHELD Table 10).
+"""

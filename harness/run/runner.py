@@ -1,0 +1,347 @@
+"""``harness run``: judge every item of the selected tasks, meta-evaluate against humans, write
+``results.json`` + ``samples.parquet``.
+
+Every judge call goes through the write-through request cache, batch by batch, so a killed run
+resumes where it stopped and a rerun with a warm cache makes zero backend calls.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import re
+import sys
+import time
+import uuid
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from harness.cache import RequestCache, default_cache_path
+from harness.data.resolve import DatasetHandle, load_items, prepare_dataset
+from harness.judges.base import Judge
+from harness.judges.loader import DEFAULT_JUDGE, load_judge
+from harness.languages import normalize_languages
+from harness.meta.correlation import meta_evaluate
+from harness.meta.issue_metrics import add_issue_metrics, human_labels_json, label_parse_failures
+from harness.provenance import environment, harness_info, redact
+from harness.run.results import SCHEMA_VERSION, write_results
+from harness.spec import parse_spec
+from harness.tasks import TaskSpec, resolve_tasks
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TASK = "demo"
+
+
+@dataclass
+class RunConfig:
+    judge: str = DEFAULT_JUDGE
+    tasks: list[str] = field(default_factory=lambda: [DEFAULT_TASK])
+    languages: list[str] | None = None
+    limit: int | None = None
+    output_dir: Path | None = None
+    seed: int = 0
+    batch_size: int = 32
+    use_cache: bool = True
+    cache_path: Path | None = None
+    source: str | None = None
+    dataset: str | None = None
+    revision: str | None = None
+    n_bootstrap: int = 1000
+    confidence: float = 0.95
+    show_progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1:
+            raise ValueError(f"--batch-size must be >= 1, got {self.batch_size}")
+        if self.limit is not None and self.limit < 1:
+            raise ValueError(f"--limit must be >= 1, got {self.limit}")
+        if not 0 < self.confidence < 1:
+            raise ValueError(f"confidence must be in (0, 1), got {self.confidence}")
+        if self.n_bootstrap < 0:
+            raise ValueError(f"--bootstrap must be >= 0, got {self.n_bootstrap}")
+        self.languages = normalize_languages(self.languages)
+        parse_spec(self.judge)  # fail fast on a malformed judge spec, before any data is built
+
+
+@dataclass
+class RunOutput:
+    results: dict[str, Any]
+    samples: pd.DataFrame
+    output_dir: Path
+
+
+def _slug(s: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", s).strip("-")[:60]
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, NumPy and (when a judge has loaded it) torch. Sampling judges also get the
+    seed in their decoding config, so their requests are reproducible one by one."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.manual_seed(seed)
+
+
+def _progress(show: bool):
+    if not show:
+        return nullcontext(None)
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=False,
+    )
+
+
+def _prepare(cfg: RunConfig, specs: list[TaskSpec]) -> dict[str, DatasetHandle]:
+    builders = {s.builder for s in specs}
+    if (cfg.source or cfg.dataset) and len(builders) > 1:
+        raise ValueError(
+            f"--source/--dataset apply to one dataset, but the selected tasks use builders {sorted(builders)}; "
+            "run them separately"
+        )
+    handles: dict[str, DatasetHandle] = {}
+    for b in sorted(builders):
+        handles[b] = prepare_dataset(
+            b, source=cfg.source, dataset=cfg.dataset, revision=cfg.revision, show_progress=cfg.show_progress
+        )
+    return handles
+
+
+def _collect_items(
+    cfg: RunConfig, spec: TaskSpec, handle: DatasetHandle
+) -> tuple[list[dict[str, Any]], list[str]]:
+    present = [c for c in spec.configs if c in handle.configs]
+    missing = [c for c in spec.configs if c not in handle.configs]
+    if not present:
+        raise ValueError(
+            f"task {spec.name!r}: none of its dataset configs {list(spec.configs)} is in {handle.location} "
+            f"(it has {handle.configs})"
+        )
+    langs = cfg.languages or list(spec.languages)
+    unknown = [lang for lang in langs if lang not in spec.languages]
+    if unknown:
+        raise ValueError(f"task {spec.name!r} has no language(s) {unknown}; it covers {list(spec.languages)}")
+    items: list[dict[str, Any]] = []
+    for config in present:
+        rows = load_items(handle, config, languages=langs, limit=cfg.limit)
+        for r in rows:
+            if r.get("level") not in (None, spec.level):
+                raise ValueError(
+                    f"{handle.location} config {config!r}: row {r.get('id')} is level {r.get('level')!r}, task {spec.name!r} expects {spec.level!r}"
+                )
+        items.extend(rows)
+    return items, missing
+
+
+def run(cfg: RunConfig) -> RunOutput:
+    t_start = time.perf_counter()
+    timings: dict[str, float] = {}
+    specs = resolve_tasks(cfg.tasks)
+    run_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
+    judge_name = redact(cfg.judge)
+    out_dir = Path(
+        cfg.output_dir or Path("runs") / f"{run_id}-{_slug('+'.join(cfg.tasks))}-{_slug(judge_name)}"
+    )
+
+    t = time.perf_counter()
+    handles = _prepare(cfg, specs)
+    task_items: dict[str, list[dict[str, Any]]] = {}
+    missing_configs: dict[str, list[str]] = {}
+    for spec in specs:
+        task_items[spec.name], missing_configs[spec.name] = _collect_items(cfg, spec, handles[spec.builder])
+        if not task_items[spec.name]:
+            raise ValueError(f"task {spec.name!r}: no items selected (languages {cfg.languages or 'all'})")
+    timings["load_dataset_s"] = time.perf_counter() - t
+
+    cache = RequestCache(cfg.cache_path or default_cache_path(), enabled=cfg.use_cache)
+    try:
+        t = time.perf_counter()
+        judge = load_judge(cfg.judge, cache, seed=cfg.seed)
+        seed_everything(cfg.seed)
+        timings["load_judge_s"] = time.perf_counter() - t
+        try:
+            rows, scoring_s = _score_tasks(cfg, specs, task_items, judge, run_id, judge_name)
+            # Weights load lazily on the first call that needs them: book that as judge loading.
+            model_load_s = float(judge.backend_stats().get("load_seconds", 0.0))
+            timings["load_judge_s"] += model_load_s
+            timings["scoring_s"] = max(scoring_s - model_load_s, 0.0)
+            samples = pd.DataFrame(rows)
+
+            t = time.perf_counter()
+            results_by_task = {}
+            for spec in specs:
+                sub = samples[samples["task"] == spec.name].rename(columns={"human_rating": "human"})
+                meta = meta_evaluate(
+                    sub, spec.metrics, cfg.n_bootstrap, cfg.confidence, cfg.seed, spec.languages
+                )
+                results_by_task[spec.name] = meta.to_dict()
+                if spec.issue_labels:
+                    add_issue_metrics(results_by_task[spec.name], sub, spec, cfg)
+            timings["meta_eval_s"] = time.perf_counter() - t
+            timings["total_s"] = time.perf_counter() - t_start
+            timings["items_per_s_scoring"] = (
+                len(samples) / timings["scoring_s"] if timings["scoring_s"] > 0 else None
+            )
+            results = _results_document(
+                cfg,
+                run_id,
+                specs,
+                judge,
+                judge_name,
+                handles,
+                missing_configs,
+                samples,
+                results_by_task,
+                cache,
+                timings,
+            )
+        finally:
+            judge.close()
+    finally:
+        cache.close()
+    write_results(out_dir, results, samples)
+    return RunOutput(results=results, samples=samples, output_dir=out_dir)
+
+
+def _score_tasks(
+    cfg: RunConfig,
+    specs: list[TaskSpec],
+    task_items: dict[str, list[dict[str, Any]]],
+    judge: Judge,
+    run_id: str,
+    judge_name: str,
+) -> tuple[list[dict[str, Any]], float]:
+    """Judge every item batch by batch (each batch goes through the write-through cache)."""
+    rows: list[dict[str, Any]] = []
+    scoring_s = 0.0
+    with _progress(cfg.show_progress) as progress:
+        for spec in specs:
+            items = task_items[spec.name]
+            bar = progress.add_task(spec.name, total=len(items), rate="") if progress is not None else None
+            t = time.perf_counter()
+            for i in range(0, len(items), cfg.batch_size):
+                batch = items[i : i + cfg.batch_size]
+                for item, v in zip(batch, judge.score(spec, batch), strict=True):
+                    rows.append(_sample_row(run_id, spec, judge_name, item, v))
+                if progress is not None:
+                    done = min(i + cfg.batch_size, len(items))
+                    progress.update(
+                        bar, completed=done, rate=f"{done / max(time.perf_counter() - t, 1e-9):,.1f} it/s"
+                    )
+            scoring_s += time.perf_counter() - t
+    return rows, scoring_s
+
+
+def _results_document(
+    cfg: RunConfig,
+    run_id: str,
+    specs: list[TaskSpec],
+    judge: Judge,
+    judge_name: str,
+    handles: dict[str, DatasetHandle],
+    missing_configs: dict[str, list[str]],
+    samples: pd.DataFrame,
+    results_by_task: dict[str, Any],
+    cache: RequestCache,
+    timings: dict[str, float],
+) -> dict[str, Any]:
+    def of(task: str) -> pd.DataFrame:
+        return samples[samples["task"] == task]
+
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "run": {
+            "id": run_id,
+            "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "command": redact(" ".join(sys.argv)),
+            "tasks": [s.name for s in specs],
+            "languages": cfg.languages,
+            "limit": cfg.limit,
+            "seed": cfg.seed,
+            "batch_size": cfg.batch_size,
+            "n_bootstrap": cfg.n_bootstrap,
+            "confidence_level": cfg.confidence,
+            "n_items": len(samples),
+        },
+        "harness": harness_info(),
+        "judge": {
+            "spec": judge_name,
+            "role": Judge.role,
+            "identity": judge.identity(),
+            "decoding": {s.name: judge.decoding(s) for s in specs},
+            "method": {s.name: judge.method(s) for s in specs},
+        },
+        "datasets": {
+            s.name: {
+                **handles[s.builder].describe(),
+                "used_configs": sorted(set(of(s.name)["dataset"])),
+                "missing_configs": missing_configs[s.name],
+            }
+            for s in specs
+        },
+        "tasks": {s.name: s.describe() for s in specs},
+        "results": results_by_task,
+        "parse_failures": {s.name: int((of(s.name)["parse_status"] != "ok").sum()) for s in specs},
+        "label_parse_failures": {
+            s.name: label_parse_failures(of(s.name), s.issue_labels) for s in specs if s.issue_labels
+        },
+        "usage": {**judge.usage.to_dict(), "backend": judge.backend_stats()},
+        "cache": {
+            "enabled": cache.enabled,
+            "path": str(cache.path) if cache.enabled else None,
+            **cache.stats.to_dict(),
+        },
+        "timings": timings,
+        "environment": environment(),
+    }
+
+
+def _sample_row(run_id: str, spec: TaskSpec, judge: str, item: dict[str, Any], v) -> dict[str, Any]:
+    extra = {k: val for k, val in v.extra.items() if val is not None and k != "labels"}
+    return {
+        "run_id": run_id,
+        "task": spec.name,
+        "dataset": item["dataset"],
+        "language": item["language"],
+        "id": item["id"],
+        "item_id": item["item_id"],
+        "judge": judge,
+        "prompt_hash": v.prompt_hash,
+        "raw_output": v.raw,
+        "score": v.score if v.ok else None,
+        "parse_status": v.status,
+        "parse_detail": v.detail,
+        "human_rating": spec.human_rating(item),
+        "cached": bool(v.cached),
+        "prompt_tokens": int(v.usage.prompt_tokens),
+        "completion_tokens": int(v.usage.completion_tokens),
+        "extra": json.dumps(extra, ensure_ascii=False, allow_nan=True) if extra else None,
+        "system": item.get("system"),
+        "human_labels": human_labels_json(item),
+        "judge_labels": json.dumps(v.extra["labels"], ensure_ascii=False) if v.extra.get("labels") else None,
+    }
