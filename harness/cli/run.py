@@ -45,9 +45,22 @@ def run(
         Path | None, typer.Option(help="Request cache file (SQLite); default $DIALEVAL_HOME/requests.sqlite")
     ] = None,
     bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples for 95% CIs (0 = none)")] = 1000,
+    alt_epsilon: Annotated[
+        float,
+        typer.Option(help="Alt-test cost-benefit margin ε (Calderon et al.: 0.2 experts, 0.15 skilled, 0.1 crowd)"),
+    ] = 0.15,
+    alt_q: Annotated[float, typer.Option(help="Alt-test FDR level (Benjamini–Yekutieli)")] = 0.05,
+    alt_scale: Annotated[
+        str, typer.Option(help="Alt-test scale: auto | raw | zscore | rank | discretize (docs/meta-evaluation.md)")
+    ] = "auto",
+    no_human_meta: Annotated[
+        bool, typer.Option("--no-human-meta", help="Skip soft labels, ceilings and the alt-test")
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars")] = False,
 ) -> None:
-    """Run a judge over task datasets and measure its agreement with human ratings."""
+    """Run a judge over task datasets and measure its agreement with human ratings (with several
+    annotators per item: soft labels, human ceilings and the alt-test; with a panel: α, effective judges)."""
+    from harness.report.meta import rich_tables
     from harness.run.results import issue_tables, results_tables
     from harness.run.runner import DEFAULT_TASK, RunConfig
     from harness.run.runner import run as do_run
@@ -69,6 +82,10 @@ def run(
             revision=revision,
             n_bootstrap=bootstrap,
             show_progress=not quiet,
+            human_meta=not no_human_meta,
+            alt_epsilon=alt_epsilon,
+            alt_q=alt_q,
+            alt_scale=alt_scale,
         )
         out = do_run(cfg)
     except (ValueError, KeyError, FileNotFoundError, BackendError) as e:
@@ -77,6 +94,8 @@ def run(
     for t in results_tables(out.results):
         console.print(t)
     for t in issue_tables(out.results):
+        console.print(t)
+    for t in rich_tables(out.results):
         console.print(t)
     c = out.results["cache"]
     b = out.results["usage"]["backend"]

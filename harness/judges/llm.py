@@ -16,7 +16,7 @@ from harness.backends.base import create_backend
 from harness.cache import CachedBackend, RequestCache
 from harness.judges.base import Judge, Verdict
 from harness.spec import JudgeSpec
-from harness.tasks import TaskSpec
+from harness.tasks import TaskSpec, load_hook
 from harness.types import GenerationConfig, Response
 from harness.verdicts import parse_likert, parse_scale_score, parse_yes_no
 from harness.verdicts.issues_json import parse_issue_verdict
@@ -28,7 +28,8 @@ from harness.verdicts.logprobs import (
     p_yes,
 )
 
-JUDGE_OPTIONS = ("reasoning",)  # spec options read by the judge, not passed to the backend
+# spec options read by the judge (or a task's procedure, e.g. CPDScore's n_calls), not passed to the backend
+JUDGE_OPTIONS = ("reasoning", "n_calls")
 
 
 class LLMJudge(Judge):
@@ -75,7 +76,17 @@ class LLMJudge(Judge):
             return (float(lo), float(hi))
         return None
 
+    def method(self, task: TaskSpec) -> str:
+        if task.procedure:
+            return f"{task.scoring} via the task's protocol {task.procedure}"
+        return task.scoring
+
     def score(self, task: TaskSpec, items: Sequence[Mapping[str, Any]]) -> list[Verdict]:
+        if task.procedure:  # a multi-call / multi-step protocol (e.g. CPDScore) through this judge's backend
+            verdicts = load_hook(task.procedure)(self, task, items)
+            if len(verdicts) != len(items):
+                raise RuntimeError(f"{task.procedure} returned {len(verdicts)} verdicts for {len(items)} items")
+            return verdicts
         cfg = self.generation_config(task)
         out: list[Verdict | None] = []
         requests = []

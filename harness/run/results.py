@@ -12,6 +12,15 @@
       # predicted_positive|reference_positive>", "<dim>/human_ceiling", "<dim>/mcnemar",
       # "macro/f1_pos", "macro/f1_neg", and in "all" "pearson_pooled" / "spearman_pooled";
       # "label_parse_failures": {task: {dim: n}}.
+      # Added within 1.1 (readers ignore what they do not know): tasks with TaskSpec.levels get
+      # "<dialogue|system>/<metric>" per language (ComperDial Tables 4-5); tasks whose items carry
+      # annotator labels get "soft/<expected_abs_error|expected_sq_error|cross_entropy>",
+      # "ceiling_loao/<metric>", "ceiling_split_half/<metric>", "high_agreement/<metric>" per
+      # language and the sections "human_labels": {task: notes} and "alt_test": {task: {epsilon,
+      # q, scale, scoring, environments: {"<dataset>/<lang>": {omega, rho, passed, annotators:
+      # {id: {n, rho, p_value, rejected, skipped}}}}}}; a panel: judge adds "panel": {members,
+      # vote, quorum, tasks: {task: {members, panel, alpha, alpha_rank, error_correlation,
+      # leave_one_out, alt_test}}}.
       "harness": {version, git_sha, git_dirty}, "run": {...}, "judge": {...},
       "datasets": {task: {...}}, "tasks": {task: {...}}, "usage": {...}, "cache": {...},
       "timings": {...}, "environment": {...}
@@ -62,6 +71,11 @@ SAMPLE_SCHEMA = pa.schema(
         ("system", pa.string()),
         ("human_labels", pa.string()),
         ("judge_labels", pa.string()),
+        # added within 1.1: the conversation, the dimension the human rating comes from and the
+        # annotators' label distribution of it ({label: share}, JSON).
+        ("dialogue_id", pa.string()),
+        ("human_dimension", pa.string()),
+        ("human_distribution", pa.string()),
     ]
 )
 

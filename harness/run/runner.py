@@ -30,10 +30,12 @@ from harness.judges.loader import DEFAULT_JUDGE, load_judge
 from harness.languages import normalize_languages
 from harness.meta.correlation import meta_evaluate
 from harness.meta.issue_metrics import add_issue_metrics, human_labels_json, label_parse_failures
+from harness.meta.soft_labels import item_dimension, item_distribution
 from harness.provenance import environment, harness_info, redact
+from harness.run.extras import add_task_extras, dimension_tables, panel_extras
 from harness.run.results import SCHEMA_VERSION, write_results
 from harness.spec import parse_spec
-from harness.tasks import TaskSpec, resolve_tasks
+from harness.tasks import TaskSpec, load_hook, resolve_tasks
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +59,11 @@ class RunConfig:
     n_bootstrap: int = 1000
     confidence: float = 0.95
     show_progress: bool = True
+    # annotator-level meta-evaluation (soft labels, ceilings, alt-test) where items carry labels
+    human_meta: bool = True
+    alt_epsilon: float = 0.15  # alt-test cost-benefit margin (paper: 0.2 experts, 0.15 skilled, 0.1 crowd)
+    alt_q: float = 0.05  # alt-test FDR level (Benjamini-Yekutieli)
+    alt_scale: str = "auto"  # auto | raw | zscore | rank | discretize
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
@@ -67,6 +74,10 @@ class RunConfig:
             raise ValueError(f"confidence must be in (0, 1), got {self.confidence}")
         if self.n_bootstrap < 0:
             raise ValueError(f"--bootstrap must be >= 0, got {self.n_bootstrap}")
+        if not 0 <= self.alt_epsilon < 1 or not 0 < self.alt_q < 1:
+            raise ValueError(f"--alt-epsilon must be in [0, 1) and --alt-q in (0, 1), got {self.alt_epsilon}, {self.alt_q}")
+        if self.alt_scale not in ("auto", "raw", "zscore", "rank", "discretize"):
+            raise ValueError(f"--alt-scale {self.alt_scale!r}: expected auto, raw, zscore, rank or discretize")
         self.languages = normalize_languages(self.languages)
         parse_spec(self.judge)  # fail fast on a malformed judge spec, before any data is built
 
@@ -135,8 +146,13 @@ def _prepare(cfg: RunConfig, specs: list[TaskSpec]) -> dict[str, DatasetHandle]:
 def _collect_items(
     cfg: RunConfig, spec: TaskSpec, handle: DatasetHandle
 ) -> tuple[list[dict[str, Any]], list[str]]:
-    present = [c for c in spec.configs if c in handle.configs]
-    missing = [c for c in spec.configs if c not in handle.configs]
+    """The task's items: rows of its configs (every config at the task's input level for
+    ``configs=("*",)``), filtered to the languages, then the task's ``prepare`` hook if any."""
+    if spec.any_config:
+        present, missing = list(handle.configs), []
+    else:
+        present = [c for c in spec.configs if c in handle.configs]
+        missing = [c for c in spec.configs if c not in handle.configs]
     if not present:
         raise ValueError(
             f"task {spec.name!r}: none of its dataset configs {list(spec.configs)} is in {handle.location} "
@@ -147,14 +163,25 @@ def _collect_items(
     if unknown:
         raise ValueError(f"task {spec.name!r} has no language(s) {unknown}; it covers {list(spec.languages)}")
     items: list[dict[str, Any]] = []
+    other_level: list[str] = []
     for config in present:
         rows = load_items(handle, config, languages=langs, limit=cfg.limit)
+        if spec.any_config and rows and rows[0].get("level") not in (None, spec.row_level):
+            other_level.append(config)
+            continue
         for r in rows:
-            if r.get("level") not in (None, spec.level):
+            if r.get("level") not in (None, spec.row_level):
                 raise ValueError(
-                    f"{handle.location} config {config!r}: row {r.get('id')} is level {r.get('level')!r}, task {spec.name!r} expects {spec.level!r}"
+                    f"{handle.location} config {config!r}: row {r.get('id')} is level {r.get('level')!r}, task {spec.name!r} expects {spec.row_level!r}"
                 )
         items.extend(rows)
+    if spec.any_config and not items and other_level:
+        raise ValueError(
+            f"task {spec.name!r} reads {spec.row_level}-level rows, but every config of {handle.location} "
+            f"({', '.join(other_level)}) is at another level"
+        )
+    if spec.prepare and items:
+        items = list(load_hook(spec.prepare)(spec, items))
     return items, missing
 
 
@@ -193,7 +220,8 @@ def run(cfg: RunConfig) -> RunOutput:
             samples = pd.DataFrame(rows)
 
             t = time.perf_counter()
-            results_by_task = {}
+            results_by_task, extras = {}, {"human_labels": {}, "alt_test": {}}
+            dims = {b: dimension_tables(h) for b, h in handles.items()}
             for spec in specs:
                 sub = samples[samples["task"] == spec.name].rename(columns={"human_rating": "human"})
                 meta = meta_evaluate(
@@ -202,6 +230,12 @@ def run(cfg: RunConfig) -> RunOutput:
                 results_by_task[spec.name] = meta.to_dict()
                 if spec.issue_labels:
                     add_issue_metrics(results_by_task[spec.name], sub, spec, cfg)
+                notes, alt = add_task_extras(results_by_task[spec.name], sub, spec, judge, cfg, dims[spec.builder])
+                if notes is not None:
+                    extras["human_labels"][spec.name], extras["alt_test"][spec.name] = notes, alt
+            if parse_spec(cfg.judge).kind == "panel":
+                extras["panel"] = panel_extras(samples, specs, judge, cfg, dims)
+            extras = {k: v for k, v in extras.items() if v}
             timings["meta_eval_s"] = time.perf_counter() - t
             timings["total_s"] = time.perf_counter() - t_start
             timings["items_per_s_scoring"] = (
@@ -220,6 +254,7 @@ def run(cfg: RunConfig) -> RunOutput:
                 cache,
                 timings,
             )
+            results.update(extras)
         finally:
             judge.close()
     finally:
@@ -342,6 +377,9 @@ def _sample_row(run_id: str, spec: TaskSpec, judge: str, item: dict[str, Any], v
         "completion_tokens": int(v.usage.completion_tokens),
         "extra": json.dumps(extra, ensure_ascii=False, allow_nan=True) if extra else None,
         "system": item.get("system"),
+        "dialogue_id": item.get("dialogue_id"),
+        "human_dimension": (dim := item_dimension(spec.dimension, item)),
+        "human_distribution": item_distribution(item, dim),
         "human_labels": human_labels_json(item),
         "judge_labels": json.dumps(v.extra["labels"], ensure_ascii=False) if v.extra.get("labels") else None,
     }

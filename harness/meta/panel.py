@@ -1,0 +1,167 @@
+"""Statistics of a judge panel (``panel:`` judges, :mod:`harness.judges.panel`) from a run's samples.
+
+For each task, on the members' scores kept in ``samples.parquet`` (``extra["members"]``):
+
+* per member and for the panel: the task's meta-metrics (:func:`harness.meta.correlation.meta_evaluate`:
+  per dataset × language, with bootstrap CIs) and the member's failures;
+* agreement among the judges: Krippendorff's α (``krippendorff`` via
+  :func:`harness.meta.agreement.krippendorff_alpha`, judges as coders, items as units) at interval
+  level on the members' [0, 1]-normalised scores (``alpha``: do they give the same values?) and on
+  each member's percentile ranks (``alpha_rank``: do they order the items alike?);
+* the judges' *error* correlation: each member's error is the part of its score the human rating
+  does not explain linearly (the residual of an OLS fit of the member's score on the human rating,
+  :func:`scipy.stats.linregress`), so the pairwise Pearson correlation of two members' errors is
+  their partial correlation given the human rating (for binary 0/1 judges and labels this is the
+  correlation of their mistakes). ``mean_error_correlation`` = ρ̄, the mean over member pairs;
+* the effective number of independent judges (design effect): ``k / (1 + (k - 1) ρ̄)`` — six judges
+  with ρ̄ = 0.42 are worth 1.9 (inspect_ai issue #4955); ρ̄ < 0 gives more than ``k`` and ρ̄ <= -1/(k-1)
+  leaves it undefined (None);
+* leave-one-judge-out: the panel re-voted without each member (same rule, quorum capped at the
+  remaining members) — the change of each meta-metric (``delta_<metric>`` = with − without, on
+  ``"all"``), and α, ρ̄ and the effective number of judges without it;
+* the alt-test (:mod:`harness.meta.alt_test`) per member and for the panel, when items carry
+  annotator labels.
+
+Agreement and error statistics pool every item of the task (all datasets and languages).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from harness.judges.panel import vote
+from harness.meta.agreement import krippendorff_alpha
+from harness.meta.correlation import correlation, meta_evaluate
+
+
+def member_scores(samples: pd.DataFrame, names: Sequence[str], key: str = "normalised") -> pd.DataFrame:
+    """Items × members matrix of each member's score (``normalised`` or raw ``score``; NaN = failed)."""
+    rows = []
+    for cell in samples["extra"]:
+        d = json.loads(cell) if isinstance(cell, str) else {}
+        by = {m.get("spec"): m.get(key) for m in d.get("members") or []}
+        rows.append([np.nan if by.get(n) is None else float(by[n]) for n in names])
+    return pd.DataFrame(rows, columns=list(names), index=samples.index, dtype=float)
+
+
+def effective_judges(k: int, rho: float | None) -> float | None:
+    """Design-effect size of ``k`` judges with mean pairwise error correlation ``rho``."""
+    if rho is None or math.isnan(rho):
+        return None
+    denom = 1 + (k - 1) * rho
+    return k / denom if denom > 0 else None
+
+
+def judge_alpha(matrix: pd.DataFrame, ranks: bool = False) -> dict[str, Any]:
+    """Krippendorff's α (interval) among the columns of ``matrix`` (judges) over its rows (items)."""
+    m = matrix.rank(pct=True) if ranks else matrix
+    long = m.reset_index(drop=True).stack().reset_index()
+    long.columns = ["item", "annotator", "value"]
+    if long.empty:
+        return {"value": None, "n_items": 0}
+    res = krippendorff_alpha(long, level="interval")
+    return {"value": None if math.isnan(res.value) else res.value, "n_items": res.n_items}
+
+
+def error_correlations(matrix: pd.DataFrame, human: pd.Series) -> dict[str, Any]:
+    """Pairwise correlation of the members' residuals after regressing each on the human rating."""
+    h = pd.to_numeric(human, errors="coerce")
+    resid = pd.DataFrame(index=matrix.index, columns=matrix.columns, dtype=float)
+    for col in matrix.columns:
+        ok = matrix[col].notna() & h.notna()
+        if ok.sum() < 3 or matrix.loc[ok, col].nunique() < 2 or h[ok].nunique() < 2:
+            continue
+        fit = stats.linregress(h[ok].to_numpy(float), matrix.loc[ok, col].to_numpy(float))
+        resid.loc[ok, col] = matrix.loc[ok, col] - (fit.intercept + fit.slope * h[ok])
+    pairs: dict[str, float | None] = {}
+    for a, b in itertools.combinations(matrix.columns, 2):
+        both = resid[a].notna() & resid[b].notna()
+        r = correlation(resid.loc[both, a].to_numpy(float), resid.loc[both, b].to_numpy(float), "pearson").value
+        pairs[f"{a} | {b}"] = None if math.isnan(r) else r
+    vals = [v for v in pairs.values() if v is not None]
+    rho = float(np.mean(vals)) if vals else None
+    return {"pairs": pairs, "mean": rho, "effective_judges": effective_judges(matrix.shape[1], rho),
+            "n_judges": int(matrix.shape[1])}  # fmt: skip
+
+
+def revote(matrix: pd.DataFrame, how: str, quorum: int) -> pd.Series:
+    """The panel score of every row from the given members' normalised scores (NaN below quorum)."""
+    out = []
+    for row in matrix.to_numpy(float):
+        vals = row[~np.isnan(row)]
+        out.append(vote(vals.tolist(), how)[0] if vals.size >= quorum and vals.size else np.nan)
+    return pd.Series(out, index=matrix.index, dtype=float)
+
+
+def _all(meta: Mapping[str, Any], metric: str) -> float | None:
+    return ((meta.get("all") or {}).get(metric) or {}).get("value")
+
+
+def panel_report(
+    samples: pd.DataFrame, names: Sequence[str], how: str, quorum: int, methods: Sequence[str], *,
+    ranges: Sequence[tuple[float, float]] | None = None, language_order: Sequence[str] | None = None,
+    n_bootstrap: int = 1000, confidence: float = 0.95, seed: int = 0, alt_test: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """Everything above for one task's ``samples`` (``human`` column = the human rating).
+    ``alt_test``: keyword arguments of :func:`harness.meta.alt_test.alt_test_from_samples` (``info``,
+    ``epsilon``, ``q``, ``scale``) to run it per member and for the panel; None = not run."""
+    names = list(names)
+    norm = member_scores(samples, names, "normalised")
+    raw = member_scores(samples, names, "score")
+
+    def meta(scores: pd.Series) -> dict[str, Any]:
+        return meta_evaluate(samples.assign(score=scores), methods, n_bootstrap, confidence, seed, language_order).to_dict()
+
+    panel_meta = meta(pd.to_numeric(samples["score"], errors="coerce"))
+    out: dict[str, Any] = {
+        "members": {n: {"results": meta(raw[n]), "failures": int(raw[n].isna().sum())} for n in names},
+        "panel": {"results": panel_meta, "failures": int(pd.to_numeric(samples["score"], errors="coerce").isna().sum()),
+                  "vote": how, "quorum": quorum},
+        "alpha": judge_alpha(norm), "alpha_rank": judge_alpha(norm, ranks=True),
+        "error_correlation": error_correlations(norm, samples["human"]), "n_items": int(len(samples)),
+    }  # fmt: skip
+    fallbacks = 0
+    for cell in samples["extra"]:
+        fallbacks += bool(isinstance(cell, str) and json.loads(cell).get("fallback"))
+    out["panel"]["majority_fallbacks"] = fallbacks
+    loo: dict[str, Any] = {}
+    if len(names) > 2:
+        for n in names:
+            rest = [x for x in names if x != n]
+            q = min(quorum, len(rest))
+            without = meta(revote(norm[rest], how, q))
+            ec = error_correlations(norm[rest], samples["human"])
+            loo[n] = {
+                **{f"delta_{m}": _delta(_all(panel_meta, m), _all(without, m)) for m in methods},
+                **{f"without_{m}": _all(without, m) for m in methods},
+                "alpha": judge_alpha(norm[rest])["value"], "mean_error_correlation": ec["mean"],
+                "effective_judges": ec["effective_judges"],
+            }  # fmt: skip
+    out["leave_one_out"] = loo or "needs at least 3 members"
+    if alt_test is not None:
+        from harness.meta.alt_test import alt_test_from_samples
+
+        per = {}
+        for k, n in enumerate(names):
+            rng = tuple(ranges[k]) if ranges is not None else None
+            per[n] = alt_test_from_samples(samples.assign(score=raw[n]), judge_range=rng, **alt_test)  # type: ignore[arg-type]
+        per["panel"] = alt_test_from_samples(samples, judge_range=(0.0, 1.0) if ranges is not None else None, **alt_test)
+        out["alt_test"] = per
+    return out
+
+
+def _delta(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None:
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return float(a - b)

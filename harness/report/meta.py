@@ -1,0 +1,293 @@
+"""Meta-evaluation beyond one correlation, as tables (rows shared by the CLI's rich tables and the
+report's Markdown/HTML) and figures: human ceilings and soft labels, the alternative annotator test
+(ω per judge with its verdict, ρ_j per annotator), judge panels (α, error correlation, effective
+judges, leave-one-judge-out) and translation QA per language (``qa.json`` of ``harness datasets qa``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from harness.report.figures import Doc, _colors, _num, _pyplot, _save, fmt_entry, fmt_value, slug
+
+QA_FILE = "qa.json"
+HUMAN_KEYS = ("ceiling_loao", "ceiling_split_half", "high_agreement")
+SOFT_KEYS = ("soft/expected_abs_error", "soft/expected_sq_error", "soft/cross_entropy")
+HUMAN_HEADERS = ["task", "lang", "judge (headline metric)", "one annotator vs rest (LOAO)", "ceiling (split-half, S–B)",
+                 "judge on high-agreement items", "E|s−E[h]|", "E[(s−h)²]", "cross-entropy"]  # fmt: skip
+ALT_HEADERS = ["task", "judge", "environment", "ω", "ρ", "verdict", "annotators tested", "ε", "scale / scoring"]
+ANN_HEADERS = ["task", "judge", "environment", "annotator", "n", "ρ_j", "p", "judge wins (BY)"]
+PANEL_HEADERS = ["task", "judge", "metric (all)", "failures", "Δ metric without it", "ρ̄ without", "n_eff without"]
+QA_HEADERS = ["lang", "segments", "BLEU", "chrF", "BERTScore", "adequacy", "CometKiwi", "similarity", "flagged items"]
+
+
+def _headline(results: Mapping[str, Any], task: str) -> str:
+    metrics = list(((results.get("tasks") or {}).get(task) or {}).get("metrics") or ["spearman"])
+    return "spearman" if "spearman" in metrics else metrics[0]
+
+
+# -- rows ---------------------------------------------------------------------------------------
+def human_rows(results: Mapping[str, Any], label: str | None = None) -> list[list[str]]:
+    """Per task × language: the judge's headline correlation next to the human ceilings, the
+    high-agreement correlation and the soft-label errors."""
+    rows = []
+    for task in (results.get("human_labels") or {}):
+        m = _headline(results, task)
+        for lang, entries in (results.get("results") or {}).get(task, {}).items():
+            if not any(f"{k}/{m}" in entries for k in HUMAN_KEYS):
+                continue
+            rows.append([task, lang, fmt_entry(entries.get(m)),
+                         *(fmt_entry(entries.get(f"{k}/{m}"), star=False) for k in HUMAN_KEYS),
+                         *(fmt_entry(entries.get(k), star=False) for k in SOFT_KEYS)])  # fmt: skip
+    return rows
+
+
+def _verdict(r: Mapping[str, Any]) -> str:
+    if r.get("skipped"):
+        return "not tested: " + str(r["skipped"])
+    return "passes (can replace)" if r.get("passed") else "fails"
+
+
+def alt_rows(alt: Mapping[str, Any], task: str, judge: str) -> tuple[list[list[str]], list[list[str]]]:
+    """(summary rows per environment, per-annotator rows) of one alt-test result."""
+    if alt.get("skipped") and not alt.get("environments"):
+        return [[task, judge, "—", "—", "—", "not tested: " + str(alt["skipped"]), "0", str(alt.get("epsilon")), "—"]], []
+    summary, per = [], []
+    for env, r in (alt.get("environments") or {}).items():
+        tested = [a for a in (r.get("annotators") or {}).values() if not a.get("skipped")]
+        summary.append([task, judge, env, fmt_value(r.get("omega"), 2), fmt_value(r.get("rho"), 2), _verdict(r),
+                        f"{len(tested)} of {len(r.get('annotators') or {})}", f"{alt.get('epsilon'):g}",
+                        f"{alt.get('scale')} / {alt.get('scoring')}"])  # fmt: skip
+        for ann, a in (r.get("annotators") or {}).items():
+            win = "—" if a.get("skipped") else ("yes" if a.get("rejected") else "no")
+            per.append([task, judge, env, ann, str(a.get("n")), fmt_value(a.get("rho"), 3),
+                        fmt_value(a.get("p_value"), 4) if a.get("p_value") is not None else (a.get("skipped") or "—"), win])  # fmt: skip
+    return summary, per
+
+
+def all_alt_rows(results: Mapping[str, Any]) -> tuple[list[list[str]], list[list[str]]]:
+    judge = str((results.get("judge") or {}).get("spec") or "?")
+    summary: list[list[str]] = []
+    per: list[list[str]] = []
+    for task, alt in (results.get("alt_test") or {}).items():
+        s, p = alt_rows(alt, task, judge)
+        summary += s
+        per += p
+    for task, info in ((results.get("panel") or {}).get("tasks") or {}).items():
+        for member, alt in (info.get("alt_test") or {}).items():
+            if member != "panel":  # the panel's own test is the run's alt_test above
+                s, p = alt_rows(alt, task, member)
+                summary += s
+                per += p
+    return summary, per
+
+
+def panel_rows(results: Mapping[str, Any]) -> tuple[list[list[str]], list[list[str]]]:
+    """(per-member rows, per-task summary rows: α, α on ranks, ρ̄, effective judges)."""
+    panel = results.get("panel") or {}
+    members, summary = [], []
+    for task, info in (panel.get("tasks") or {}).items():
+        m = _headline(results, task)
+        loo = info.get("leave_one_out") if isinstance(info.get("leave_one_out"), dict) else {}
+        for name, mem in (info.get("members") or {}).items():
+            lo = loo.get(name) or {}
+            members.append([task, name, fmt_entry((mem["results"].get("all") or {}).get(m)), str(mem.get("failures")),
+                            fmt_value(lo.get(f"delta_{m}")), fmt_value(lo.get("mean_error_correlation")),
+                            fmt_value(lo.get("effective_judges"), 2)])  # fmt: skip
+        p = info.get("panel") or {}
+        members.append([task, f"panel (vote={p.get('vote')}, quorum {p.get('quorum')})",
+                        fmt_entry((p.get("results", {}).get("all") or {}).get(m)), str(p.get("failures")), "", "", ""])  # fmt: skip
+        ec = info.get("error_correlation") or {}
+        summary.append([task, str(ec.get("n_judges")), fmt_value((info.get("alpha") or {}).get("value")),
+                        fmt_value((info.get("alpha_rank") or {}).get("value")), fmt_value(ec.get("mean")),
+                        fmt_value(ec.get("effective_judges"), 2), str(info.get("n_items"))])  # fmt: skip
+    return members, summary
+
+
+PANEL_SUMMARY_HEADERS = ["task", "judges", "α (values)", "α (ranks)", "mean error corr. ρ̄", "effective judges", "items"]
+
+
+def qa_rows(qa: Mapping[str, Any]) -> list[list[str]]:
+    """Table 2-style rows: one per language, then the average."""
+    src = qa.get("source_language", "en").upper()
+    rows = []
+    for lang, r in list((qa.get("languages") or {}).items()) + [("avg", qa.get("average") or {})]:
+        name = "Avg" if lang == "avg" else f"{src}-{lang.upper()}"
+        rows.append([name, str(r.get("n_segments", "—")), fmt_value(r.get("bleu"), 2), fmt_value(r.get("chrf"), 2),
+                     fmt_value(r.get("bertscore_f1")), fmt_value(r.get("adequacy"), 2), fmt_value(r.get("cometkiwi")),
+                     fmt_value(r.get("similarity")), str(r.get("flagged_items", "—"))])  # fmt: skip
+    return rows
+
+
+# -- CLI ----------------------------------------------------------------------------------------
+def rich_tables(results: Mapping[str, Any]) -> list[Any]:
+    """rich Tables of a run's ceilings / soft labels, alt-test and panel sections (empty if none)."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    def table(title: str, headers: list[str], rows: list[list[str]]) -> Table:
+        t = Table(title=escape(title), title_justify="left")
+        for h in headers:
+            left = h in ("task", "lang", "judge", "environment", "annotator", "verdict")
+            t.add_column(escape(h), justify="left" if left else "right")
+        for r in rows:
+            t.add_row(*(escape(str(c)) for c in r))
+        return t
+
+    out = []
+    if rows := human_rows(results):
+        out.append(table("human ceilings and soft labels (headline metric)", HUMAN_HEADERS, rows))
+    summary, per = all_alt_rows(results)
+    judge = str((results.get("judge") or {}).get("spec") or "?")
+    per = [r for r in per if r[1] == judge]  # the members' per-annotator rows are in `harness report`
+    if per:
+        out.append(table("alt-test per annotator (judge vs the left-out annotator, Calderon et al. 2025)", ANN_HEADERS, per))
+    if summary:
+        out.append(table("alt-test: winning rate ω (passes when ω ≥ 0.5)", ALT_HEADERS, summary))
+    members, psum = panel_rows(results)
+    if members:
+        out.append(table("panel members (leave-one-judge-out)", PANEL_HEADERS, members))
+        out.append(table("panel agreement and independence", PANEL_SUMMARY_HEADERS, psum))
+    return out
+
+
+# -- report sections ------------------------------------------------------------------------------
+def meta_sections(doc: Doc, runs: list[Any], out: Path) -> list[Path]:
+    """The report's ceilings, alt-test and panel sections over ``runs`` (LoadedRun objects)."""
+    made: list[Path] = []
+    human = [(r, row) for r in runs for row in human_rows(r.results)]
+    if human:
+        doc.h(2, "Human ceilings and soft labels")
+        doc.p("The judge's headline correlation next to what humans reach: one annotator against the mean of the "
+              "others (LOAO), and sqrt of the Spearman–Brown split-half reliability of the mean rating (the most a "
+              "noise-free judge can reach); the judge on items whose annotators agree (full/majority); expected "
+              "errors against the annotators' label distribution.")  # fmt: skip
+        doc.table(["task", "lang", "judge", *HUMAN_HEADERS[2:]], [[row[0], row[1], r.label, *row[2:]] for r, row in human])
+    alts = [(r, *all_alt_rows(r.results)) for r in runs]
+    if any(s for _, s, _ in alts):
+        doc.h(2, "Can this judge replace an annotator? (alt-test)")
+        doc.p("Alternative annotator test (Calderon, Reichart & Dror, 2025): leave one annotator out; the judge wins "
+              "against that annotator when it agrees with the remaining annotators better, by a one-sided paired "
+              "t-test against the margin ε with Benjamini–Yekutieli FDR control. ω = share of annotators the judge "
+              "beats; the judge can replace the annotators when ω ≥ 0.5. ρ = average advantage probability.")  # fmt: skip
+        doc.table(ALT_HEADERS, [s for _, ss, _ in alts for s in ss])
+        for i, (r, _, per) in enumerate(alts):
+            if per:
+                path = out / "figures" / f"alt_test_{i + 1:02d}-{slug(r.label)}.png"
+                made.append(alt_test_figure(per, path, f"{r.label}: advantage probability ρ_j per annotator"))
+                doc.figure(f"figures/{path.name}", f"{r.label}: ρ_j per annotator (filled = judge wins after BY)")
+        doc.table(ANN_HEADERS, [p for _, _, per in alts for p in per])
+    panels = [(r, *panel_rows(r.results)) for r in runs if r.results.get("panel")]
+    if panels:
+        doc.h(2, "Judge panels")
+        doc.p("Per member and for the panel: the headline correlation; Krippendorff's α among the judges (on their "
+              "[0, 1]-normalised values and on their ranks); ρ̄ = mean pairwise correlation of the judges' errors "
+              "(residuals given the human rating); effective number of independent judges k / (1 + (k − 1) ρ̄); "
+              "leave-one-judge-out: the change of the panel's metric without each member and ρ̄ / n_eff without it.")  # fmt: skip
+        for i, (r, members, summary) in enumerate(panels):
+            doc.h(3, r.label)
+            doc.table(PANEL_SUMMARY_HEADERS, summary)
+            doc.table(PANEL_HEADERS, members)
+            for task, info in (r.results["panel"].get("tasks") or {}).items():
+                pairs = (info.get("error_correlation") or {}).get("pairs") or {}
+                if pairs:
+                    path = out / "figures" / f"panel_errors_{i + 1:02d}-{slug(task)}.png"
+                    made.append(error_heatmap(pairs, path, f"{task}: judges' error correlation"))
+                    doc.figure(f"figures/{path.name}", f"{r.label} on {task}: pairwise error correlations")
+    return made
+
+
+def qa_section(doc: Doc, qas: list[tuple[Path, Mapping[str, Any]]], out: Path) -> list[Path]:
+    made: list[Path] = []
+    if not qas:
+        return made
+    doc.h(2, "Translation QA")
+    doc.p("xDial-Eval §3.2 / Table 2: source vs translation per language — BLEU / chrF / BERTScore of the "
+          "back-translation against the source, LLM adequacy (App. A Table 6 prompt, 1–5), CometKiwi QE, "
+          "cross-lingual cosine of source and translation; flagged = items with an outlier segment.")  # fmt: skip
+    for i, (path, qa) in enumerate(qas):
+        ds = qa.get("dataset") or {}
+        doc.h(3, f"{ds.get('ref') or path.name}")
+        doc.table(QA_HEADERS, qa_rows(qa))
+        fig = out / "figures" / f"qa_{i + 1:02d}-{slug(str(ds.get('ref') or path.name))}.png"
+        made.append(qa_figure(qa, fig))
+        doc.figure(f"figures/{fig.name}", f"{ds.get('ref')}: translation quality per language")
+        doc.bullets([f"{k}: {v}" for k, v in (qa.get("methods") or {}).items()])
+    return made
+
+
+def load_qa(path: str | Path) -> dict[str, Any] | None:
+    p = Path(path)
+    f = p if p.suffix == ".json" else p / QA_FILE
+    if f.name == QA_FILE and f.is_file():
+        return json.loads(f.read_text(encoding="utf-8"))
+    return None
+
+
+# -- figures ------------------------------------------------------------------------------------
+def alt_test_figure(per: list[list[str]], path: Path, title: str) -> Path:
+    plt = _pyplot()
+    rows = [r for r in per if _num(_float(r[5])) is not None]
+    fig, ax = plt.subplots(figsize=(max(5, 0.5 * len(rows) + 2), 3.2))
+    colors = _colors(len({r[2] for r in rows}) or 1)
+    envs = list(dict.fromkeys(r[2] for r in rows))
+    for k, r in enumerate(rows):
+        c = colors[envs.index(r[2])]
+        ax.bar(k, float(r[5]), color=c if r[7] == "yes" else "white", edgecolor=c, hatch=None if r[7] == "yes" else "//")
+    ax.set_xticks(range(len(rows)), [f"{r[3]}\n{r[2]}" for r in rows], rotation=90, fontsize=7)
+    ax.axhline(0.5, color="black", lw=0.8, ls="--")
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("ρ_j")
+    ax.set_title(title, fontsize=9)
+    return _save(fig, path)
+
+
+def _float(s: str) -> float | None:
+    try:
+        return float(s)
+    except ValueError:
+        return None
+
+
+def error_heatmap(pairs: Mapping[str, float | None], path: Path, title: str) -> Path:
+    import numpy as np
+
+    names = list(dict.fromkeys(n for k in pairs for n in k.split(" | ")))
+    m = np.eye(len(names))
+    for k, v in pairs.items():
+        a, b = k.split(" | ")
+        m[names.index(a), names.index(b)] = m[names.index(b), names.index(a)] = np.nan if v is None else v
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(1.2 * len(names) + 2, 1.0 * len(names) + 1.5))
+    im = ax.imshow(m, vmin=-1, vmax=1, cmap="RdBu_r")
+    for i in range(len(names)):
+        for j in range(len(names)):
+            ax.text(j, i, "—" if np.isnan(m[i, j]) else f"{m[i, j]:.2f}", ha="center", va="center", fontsize=8)
+    ax.set_xticks(range(len(names)), names, rotation=45, ha="right", fontsize=7)
+    ax.set_yticks(range(len(names)), names, fontsize=7)
+    fig.colorbar(im, ax=ax, fraction=0.046)
+    ax.set_title(title, fontsize=9)
+    return _save(fig, path)
+
+
+def qa_figure(qa: Mapping[str, Any], path: Path) -> Path:
+    langs = list((qa.get("languages") or {}).keys())
+    cols = [c for c in ("similarity", "bertscore_f1", "cometkiwi") if any(
+        _num((qa["languages"][lg]).get(c)) is not None for lg in langs)]  # fmt: skip
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(max(5, 0.7 * len(langs) + 2), 3.2))
+    colors = _colors(max(len(cols), 1))
+    width = 0.8 / max(len(cols), 1)
+    for k, c in enumerate(cols):
+        vals = [_num(qa["languages"][lg].get(c)) for lg in langs]
+        ax.bar([i + k * width for i in range(len(langs))], [v if v is not None else 0 for v in vals], width,
+               label=c, color=colors[k])  # fmt: skip
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(langs))], [lg.upper() for lg in langs])
+    ax.set_ylim(0, 1)
+    if cols:
+        ax.legend(fontsize=7)
+    ax.set_title(f"{(qa.get('dataset') or {}).get('ref')}: translation QA per language", fontsize=9)
+    return _save(fig, path)
