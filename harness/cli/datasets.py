@@ -335,3 +335,67 @@ def publish(
         f"published {rv.ref} to {res.repo_id} at {res.tag} (commit {res.commit_sha[:12]}), {len(res.files)} files"
     )
     console.print(f'load it with: datasets.load_dataset("{res.repo_id}", "<config>", revision="{res.tag}")')
+
+
+@datasets_app.command("qa")
+def qa(
+    ref: Annotated[str, typer.Argument(help="NAME@X.Y.Z of a registered translated dataset (or a dataset directory)")],
+    judge: Annotated[
+        str | None, typer.Option("--judge", "-j", help="Adequacy judge: an LLM gets the App. A prompt (1–5); any kind works")
+    ] = None,
+    encoder: Annotated[
+        str | None, typer.Option(help="Embedding judge for source–translation similarity ('none' to skip)")
+    ] = None,
+    translator: Annotated[str | None, typer.Option(help="LLM spec that back-translates into the source language")] = None,
+    bt_column: Annotated[str | None, typer.Option(help="Column with back-translations (one per utterance)")] = None,
+    comet: Annotated[bool, typer.Option("--comet", help="CometKiwi QE (optional extra [comet])")] = False,
+    comet_model: Annotated[str, typer.Option(help="CometKiwi model id, .ckpt or directory")] = "Unbabel/wmt22-cometkiwi-da",
+    sample: Annotated[int, typer.Option(help="Source utterances per config (paper: 100); 0 = all")] = 100,
+    seed: Annotated[int, typer.Option(help="Sampling and judge seed")] = 0,
+    config: Annotated[list[str], typer.Option("--config", help="Only these configs")] = None,  # type: ignore[assignment]
+    language: Annotated[list[str], typer.Option("--language", "-l", help="Only these target languages")] = None,  # type: ignore[assignment]
+    source_language: Annotated[str, typer.Option(help="Language the others were translated from")] = "en",
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Directory for qa.json + segments.parquet")] = None,
+    version: Annotated[str | None, typer.Option(help="Version of the flagged copy (default: next minor)")] = None,
+    dataset_output: Annotated[Path | None, typer.Option(help="Write the flagged copy here instead of the registry")] = None,
+    no_register: Annotated[bool, typer.Option("--no-register", help="Only the report; no flagged version")] = False,
+    batch_size: Annotated[int, typer.Option("--batch-size", "-b")] = 32,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the request cache")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars")] = False,
+    registry: RegistryOpt = None,
+) -> None:
+    """Translation QA (xDial-Eval §3.2): Table 2 per language; flags go into a new dataset version."""
+    from harness.data.registry import RegistryError
+    from harness.languages import normalize_languages
+    from harness.qa.run import DEFAULT_ENCODER, QAConfig, run_qa
+    from harness.report.meta import QA_HEADERS, qa_rows
+    from harness.spec import SpecError
+    from harness.types import BackendError
+
+    enc = None if (encoder or "").lower() == "none" else (encoder or DEFAULT_ENCODER)
+    try:
+        cfg = QAConfig(
+            ref=ref, judge=judge, encoder=enc, encoder_explicit=encoder is not None, translator=translator,
+            bt_column=bt_column, comet=comet, comet_model=comet_model, sample=sample, seed=seed,
+            source_language=source_language, configs=config or None, languages=normalize_languages(language),
+            batch_size=batch_size, output_dir=output, register=not no_register, version=version,
+            dataset_output=dataset_output, registry=registry, use_cache=not no_cache, show_progress=not quiet,
+        )  # fmt: skip
+        res = run_qa(cfg)
+    except (RegistryError, ValueError, KeyError, FileNotFoundError, FileExistsError, RuntimeError, SpecError, BackendError) as e:
+        fail(escape(str(e).strip("'\"")))
+        return
+    t = Table(title=escape(f"translation QA of {res.qa['dataset']['ref']} (xDial-Eval Table 2 style)"))
+    for h in QA_HEADERS:
+        t.add_column(h, justify="left" if h == "lang" else "right")
+    for row in qa_rows(res.qa):
+        t.add_row(*row)
+    console.print(t)
+    for k, v in res.qa["methods"].items():
+        console.print(f"{k}: {escape(v if isinstance(v, str) else v.get('spec') or v.get('column') or v.get('model') or 'ran')}")
+    console.print("flags: " + ", ".join(f"{k} {v}" for k, v in sorted(res.qa["flags"].items())))
+    for w in res.warnings:
+        err.print(f"[yellow]warning:[/] {escape(w)}")
+    if res.new_version:
+        console.print(f"flagged copy: {escape(res.new_version)} (columns qa_flagged, translation_qa; the checked version is unchanged)")
+    console.print(f"wrote {escape(str(res.output_dir / 'qa.json'))} and segments.parquet")

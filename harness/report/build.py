@@ -2,7 +2,9 @@
 
 Sections (see docs/reports.md): runs, leaderboard, per-language correlations (MEDAL Fig. 4 /
 Table 6), issue detection F1 with the human ceiling (MEDAL Fig. 5) and issue-rate heatmaps per
-chatbot × language / dimension from the per-sample labels (MEDAL Fig. 2 / Fig. 9).
+chatbot × language / dimension from the per-sample labels (MEDAL Fig. 2 / Fig. 9); human ceilings,
+the alt-test, judge panels and translation QA (``qa.json`` directories of ``harness datasets qa``)
+from :mod:`harness.report.meta` (docs/meta-evaluation.md).
 
 The table builders (:func:`leaderboard_table`, :func:`correlation_table`, :func:`issue_metrics_table`,
 :func:`issue_rate_table`, :func:`issue_dimension_table`, :func:`overall_score_table`) return
@@ -448,7 +450,10 @@ def build_report(
     """Write ``report.md``, ``report.html`` (unless ``html=False``) and ``figures/*.png``."""
     if not run_dirs:
         raise ValueError("no run directories given")
-    runs = [load_run(p) for p in run_dirs]
+    from harness.report.meta import load_qa, meta_sections, qa_section
+
+    qas = [(Path(p), q) for p in run_dirs if not (Path(p) / RESULTS_FILE).is_file() and (q := load_qa(p)) is not None]
+    runs = [load_run(p) for p in run_dirs if Path(p) not in {q for q, _ in qas}]
     _label_runs(runs)
     out = Path(output_dir)
     (out / "figures").mkdir(parents=True, exist_ok=True)
@@ -458,11 +463,14 @@ def build_report(
         if r.samples is None:
             warnings.append(f"{r.path}: no {SAMPLES_FILE}; per-sample heatmaps skipped for this run")
     figures: list[Path] = []
-    runs_section(doc, runs)
-    leaderboard_section(doc, runs)
-    figures += language_section(doc, runs, out)
-    figures += issue_section(doc, runs, out)
-    figures += heatmap_section(doc, runs, out, warnings)
+    if runs:
+        runs_section(doc, runs)
+        leaderboard_section(doc, runs)
+        figures += language_section(doc, runs, out)
+        figures += issue_section(doc, runs, out)
+        figures += heatmap_section(doc, runs, out, warnings)
+        figures += meta_sections(doc, runs, out)  # ceilings, alt-test, panels
+    figures += qa_section(doc, qas, out)  # translation QA (qa.json of harness datasets qa)
     if warnings:
         doc.h(2, "Warnings")
         doc.bullets(warnings)

@@ -266,8 +266,9 @@ def error_heatmap(pairs: Mapping[str, float | None], path: Path, title: str) -> 
     for i in range(len(names)):
         for j in range(len(names)):
             ax.text(j, i, "—" if np.isnan(m[i, j]) else f"{m[i, j]:.2f}", ha="center", va="center", fontsize=8)
-    ax.set_xticks(range(len(names)), names, rotation=45, ha="right", fontsize=7)
-    ax.set_yticks(range(len(names)), names, fontsize=7)
+    short = [n if len(n) <= 28 else "…" + n[-27:] for n in names]
+    ax.set_xticks(range(len(names)), short, rotation=45, ha="right", fontsize=7)
+    ax.set_yticks(range(len(names)), short, fontsize=7)
     fig.colorbar(im, ax=ax, fraction=0.046)
     ax.set_title(title, fontsize=9)
     return _save(fig, path)

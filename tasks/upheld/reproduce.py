@@ -376,19 +376,22 @@ def run_system_level(cfg: ReproduceConfig, features: pd.DataFrame, records: dict
 def run_cpdscore_on_upheld(cfg: ReproduceConfig, records: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """CPDScore (ComperDial App. B) on UPHELD main: every turn of the first ``cpdscore_dialogues``
     dialogues for every system; human score = the item's mean content label (UPHELD has no
-    humanness label); turn-, dialogue- and system-level Pearson/Spearman/Kendall."""
-    from tasks.cpdscore.scoring import run_cpdscore
+    humanness label); turn-, dialogue- and system-level Pearson/Spearman/Kendall. Runs the
+    ``cpdscore-*`` tasks' code (:func:`tasks.cpdscore.task.reproduce_cpdscore`): the four turn
+    variants and CPDS-Dial over the grouped turns on top of each."""
+    from tasks.cpdscore.task import reproduce_cpdscore
 
     dialogues = list(dict.fromkeys(r["dialogue_id"] for r in records["main"]))[: cfg.cpdscore_dialogues]
     keep = set(dialogues)
-    recs = [{**r, "rating": r.get("rating")} for r in records["main"] if r["dialogue_id"] in keep]
+    recs = [r for r in records["main"] if r["dialogue_id"] in keep]
     cache = RequestCache(cfg.cache_path or default_cache_path(), enabled=cfg.use_cache)
     try:
-        out = run_cpdscore(recs, cfg.cpdscore_judge, n_calls=cfg.cpdscore_calls, seed=cfg.seed, cache=cache)
+        out = reproduce_cpdscore(recs, cfg.cpdscore_judge, cache, n_calls=cfg.cpdscore_calls, seed=cfg.seed)
     finally:
         cache.close()
     return {**out, "data": {"config": "main", "dialogues": dialogues, "n_turn_items": len(recs),
-                            "human": "mean content label per item"}}  # fmt: skip
+                            "human": "mean content label per item",
+                            "tasks": "cpdscore-{s,d}-{ref,noref} and CPDS-Dial over grouped turns"}}  # fmt: skip
 
 
 # --------------------------------------------------------------------------- main entry
