@@ -60,7 +60,7 @@ def run(
 ) -> None:
     """Run a judge over task datasets and measure its agreement with human ratings (with several
     annotators per item: soft labels, human ceilings and the alt-test; with a panel: α, effective judges)."""
-    from harness.report.meta import rich_tables
+    from harness.report.meta import alt_notes, rich_tables
     from harness.run.results import issue_tables, results_tables
     from harness.run.runner import DEFAULT_TASK, RunConfig
     from harness.run.runner import run as do_run
@@ -97,6 +97,8 @@ def run(
         console.print(t)
     for t in rich_tables(out.results):
         console.print(t)
+    for line in alt_notes(out.results):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     c = out.results["cache"]
     b = out.results["usage"]["backend"]
     console.print(

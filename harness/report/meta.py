@@ -36,9 +36,10 @@ def human_rows(results: Mapping[str, Any], label: str | None = None) -> list[lis
     rows = []
     for task in (results.get("human_labels") or {}):
         m = _headline(results, task)
-        for lang, entries in (results.get("results") or {}).get(task, {}).items():
-            if not any(f"{k}/{m}" in entries for k in HUMAN_KEYS):
-                continue
+        by_lang = (results.get("results") or {}).get(task, {})
+        for lang, entries in by_lang.items():
+            if not any(f"{k}/{m}" in entries for k in HUMAN_KEYS) or (lang == "all" and len(by_lang) == 2):
+                continue  # "all" repeats a single language
             rows.append([task, lang, fmt_entry(entries.get(m)),
                          *(fmt_entry(entries.get(f"{k}/{m}"), star=False) for k in HUMAN_KEYS),
                          *(fmt_entry(entries.get(k), star=False) for k in SOFT_KEYS)])  # fmt: skip
@@ -146,12 +147,23 @@ def rich_tables(results: Mapping[str, Any]) -> list[Any]:
     if per:
         out.append(table("alt-test per annotator (judge vs the left-out annotator, Calderon et al. 2025)", ANN_HEADERS, per))
     if summary:
-        out.append(table("alt-test: winning rate ω (passes when ω ≥ 0.5)", ALT_HEADERS, summary))
+        short = [[*r[:5], "not tested (see below)" if r[5].startswith("not tested") else r[5], *r[6:]] for r in summary]
+        out.append(table("alt-test: winning rate ω (passes when ω ≥ 0.5)", ALT_HEADERS, short))
     members, psum = panel_rows(results)
     if members:
         out.append(table("panel members (leave-one-judge-out)", PANEL_HEADERS, members))
         out.append(table("panel agreement and independence", PANEL_SUMMARY_HEADERS, psum))
     return out
+
+
+def alt_notes(results: Mapping[str, Any]) -> list[str]:
+    """One line per environment the alt-test could not test, and per warning (the CLI prints them)."""
+    summary, _ = all_alt_rows(results)
+    lines = [f"alt-test {r[0]} / {r[1]} / {r[2]}: {r[5]}" for r in summary if r[5].startswith("not tested")]
+    for task, alt in (results.get("alt_test") or {}).items():
+        for env, e in (alt.get("environments") or {}).items():
+            lines += [f"alt-test {task} / {env}: warning: {w}" for w in e.get("warnings") or []]
+    return lines
 
 
 # -- report sections ------------------------------------------------------------------------------
