@@ -178,6 +178,9 @@ def meta_sections(doc: Doc, runs: list[Any], out: Path) -> list[Path]:
               "noise-free judge can reach); the judge on items whose annotators agree (full/majority); expected "
               "errors against the annotators' label distribution.")  # fmt: skip
         doc.table(["task", "lang", "judge", *HUMAN_HEADERS[2:]], [[row[0], row[1], r.label, *row[2:]] for r, row in human])
+        path = out / "figures" / "ceilings.png"
+        made.append(ceiling_figure([(f"{r.label}\n{row[0]} {row[1]}", row[2:5]) for r, row in human], path))
+        doc.figure(f"figures/{path.name}", "the judge's headline correlation next to the human LOAO value and the split-half ceiling")
     alts = [(r, *all_alt_rows(r.results)) for r in runs]
     if any(s for _, s, _ in alts):
         doc.h(2, "Can this judge replace an annotator? (alt-test)")
@@ -254,6 +257,23 @@ def alt_test_figure(per: list[list[str]], path: Path, title: str) -> Path:
     ax.set_ylim(0, 1)
     ax.set_ylabel("ρ_j")
     ax.set_title(title, fontsize=9)
+    return _save(fig, path)
+
+
+def ceiling_figure(groups: list[tuple[str, list[str]]], path: Path) -> Path:
+    """Grouped bars: judge, one annotator vs the rest, split-half ceiling (cells as formatted in the tables)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(max(5, 1.6 * len(groups) + 2), 3.4))
+    names = ["judge", "one annotator vs rest", "split-half ceiling"]
+    colors = _colors(3)
+    for k in range(3):
+        vals = [_float(cells[k].split(" ")[0].rstrip("*")) for _, cells in groups]
+        ax.bar([i + 0.27 * k for i in range(len(groups))], [v if v is not None else 0 for v in vals], 0.27,
+               color=colors[k], label=names[k])  # fmt: skip
+    ax.set_xticks([i + 0.27 for i in range(len(groups))], [g for g, _ in groups], fontsize=7)
+    ax.set_ylim(min(0, ax.get_ylim()[0]), 1)
+    ax.legend(fontsize=7)
+    ax.set_title("correlation with the human rating vs human ceilings", fontsize=9)
     return _save(fig, path)
 
 

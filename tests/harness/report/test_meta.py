@@ -27,7 +27,7 @@ def test_report_sections_for_a_panel_run(tmp_path):
         assert heading in md
     assert "effective judges" in md and "metric:rouge1" in md and "annotator_3" in md
     figs = {p.name.split("-")[0] for p in (tmp_path / "rep" / "figures").iterdir()}
-    assert {"alt_test_01", "panel_errors_01"} <= figs
+    assert {"alt_test_01", "panel_errors_01", "ceilings.png"} <= figs
     assert (tmp_path / "rep" / "report.html").read_text().count("<img") >= 3
 
 
