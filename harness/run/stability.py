@@ -31,9 +31,10 @@ def run_stability(cfg: RunConfig, runs: int, output_dir: str | Path) -> dict[str
     if runs < 2:
         raise ValueError(f"--runs must be >= 2 to measure stability, got {runs}")
     spec = parse_spec(cfg.judge)
-    if spec.kind == "mean":  # ",seed=r" would land on the last member only
+    if spec.kind in ("mean", "panel"):  # ",seed=r" would land on the last member only
         raise ValueError(
-            "stability runs re-seed one sampling judge; run them on each member of a 'mean:' ensemble instead"
+            f"stability runs re-seed one sampling judge; run them on each member of a '{spec.kind}:' "
+            f"{'ensemble' if spec.kind == 'mean' else 'panel'} instead"
         )
     if "seed" in spec.decoding:
         raise ValueError("the judge spec sets seed=...; stability runs set the seed themselves (seed=0..k-1)")

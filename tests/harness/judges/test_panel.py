@@ -91,3 +91,10 @@ def test_panel_run_on_a_small_upheld_release(tmp_path):
     assert failed and all(e["n_voting"] == 2 for e in failed)
     assert p["members"][yes]["failures"] == len(failed)
     assert (s["score"].dropna() >= 0).all() and s["parse_status"].isin(["ok", "no_quorum"]).all()
+
+
+def test_stability_refuses_a_panel():
+    from harness.run.stability import run_stability
+
+    with pytest.raises(ValueError, match="each member of a 'panel:' panel"):
+        run_stability(RunConfig(judge="panel:metric:rougeL+metric:rouge1", tasks=["upheld-content"]), 2, "/tmp/x")
