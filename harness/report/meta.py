@@ -46,6 +46,28 @@ def human_rows(results: Mapping[str, Any], label: str | None = None) -> list[lis
     return rows
 
 
+def level_rows(results: Mapping[str, Any]) -> list[list[str]]:
+    """Per task with aggregation levels (ComperDial Tables 4–5): the item-level and the dialogue- /
+    system-level correlations per language."""
+    rows = []
+    for task, info in (results.get("tasks") or {}).items():
+        levels = info.get("levels") or []
+        metrics = list(info.get("metrics") or [])
+        by_lang = (results.get("results") or {}).get(task, {})
+        for lang, entries in by_lang.items():
+            if lang == "all" and len(by_lang) == 2:
+                continue
+            for level in ["item", *levels]:
+                keys = metrics if level == "item" else [f"{level}/{m}" for m in metrics]
+                if any(k in entries for k in keys):
+                    n = next((entries[k].get("n") for k in keys if k in entries), None)
+                    rows.append([task, lang, level, str(n), *(fmt_entry(entries.get(k)) for k in keys)])
+    return rows
+
+
+LEVEL_HEADERS = ["task", "lang", "level", "n", "pearson", "spearman", "kendall"]
+
+
 def _verdict(r: Mapping[str, Any]) -> str:
     if r.get("skipped"):
         return "not tested: " + str(r["skipped"])
@@ -139,6 +161,8 @@ def rich_tables(results: Mapping[str, Any]) -> list[Any]:
         return t
 
     out = []
+    if rows := level_rows(results):
+        out.append(table("turn / dialogue / system level (ComperDial Tables 4–5)", LEVEL_HEADERS, rows))
     if rows := human_rows(results):
         out.append(table("human ceilings and soft labels (headline metric)", HUMAN_HEADERS, rows))
     summary, per = all_alt_rows(results)
@@ -170,6 +194,12 @@ def alt_notes(results: Mapping[str, Any]) -> list[str]:
 def meta_sections(doc: Doc, runs: list[Any], out: Path) -> list[Path]:
     """The report's ceilings, alt-test and panel sections over ``runs`` (LoadedRun objects)."""
     made: list[Path] = []
+    levels = [(r, row) for r in runs for row in level_rows(r.results)]
+    if levels:
+        doc.h(2, "Turn, dialogue and system level")
+        doc.p("Correlations of the item scores and of their means per (system, dialogue) and per system "
+              "(ComperDial Tables 4–5; the judge's means skip parse failures).")  # fmt: skip
+        doc.table(["task", "lang", "judge", *LEVEL_HEADERS[2:]], [[row[0], row[1], r.label, *row[2:]] for r, row in levels])
     human = [(r, row) for r in runs for row in human_rows(r.results)]
     if human:
         doc.h(2, "Human ceilings and soft labels")

@@ -8,7 +8,7 @@ import json
 from typer.testing import CliRunner
 
 from harness.cli.app import app
-from harness.report.meta import alt_rows, human_rows, panel_rows, qa_rows
+from harness.report.meta import alt_rows, human_rows, level_rows, panel_rows, qa_rows
 from harness.run.runner import RunConfig, run
 from tests.fixtures.upheld_source import write_upheld_source
 
@@ -44,5 +44,8 @@ def test_row_builders_on_hand_written_results():
     assert per[0][-1] == "yes" and per[1][-1] == "—" and per[1][6] == "12 instances < 30"
     assert alt_rows({"epsilon": 0.1, "skipped": "1 annotator"}, "t", "j")[0][0][5] == "not tested: 1 annotator"
     assert panel_rows({"tasks": {}}) == ([], [])
+    lv = {"tasks": {"c": {"metrics": ["pearson"], "levels": ["system"]}},
+          "results": {"c": {"en": {"pearson": {"value": 0.1, "n": 9}, "system/pearson": {"value": 0.9, "n": 3}}, "all": {}}}}  # fmt: skip
+    assert level_rows(lv) == [["c", "en", "item", "9", "0.100"], ["c", "en", "system", "3", "0.900"]]
     qa = {"source_language": "en", "languages": {"fr": {"n_segments": 3, "bleu": 40.123, "similarity": 0.8}}, "average": {"n_segments": 3}}
     assert qa_rows(qa)[0][:3] == ["EN-FR", "3", "40.12"] and qa_rows(qa)[1][0] == "Avg"

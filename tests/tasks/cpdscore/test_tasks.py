@@ -166,3 +166,4 @@ def test_cli_on_real_upheld(shared_data, tmp_path):
     en = res["results"]["cpdscore-d-noref"]["en"]
     assert en["pearson"]["n"] == 80 and en["system/pearson"]["per_dataset"]["main"]["n"] == 6
     assert "alt-test: winning rate" in r.output and "human ceilings" in r.output
+    assert "turn / dialogue / system level" in r.output
