@@ -7,7 +7,8 @@ For each task, on the members' scores kept in ``samples.parquet`` (``extra["memb
 * agreement among the judges: Krippendorff's α (``krippendorff`` via
   :func:`harness.meta.agreement.krippendorff_alpha`, judges as coders, items as units) at interval
   level on the members' [0, 1]-normalised scores (``alpha``: do they give the same values?) and on
-  each member's percentile ranks (``alpha_rank``: do they order the items alike?);
+  each member's percentile ranks (``alpha_rank``: do they order the items alike?), both binned to a
+  0.05 grid (:func:`judge_alpha`);
 * the judges' *error* correlation: each member's error is the part of its score the human rating
   does not explain linearly (the residual of an OLS fit of the member's score on the human rating,
   :func:`scipy.stats.linregress`), so the pairwise Pearson correlation of two members' errors is
@@ -61,15 +62,27 @@ def effective_judges(k: int, rho: float | None) -> float | None:
     return k / denom if denom > 0 else None
 
 
+ALPHA_GRID = 21  # values binned to a 0.05 grid: krippendorff builds a values x values matrix per unit
+
+
 def judge_alpha(matrix: pd.DataFrame, ranks: bool = False) -> dict[str, Any]:
-    """Krippendorff's α (interval) among the columns of ``matrix`` (judges) over its rows (items)."""
+    """Krippendorff's α (interval) among the columns of ``matrix`` (judges) over its rows (items).
+
+    The ``krippendorff`` package builds a V × V coincidence matrix per unit (V = distinct values), which
+    continuous scores make infeasible (UPHELD: 2,584 units × 6,897² values); the values are therefore
+    min–max scaled over the matrix and rounded to a grid of :data:`ALPHA_GRID` points (0.05) first — a
+    binning error of about 0.05²/12 in variance, a change of α well below 0.01 for judge scores."""
     m = matrix.rank(pct=True) if ranks else matrix
-    long = m.reset_index(drop=True).stack().reset_index()
+    arr = m.to_numpy(float)
+    if np.isfinite(arr).sum() == 0:
+        return {"value": None, "n_items": 0, "grid": 1 / (ALPHA_GRID - 1)}
+    lo, hi = np.nanmin(arr), np.nanmax(arr)
+    scaled = (m - lo) / (hi - lo) if hi > lo else m * 0.0
+    binned = (scaled * (ALPHA_GRID - 1)).round() / (ALPHA_GRID - 1)
+    long = binned.reset_index(drop=True).stack().reset_index()
     long.columns = ["item", "annotator", "value"]
-    if long.empty:
-        return {"value": None, "n_items": 0}
     res = krippendorff_alpha(long, level="interval")
-    return {"value": None if math.isnan(res.value) else res.value, "n_items": res.n_items}
+    return {"value": None if math.isnan(res.value) else res.value, "n_items": res.n_items, "grid": 1 / (ALPHA_GRID - 1)}
 
 
 def error_correlations(matrix: pd.DataFrame, human: pd.Series) -> dict[str, Any]:

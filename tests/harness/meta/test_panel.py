@@ -34,11 +34,24 @@ def _alpha_interval_by_hand(matrix: np.ndarray) -> float:
 
 
 def test_alpha_against_the_formula():
+    # values on the 0.05 grid already (0 and 1 present): the binning leaves them as they are
     m = pd.DataFrame({"j1": [0.1, 0.5, 0.9, 0.3, np.nan], "j2": [0.2, 0.4, 0.8, 0.35, 0.6], "j3": [0.0, 0.6, 1.0, np.nan, 0.5]})
     want = _alpha_interval_by_hand(m.to_numpy().T)
     assert judge_alpha(m)["value"] == pytest.approx(want)
     ranks = m.rank(pct=True)
-    assert judge_alpha(m, ranks=True)["value"] == pytest.approx(_alpha_interval_by_hand(ranks.to_numpy().T))
+    scaled = (ranks - np.nanmin(ranks)) / (np.nanmax(ranks) - np.nanmin(ranks))
+    binned = (scaled * 20).round() / 20
+    assert judge_alpha(m, ranks=True)["value"] == pytest.approx(_alpha_interval_by_hand(binned.to_numpy().T))
+
+
+def test_alpha_of_continuous_scores_stays_close_to_the_exact_formula():
+    rng = np.random.default_rng(0)
+    truth = rng.uniform(0, 1, 300)
+    m = pd.DataFrame({f"j{k}": np.clip(truth + rng.normal(0, 0.15, 300), 0, 1) for k in range(3)})
+    exact = _alpha_interval_by_hand(m.to_numpy()[:60].T)  # the pairwise formula is O(n^2): 60 items
+    assert judge_alpha(m.iloc[:60])["value"] == pytest.approx(exact, abs=0.01)
+    big = pd.DataFrame({f"j{k}": rng.uniform(0, 1, 5000) for k in range(4)})  # 20,000 distinct values
+    assert abs(judge_alpha(big)["value"]) < 0.05
 
 
 def test_effective_judges():
