@@ -52,6 +52,8 @@ def level_rows(results: Mapping[str, Any]) -> list[list[str]]:
     rows = []
     for task, info in (results.get("tasks") or {}).items():
         levels = info.get("levels") or []
+        if not levels:
+            continue
         metrics = list(info.get("metrics") or [])
         by_lang = (results.get("results") or {}).get(task, {})
         for lang, entries in by_lang.items():
