@@ -211,7 +211,7 @@ def meta_sections(doc: Doc, runs: list[Any], out: Path) -> list[Path]:
               "errors against the annotators' label distribution.")  # fmt: skip
         doc.table(["task", "lang", "judge", *HUMAN_HEADERS[2:]], [[row[0], row[1], r.label, *row[2:]] for r, row in human])
         path = out / "figures" / "ceilings.png"
-        made.append(ceiling_figure([(f"{r.label}\n{row[0]} {row[1]}", row[2:5]) for r, row in human], path))
+        made.append(ceiling_figure([(f"{_short(r.label)}\n{row[0]} {row[1]}", row[2:5]) for r, row in human], path))
         doc.figure(f"figures/{path.name}", "the judge's headline correlation next to the human LOAO value and the split-half ceiling")
     alts = [(r, *all_alt_rows(r.results)) for r in runs]
     if any(s for _, s, _ in alts):
@@ -309,6 +309,10 @@ def ceiling_figure(groups: list[tuple[str, list[str]]], path: Path) -> Path:
     return _save(fig, path)
 
 
+def _short(name: str, width: int = 28) -> str:
+    return name if len(name) <= width else "…" + name[-(width - 1) :]
+
+
 def _float(s: str) -> float | None:
     try:
         return float(s)
@@ -330,7 +334,7 @@ def error_heatmap(pairs: Mapping[str, float | None], path: Path, title: str) -> 
     for i in range(len(names)):
         for j in range(len(names)):
             ax.text(j, i, "—" if np.isnan(m[i, j]) else f"{m[i, j]:.2f}", ha="center", va="center", fontsize=8)
-    short = [n if len(n) <= 28 else "…" + n[-27:] for n in names]
+    short = [_short(n) for n in names]
     ax.set_xticks(range(len(names)), short, rotation=45, ha="right", fontsize=7)
     ax.set_yticks(range(len(names)), short, fontsize=7)
     fig.colorbar(im, ax=ax, fraction=0.046)
