@@ -9,5 +9,10 @@
 * :mod:`~harness.meta.issue_metrics` — those metrics for ``issues_json`` tasks in results.json;
 * :mod:`~harness.meta.agreement` — inter-annotator agreement (Krippendorff's α, Cohen's / Fleiss' κ,
   agreement buckets);
-* :mod:`~harness.meta.buckets` — accuracy per agreement bucket (UPHELD Table 10).
+* :mod:`~harness.meta.buckets` — accuracy per agreement bucket (UPHELD Table 10);
+* :mod:`~harness.meta.levels` — dialogue- and system-level correlations (ComperDial Tables 4–5);
+* :mod:`~harness.meta.soft_labels` — judge vs the annotators' label distribution, human ceilings
+  (leave-one-annotator-out, split-half + Spearman–Brown), high-agreement correlations;
+* :mod:`~harness.meta.alt_test` — can this judge replace an annotator? (Calderon et al. 2025);
+* :mod:`~harness.meta.panel` — judge panels: α among judges, error correlation, effective judges.
 """
