@@ -95,8 +95,8 @@ def main() -> None:
     from rouge_score import rouge_scorer
     from sentence_transformers import SentenceTransformer
 
+    from harness.encoders import resolve_encoder
     from harness.judges import refmetrics
-    from harness.judges.embedding import resolve_encoder
 
     refs, preds, source = load_pairs(args.data, args.n)
     n_unique = len(set(zip(refs, preds, strict=True)))

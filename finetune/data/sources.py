@@ -12,6 +12,9 @@ a built dataset directory or a registry reference, optionally with a config: ``D
     Dialogue-level common-schema records (:mod:`harness.data.schema`), read with
     ``datasets.load_dataset(DIR, CONFIG, split="test")``; ``turns`` gives utterances and roles. The
     config may be left out when the dataset has a single dialogue-level config.
+``contexts:`` + a dataset reference as above, with a turn-level config
+    The *contexts* of turn-level records as dialogues, each distinct context (per language) once —
+    the rated responses are left out, since their quality is what evaluators are scored on.
 a JSONL file (``*.jsonl``, or ``jsonl:<path>``)
     One dialogue per line: ``{"id", "language", "turns": [str | {"role", "text"}]}``; plain strings
     alternate ``user`` / ``assistant`` starting with ``user``.
@@ -39,6 +42,7 @@ from harness.data.schema import DataValidationError
 ROLES: tuple[str, ...] = ("user", "assistant")
 TOPICAL_CHAT_PREFIX = "topical-chat:"
 JSONL_PREFIX = "jsonl:"
+CONTEXTS_PREFIX = "contexts:"
 #: Licenses of the sources whose terms travel with derived training data.
 SOURCE_LICENSES: dict[str, str] = {"topical-chat": "cdla-sharing-1.0"}
 
@@ -93,6 +97,7 @@ class LoadReport:
     skipped_one_turn: int = 0  # < 2 non-empty utterances left: no context-response pair possible
     skipped_language: int = 0  # another language than ``language=``
     empty_utterances_dropped: int = 0
+    duplicate_contexts: int = 0  # turn-level sources: rows whose context was read already
     utterances_kept: int = 0
     limit: int | None = None
     limit_reached: bool = False
@@ -114,6 +119,7 @@ class LoadReport:
             f"({', '.join(f'{k} {v}' for k, v in self.languages.items()) or 'none'}); "
             f"skipped {self.skipped_one_turn} with < 2 utterances, {self.skipped_language} of another "
             f"language; dropped {self.empty_utterances_dropped} empty utterances"
+            + (f"; {self.duplicate_contexts} repeated contexts read once" if self.duplicate_contexts else "")
         )
 
 
@@ -162,6 +168,8 @@ def load_dialogues(
                 f"use 'topical-chat:{path}'"
             )
         raw = _jsonl(path, report)
+    elif text.startswith(CONTEXTS_PREFIX):
+        raw = _dataset(text[len(CONTEXTS_PREFIX) :], report, registry, cache_dir, contexts=True)
     else:
         raw = _dataset(text, report, registry, cache_dir)
     return _collect(raw, report, language, limit)
@@ -357,6 +365,7 @@ def _dataset(
     report: LoadReport,
     registry: str | os.PathLike[str] | None,
     cache_dir: str | os.PathLike[str] | None,
+    contexts: bool = False,
 ) -> Iterator[_Raw]:
     import datasets
 
@@ -364,20 +373,27 @@ def _dataset(
     manifest_path = directory / "build_manifest.json"
     manifest = json.loads(manifest_path.read_text(encoding="utf-8")) if manifest_path.is_file() else {}
     configs: dict[str, Any] = manifest.get("configs") or {}
+    want = "turn" if contexts else "dialogue"
     if config is None:
-        dialogue_configs = [c for c, e in configs.items() if e.get("level") == "dialogue"]
-        if len(dialogue_configs) != 1:
+        level_configs = [c for c, e in configs.items() if e.get("level") == want]
+        if len(level_configs) != 1:
             raise ValueError(
-                f"{directory}: name the config (DIR:CONFIG); dialogue-level configs: "
-                f"{', '.join(dialogue_configs) or 'none'} (all: {', '.join(configs) or 'unknown'})"
+                f"{directory}: name the config (DIR:CONFIG); {want}-level configs: "
+                f"{', '.join(level_configs) or 'none'} (all: {', '.join(configs) or 'unknown'})"
             )
-        config = dialogue_configs[0]
+        config = level_configs[0]
     level = (configs.get(config) or {}).get("level")
     if configs and config not in configs:
         raise ValueError(f"{directory}: no config {config!r}; configs: {', '.join(configs)}")
-    if level not in (None, "dialogue"):
+    if level not in (None, want):
+        hint = (
+            f"; for the contexts of turn-level records use '{CONTEXTS_PREFIX}{text}'"
+            if level == "turn"
+            else ""
+        )
         raise ValueError(
-            f"{directory}:{config} is {level}-level; load_dialogues reads dialogue-level records (turns)"
+            f"{directory}:{config} is {level}-level; load_dialogues reads "
+            f"{'the contexts of turn-level records' if contexts else 'dialogue-level records (turns)'}{hint}"
         )
     report.files.append(
         {
@@ -390,21 +406,30 @@ def _dataset(
     ds = datasets.load_dataset(
         str(directory), config, split="test", cache_dir=os.fspath(cache_dir) if cache_dir else None
     )
-    if "turns" not in ds.column_names:
-        raise ValueError(f"{directory}:{config} has no 'turns' column (not dialogue-level records)")
+    field_name = "context" if contexts else "turns"
+    if field_name not in ds.column_names:
+        raise ValueError(f"{directory}:{config} has no {field_name!r} column (not {want}-level records)")
     file = f"{directory}/{config}"
     origin = f"{release['name']}@{release['version']}:{config}" if release else f"{directory}:{config}"
+    seen_contexts: set[tuple[str, tuple[str, ...]]] = set()
     for row in ds:
         did = row.get("id")
         if not isinstance(did, str) or not did:
             raise DataValidationError(file, report.read + 1, "id", f"missing record id (got {did!r})", column_label="field")  # fmt: skip
-        turns = row.get("turns") or []
+        turns = row.get(field_name) or []
+        if field_name == "context":  # one dialogue per distinct context of a language
+            key = (str(row.get("language")), tuple(str(t.get("text")) for t in turns))
+            if key in seen_contexts:
+                report.duplicate_contexts += 1
+                continue
+            seen_contexts.add(key)
+            did = f"{did}#context"
         utterances = []
         for i, t in enumerate(turns):
             role = t.get("role")
             if role not in ROLES:
                 raise DataValidationError(
-                    file, repr(did), f"turns.{i}.role", f"unknown role {role!r}", row_label="dialogue",
+                    file, repr(did), f"{field_name}.{i}.role", f"unknown role {role!r}", row_label="dialogue",
                     column_label="field",
                 )  # fmt: skip
             utterances.append((t.get("text"), role))

@@ -4,8 +4,8 @@
 registered in :mod:`harness.spec` (built-in) or by plug-ins (entry-point group
 ``dialeval_harness.judges``). One module per kind: :mod:`~harness.judges.llm` (hf / vllm / openai /
 replay backends), :mod:`~harness.judges.embedding`, :mod:`~harness.judges.metric` (with the
-reference metrics of :mod:`~harness.judges.refmetrics`), :mod:`~harness.judges.ensemble` (learned
-ensembles of :mod:`~harness.judges.learned`), :mod:`~harness.judges.mean_ensemble`.
+reference metrics of :mod:`~harness.judges.refmetrics`), :mod:`~harness.judges.learned.judge` (learned
+ensembles of :mod:`~harness.judges.learned.fit`), :mod:`~harness.judges.mean_ensemble`.
 """
 
 from harness.judges.base import Judge, Verdict

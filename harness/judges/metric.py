@@ -83,7 +83,7 @@ class ReferenceFeatures:
 
     def settings(self, family: str) -> dict[str, Any]:
         """What determines a family's values (cache identity and results record)."""
-        from harness.judges.embedding import fingerprint_model_dir, resolve_encoder
+        from harness.encoders import fingerprint_model_dir, resolve_encoder
 
         if family == "rouge":
             return {"family": "rouge", "use_stemmer": self.use_stemmer, "value": "fmeasure"}

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from harness.backends.hf_templates import resolve_device
-from harness.judges.embedding import PACKAGED_ALIASES, fingerprint_model_dir, resolve_encoder
+from harness.encoders import PACKAGED_ALIASES, fingerprint_model_dir, resolve_encoder
 
 ROUGE_METRICS = ("rouge1", "rouge2", "rougeL", "rougeLsum")
 BERTSCORE_METRICS = ("bert_score_precision", "bert_score_recall", "bert_score_F1")

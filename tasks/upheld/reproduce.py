@@ -270,8 +270,8 @@ def run_ensembles(
     feature_names: list[str], info: dict[str, Any], handle: DatasetHandle,
 ) -> dict[str, Any]:  # fmt: skip
     from harness.judges import load_judge
-    from harness.judges.learned import MODEL_KINDS, cross_validate
-    from harness.judges.learned_model import fit_ensemble
+    from harness.judges.learned.fit import MODEL_KINDS, cross_validate
+    from harness.judges.learned.model import fit_ensemble
     from tasks.upheld import UPHELD_TASKS
 
     out: dict[str, Any] = {}
@@ -329,7 +329,7 @@ def run_buckets(cfg: ReproduceConfig, features: pd.DataFrame, records: dict[str,
                 feature_names: list[str]) -> dict[str, Any]:  # fmt: skip
     """Table 10 on UPHELD main (baselines excluded as in the app-b protocol): each metric's score is
     mapped onto the label scale and compared with the winning human label per agreement level."""
-    from harness.judges.learned_model import load_ensemble
+    from harness.judges.learned.model import load_ensemble
 
     out: dict[str, Any] = {}
     protocol = PROTOCOLS["app-b"]

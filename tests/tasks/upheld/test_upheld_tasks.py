@@ -147,7 +147,7 @@ def test_metric_judge_rejects_unknown_metric_and_counts_missing_reference():
 
 
 def test_ensemble_saved_reloaded_as_judge_and_run(tmp_path, source):
-    from harness.judges.learned_model import fit_ensemble, load_ensemble
+    from harness.judges.learned.model import fit_ensemble, load_ensemble
 
     feats = ["rouge1", "rougeL", "bert_score_F1", "message_embedding_cos_sim"]
     first = run(RunConfig(judge="metric:rouge1", tasks=["upheld-content"], source=str(source),

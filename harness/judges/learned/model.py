@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 import sklearn
 
-from harness.judges.learned import (
+from harness.judges.learned.fit import (
     ScoreFn,
     _resolve_score_fn,
     _task_type,

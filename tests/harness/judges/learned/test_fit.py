@@ -9,7 +9,7 @@ from sklearn.linear_model import LinearRegression
 from sklearn.pipeline import Pipeline
 from sklearn.svm import SVC, SVR
 
-from harness.judges.learned import (
+from harness.judges.learned.fit import (
     MODEL_KINDS,
     CVResult,
     cross_validate,
@@ -17,7 +17,7 @@ from harness.judges.learned import (
     prepare_features,
     resolve_task_type,
 )
-from harness.judges.learned_model import fit_ensemble, load_ensemble, transfer
+from harness.judges.learned.model import fit_ensemble, load_ensemble, transfer
 
 FEATURES = ["f1", "f2", "f3"]
 
@@ -101,7 +101,7 @@ def test_each_fold_holds_out_twenty_percent(frame):
 
 
 def test_grouped_cv_keeps_groups_together(frame, monkeypatch):
-    import harness.judges.learned as ens
+    import harness.judges.learned.fit as ens
 
     seen = []
     real = ens.continuous_scores
@@ -207,7 +207,7 @@ def test_load_warns_on_sklearn_version_mismatch(frame, tmp_path, caplog):
     meta = json.loads((out / "ensemble.json").read_text())
     meta["sklearn_version"] = "0.0.1"
     (out / "ensemble.json").write_text(json.dumps(meta))
-    with caplog.at_level(logging.WARNING, logger="harness.judges.learned"):
+    with caplog.at_level(logging.WARNING, logger="harness.judges.learned.fit"):
         load_ensemble(out)
     assert "0.0.1" in caplog.text
 

