@@ -10,7 +10,9 @@ from __future__ import annotations
 import importlib
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -160,9 +162,37 @@ def backend_class(kind: str) -> type[Backend]:
     return getattr(mod, cls_name)
 
 
+#: Spec options that size an executor's workers (``num_gpus=1``), never passed to a backend.
+EXECUTOR_OPTIONS = ("num_gpus", "num_cpus")
+
+# Set by an executor (harness.executors) while it is active: judges and pipelines that call
+# create_backend then get the executor's backend (e.g. a pool of Ray workers) instead of a local one.
+_BACKEND_FACTORY: ContextVar[Callable[[JudgeSpec], Backend] | None] = ContextVar("backend_factory", default=None)
+
+
+@contextmanager
+def backend_factory(factory: Callable[[JudgeSpec], Backend]) -> Iterator[None]:
+    """Make :func:`create_backend` call ``factory(spec)`` inside the ``with`` block (this thread)."""
+    token = _BACKEND_FACTORY.set(factory)
+    try:
+        yield
+    finally:
+        _BACKEND_FACTORY.reset(token)
+
+
 def create_backend(spec: JudgeSpec) -> Backend:
+    """The backend a spec names: the active executor's (see :func:`backend_factory`), else a local one."""
+    factory = _BACKEND_FACTORY.get()
+    if factory is not None:
+        return factory(spec)
+    return create_local_backend(spec)
+
+
+def create_local_backend(spec: JudgeSpec) -> Backend:
+    """A backend instance in this process (executor sizing options such as ``num_gpus`` dropped)."""
     cls = backend_class(spec.kind)
-    return cls(spec.target, revision=spec.revision, **spec.options)
+    options = {k: v for k, v in spec.options.items() if k not in EXECUTOR_OPTIONS}
+    return cls(spec.target, revision=spec.revision, **options)
 
 
 def registered_backends() -> list[str]:

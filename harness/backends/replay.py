@@ -25,7 +25,10 @@ continuation is split at whitespace (``"Answer: Yes."`` -> ``"Answer:"``, ``" Ye
 piece gets a log-prob derived from a hash of the rendered prompt, the continuation and the
 piece's index — arbitrary but deterministic, so a caller can still find "Yes" by character
 offsets. ``Request.json_schema`` is ignored.
-Backend option ``delay=<seconds>`` sleeps per request (to simulate a slow model in tests).
+Backend option ``delay=<seconds>`` sleeps per request (to simulate a slow model in tests). A
+response object ``{"error": "message"}`` is a scripted failure: the request raises
+:class:`~harness.types.BackendError` (the requests before it in the batch are reported as usual),
+as a server that keeps refusing a request does once its retries are spent.
 A request that matches no rule and has no default is an error naming the request.
 """
 
@@ -43,7 +46,7 @@ from typing import Any
 import yaml
 
 from harness.backends.base import Backend, Capabilities
-from harness.types import Request, Response, TokenLogprob, Usage
+from harness.types import BackendError, Request, Response, TokenLogprob, Usage
 
 
 def _render(req: Request) -> str:
@@ -127,6 +130,8 @@ class ReplayBackend(Backend):
             if self.delay:
                 time.sleep(self.delay)
             spec = self._pick(req)
+            if "error" in spec:
+                raise BackendError(f"replay {self.path.name}: scripted failure: {spec['error']}")
             resp = self._build(req, spec)
             emit(i, resp)
             out.append(resp)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -25,4 +26,58 @@ def error_message(e: BaseException) -> str:
     return str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
 
 
-__all__ = ["console", "err", "escape", "error_message", "fail"]
+__all__ = [
+    "ExecutorOpt",
+    "GpusOpt",
+    "WorkersOpt",
+    "console",
+    "err",
+    "error_message",
+    "escape",
+    "executor_config",
+    "executor_summary",
+    "fail",
+]
+
+
+# -- the executor options shared by run, stability, robustness and datasets build -------------------
+ExecutorOpt = Annotated[
+    str,
+    typer.Option(
+        "--executor",
+        help="Where model requests run: local (this process) or ray (sharded over --workers Ray actors, "
+        "each holding one backend; the cluster at RAY_ADDRESS, else a local one). Needs the ray extra.",
+    ),
+]
+WorkersOpt = Annotated[int, typer.Option("--workers", help="Ray workers (actors), one backend instance each")]
+GpusOpt = Annotated[
+    float,
+    typer.Option(
+        "--gpus-per-worker",
+        help="GPUs per Ray worker (vLLM: its tensor_parallel_size); a judge spec's num_gpus= overrides it",
+    ),
+]
+
+
+def executor_config(executor: str, workers: int, gpus_per_worker: float) -> Any:
+    """The :class:`~harness.executors.ExecutorConfig` of the options, or exit 2 naming the bad flag."""
+    from harness.executors import ExecutorConfig
+
+    try:
+        return ExecutorConfig(executor, workers=workers, gpus_per_worker=gpus_per_worker)
+    except ValueError as e:
+        fail(str(e))
+        raise AssertionError from e  # unreachable: fail exits
+
+
+def executor_summary(executor: dict[str, Any] | None) -> None:
+    """One line per Ray worker pool: where each worker ran and what it did."""
+    for pool in (executor or {}).get("pools", []):
+        parts = [
+            f"w{w['worker']} {w['requests']} req {w['seconds']:.1f}s"
+            + (f" {w['retries']} retries" if w["retries"] else "")
+            + (f" replaced {w['replaced']}×" if w["replaced"] else "")
+            + f" ({w['node_ip']}, pid {w['pid']})"
+            for w in pool["workers"]
+        ]
+        console.print(f"ray {pool['role']} {pool['spec']}: " + " · ".join(parts), markup=False, highlight=False)

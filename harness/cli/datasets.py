@@ -10,7 +10,20 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from harness.cli.console import console, err, fail
+from harness.cli.console import (
+    ExecutorOpt,
+    GpusOpt,
+    WorkersOpt,
+    console,
+    err,
+    executor_config,
+    executor_summary,
+    fail,
+)
+
+#: requests per Ray shard in the MEDAL pipeline (a generation phase is one big call): a batch size
+#: a vLLM engine per worker stays busy with
+MEDAL_SHARD_SIZE = 256
 
 datasets_app = typer.Typer(
     help="Versioned benchmark datasets: build into the local registry, list, show, diff, publish to the Hub.",
@@ -61,6 +74,9 @@ def build(
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars")] = False,
     registry: RegistryOpt = None,
+    executor: ExecutorOpt = "local",
+    workers: WorkersOpt = 1,
+    gpus_per_worker: GpusOpt = 0.0,
 ) -> None:
     """Build a dataset and register it as an immutable version (or write it to --output)."""
     from harness.data.builders import get_builder
@@ -74,12 +90,15 @@ def build(
         )
     elif name != "import" and mapping is not None:
         fail("--mapping only applies to the 'import' builder")
+    ex = executor_config(executor, workers, gpus_per_worker)
+    if ex.distributed and config is None:
+        fail("--executor ray runs a generation pipeline's model requests: it needs --config (the MEDAL pipeline)")
     if config is not None:
         if name != "medal":
             fail("--config runs a generation pipeline; only the 'medal' builder has one")
         if source is not None:
             fail("--config builds from the pipeline's own output; drop --source")
-        source, dataset_name = _run_medal_pipeline(config, quiet, dataset_name)
+        source, dataset_name = _run_medal_pipeline(config, quiet, dataset_name, ex)
     try:
         builder = get_builder(name, **kwargs)
         langs = builder.normalize_languages(language or None)
@@ -136,23 +155,36 @@ def build(
     console.print(f"fingerprint {res.fingerprint}")
 
 
-def _run_medal_pipeline(config: Path, quiet: bool, dataset_name: str | None) -> tuple[str, str | None]:
-    """Run the MEDAL pipeline; return (publish directory, registry name)."""
+def _run_medal_pipeline(
+    config: Path, quiet: bool, dataset_name: str | None, ex: Any = None
+) -> tuple[str, str | None]:
+    """Run the MEDAL pipeline (its model requests on ``ex``'s executor); return (publish directory,
+    registry name). On Ray the per-worker stats go to ``<work dir>/executor.json``."""
+    import dataclasses
+
     from dataset_builders.medal_pipeline.config import PipelineConfig
     from dataset_builders.medal_pipeline.generate import ResumeError
     from dataset_builders.medal_pipeline.pipeline import run_pipeline
     from harness.data.schema import DataValidationError
+    from harness.executors import executor_scope
     from harness.spec import SpecError
     from harness.types import BackendError
 
     try:
         cfg = PipelineConfig.load(config)
-        res = run_pipeline(cfg, progress=not quiet)
+        if ex is not None and ex.distributed:
+            ex = dataclasses.replace(ex, shard_size=MEDAL_SHARD_SIZE)
+        with executor_scope(ex, seed=cfg.seed) as scope:
+            res = run_pipeline(cfg, progress=not quiet)
+            executor_info = scope.describe()
     except (ValueError, FileNotFoundError, DataValidationError, ResumeError, SpecError, BackendError) as e:
         fail(f"{config}: {e}")
         raise AssertionError from e  # unreachable: _fail exits
     for w in res.warnings:
         err.print(f"[yellow]warning:[/] {escape(w)}")
+    if executor_info.get("pools"):
+        (Path(res.work_dir) / "executor.json").write_text(json.dumps(executor_info, indent=2), encoding="utf-8")
+        executor_summary(executor_info)
     s = res.summary
     console.print(
         f"MEDAL pipeline: {s['seeds']} seed contexts, {s['generation']['dialogues_with_turns']} dialogues, "

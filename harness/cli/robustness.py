@@ -10,7 +10,15 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from harness.cli.console import console, fail
+from harness.cli.console import (
+    ExecutorOpt,
+    GpusOpt,
+    WorkersOpt,
+    console,
+    executor_config,
+    executor_summary,
+    fail,
+)
 
 robustness_app = typer.Typer(
     help="Judge robustness: verdict injection through the evaluated dialogue, pairwise position bias.",
@@ -66,12 +74,17 @@ def inject_cmd(
     batch_size: Annotated[int, typer.Option("--batch-size", "-b", help="Items per judge call batch")] = 32,
     bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples for the 95% CI of the delta")] = 1000,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress output")] = False,
+    executor: ExecutorOpt = "local",
+    workers: WorkersOpt = 1,
+    gpus_per_worker: GpusOpt = 0.0,
 ) -> None:
     """Judge every item as is and with an evaluator-addressed note appended to its chatbot turn(s)."""
     from harness.robustness.injection import POSITIONS, run_injection_suite
     from harness.run.runner import RunConfig, _collect_items, _prepare
     from harness.tasks import get_task
+    from harness.types import BackendError
 
+    ex = executor_config(executor, workers, gpus_per_worker)
     if position not in POSITIONS:
         fail(f"--position must be one of {', '.join(POSITIONS)}, got {position!r}")
     try:
@@ -95,11 +108,12 @@ def inject_cmd(
                 position=position,
                 batch_size=batch_size,
                 n_bootstrap=bootstrap,
+                executor=ex,
             )
         report.provenance["dataset"] = handles[spec.builder].describe()
         out = output or _default_out("inject", task, judge)
         paths = report.write(out)
-    except (ValueError, KeyError, FileNotFoundError) as e:
+    except (ValueError, KeyError, FileNotFoundError, BackendError) as e:
         fail(str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e))
         return
     t = Table(title=f"verdict injection — {task} — judge {report.judge}", title_justify="left")
@@ -140,6 +154,7 @@ def inject_cmd(
         console.print(ft)
     if report.skipped:
         console.print(f"skipped {len(report.skipped)} item(s) with nothing to inject into")
+    executor_summary(report.provenance.get("executor"))
     console.print(f"wrote {paths['json']}, {paths['parquet']} and {paths['markdown']}")
 
 
@@ -155,21 +170,28 @@ def pairwise_cmd(
     no_cache: NoCacheOpt = False,
     seed: Annotated[int, typer.Option(help="First sampling seed (repeats use seed..seed+k-1)")] = 0,
     batch_size: Annotated[int, typer.Option("--batch-size", "-b", help="Requests per backend batch")] = 32,
+    executor: ExecutorOpt = "local",
+    workers: WorkersOpt = 1,
+    gpus_per_worker: GpusOpt = 0.0,
 ) -> None:
     """Ask the judge which conversation of each pair is better, in both orders; report flips and
     position bias (and self-consistency with --repeats)."""
     from harness.robustness.pairwise import load_pairs, run_pairwise
     from harness.spec import parse_spec
+    from harness.types import BackendError
 
+    ex = executor_config(executor, workers, gpus_per_worker)
     try:
         parse_spec(judge)
         items = load_pairs(pairs)
         with _cache(no_cache, cache) as rc:
-            report = run_pairwise(judge, items, rc, seed=seed, repeats=repeats, batch_size=batch_size)
+            report = run_pairwise(
+                judge, items, rc, seed=seed, repeats=repeats, batch_size=batch_size, executor=ex
+            )
         report.provenance["pairs_file"] = str(pairs)
         out = output or _default_out("pairwise", pairs.stem, judge)
         paths = report.write(out)
-    except (ValueError, KeyError, FileNotFoundError) as e:
+    except (ValueError, KeyError, FileNotFoundError, BackendError) as e:
         fail(str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e))
         return
     t = Table(title=f"pairwise position consistency — judge {report.judge}", title_justify="left")
@@ -193,4 +215,5 @@ def pairwise_cmd(
         )
     for w in report.warnings:
         console.print(f"[yellow]warning:[/] {w}")
+    executor_summary(report.provenance.get("executor"))
     console.print(f"wrote {paths['json']} and {paths['markdown']}")

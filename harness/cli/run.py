@@ -9,7 +9,16 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from harness.cli.console import console, error_message, fail
+from harness.cli.console import (
+    ExecutorOpt,
+    GpusOpt,
+    WorkersOpt,
+    console,
+    error_message,
+    executor_config,
+    executor_summary,
+    fail,
+)
 from harness.judges.loader import DEFAULT_JUDGE
 
 
@@ -57,15 +66,21 @@ def run(
         bool, typer.Option("--no-human-meta", help="Skip soft labels, ceilings and the alt-test")
     ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars")] = False,
+    executor: ExecutorOpt = "local",
+    workers: WorkersOpt = 1,
+    gpus_per_worker: GpusOpt = 0.0,
 ) -> None:
     """Run a judge over task datasets and measure its agreement with human ratings (with several
     annotators per item: soft labels, human ceilings and the alt-test; with a panel: α, effective judges)."""
     from harness.report.meta import alt_notes, rich_tables
+    from harness.run.partial import EXIT_INCOMPLETE, RunIncomplete
     from harness.run.results import issue_tables, results_tables
     from harness.run.runner import DEFAULT_TASK, RunConfig
     from harness.run.runner import run as do_run
     from harness.types import BackendError
 
+    ex = executor_config(executor, workers, gpus_per_worker)
+    incomplete = None
     try:
         cfg = RunConfig(
             judge=judge,
@@ -86,8 +101,11 @@ def run(
             alt_epsilon=alt_epsilon,
             alt_q=alt_q,
             alt_scale=alt_scale,
+            executor=ex,
         )
         out = do_run(cfg)
+    except RunIncomplete as e:  # partial results were written: show them, then exit non-zero
+        out, incomplete = e.output, e
     except (ValueError, KeyError, FileNotFoundError, BackendError) as e:
         fail(error_message(e))
         return
@@ -106,7 +124,10 @@ def run(
         f"parse failures: {sum(out.results['parse_failures'].values())} · "
         f"{out.results['timings']['total_s']:.1f}s"
     )
+    executor_summary(out.results.get("executor"))
     console.print(f"wrote {out.output_dir / 'results.json'} and {out.output_dir / 'samples.parquet'}")
+    if incomplete is not None:
+        fail(str(incomplete), EXIT_INCOMPLETE)
 
 
 def stability(
@@ -121,18 +142,27 @@ def stability(
     cache: Annotated[Path | None, typer.Option(help="Request cache file (SQLite)")] = None,
     bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples per run")] = 200,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars")] = False,
+    executor: ExecutorOpt = "local",
+    workers: WorkersOpt = 1,
+    gpus_per_worker: GpusOpt = 0.0,
 ) -> None:
     """Repeat a judge k times over the same items; report the std of its judgments (MEDAL Table 3)."""
+    from harness.run.partial import EXIT_INCOMPLETE, RunIncomplete
     from harness.run.runner import RunConfig
     from harness.run.stability import STABILITY_FILE, run_stability
+    from harness.types import BackendError
 
+    ex = executor_config(executor, workers, gpus_per_worker)
     try:
         cfg = RunConfig(
             judge=judge, tasks=task, languages=language, limit=limit, source=source, dataset=dataset,
-            cache_path=cache, n_bootstrap=bootstrap, show_progress=not quiet,
+            cache_path=cache, n_bootstrap=bootstrap, show_progress=not quiet, executor=ex,
         )  # fmt: skip
         report = run_stability(cfg, runs, output)
-    except (ValueError, KeyError, FileNotFoundError) as e:
+    except RunIncomplete as e:
+        fail(f"stability run {e.output.output_dir.name}: {e}", EXIT_INCOMPLETE)
+        return
+    except (ValueError, KeyError, FileNotFoundError, BackendError) as e:
         fail(error_message(e))
         return
     for name, dims in report["tasks"].items():

@@ -27,6 +27,7 @@ import numpy as np
 from scipy import stats
 
 from harness.cache import RequestCache
+from harness.executors import ExecutorConfig, executor_scope
 from harness.meta.correlation import percentile_ci
 from harness.provenance import environment, harness_info, redact
 from harness.spec import JudgeSpec
@@ -375,8 +376,10 @@ def run_injection_suite(
     batch_size: int = 32,
     n_bootstrap: int = 1000,
     confidence: float = 0.95,
+    executor: ExecutorConfig | None = None,
 ) -> InjectionReport:
-    """Judge ``items`` and their injected copies with one judge; pair and summarise them."""
+    """Judge ``items`` and their injected copies with one judge; pair and summarise them.
+    ``executor`` (default local) runs the judge's requests on Ray workers (``batch_size`` per shard)."""
     from harness.judges.loader import load_judge
 
     if batch_size < 1:
@@ -396,13 +399,18 @@ def run_injection_suite(
         raise ValueError(f"task {task.name!r}: no item could be injected ({len(skipped)} skipped)")
     spec_name = redact(str(judge_spec))
     t0 = time.perf_counter()
-    with load_judge(judge_spec, cache, seed=seed) as judge:
+    ex = executor or ExecutorConfig()
+    if ex.distributed:
+        ex = replace(ex, shard_size=batch_size)
+    with executor_scope(ex, seed=seed) as scope, scope.adopt(load_judge(judge_spec, cache, seed=seed)) as judge:
         verdicts = {"original": [], "injected": []}
+        step = scope.items_per_call(batch_size)
         for side, batch_items in (("original", originals), ("injected", injected)):
-            for i in range(0, len(batch_items), batch_size):
-                verdicts[side].extend(judge.score(task, batch_items[i : i + batch_size]))
+            for i in range(0, len(batch_items), step):
+                verdicts[side].extend(judge.score(task, batch_items[i : i + step]))
         identity, decoding, method = judge.identity(), judge.decoding(task), judge.method(task)
         usage, backend = judge.usage.to_dict(), judge.backend_stats()
+        executor_info = scope.describe()
     dims = list(task.judged_labels) if task.scoring == "issues_json" else []
     pairs = []
     for item, item_inj, vo, vi in zip(
@@ -441,6 +449,7 @@ def run_injection_suite(
         "n_bootstrap": n_bootstrap,
         "confidence_level": confidence,
         "usage": {**usage, "backend": backend},
+        "executor": executor_info,
         "cache": {
             "enabled": cache.enabled,
             "path": str(cache.path) if cache.enabled else None,

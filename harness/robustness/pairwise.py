@@ -10,6 +10,7 @@ rule (x wins if preferred in both orders, loses if y is preferred in both, tie o
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
@@ -25,6 +26,7 @@ from typing import Any
 from scipy import stats
 
 from harness.cache import CachedBackend, RequestCache
+from harness.executors import ExecutorConfig, executor_scope
 from harness.provenance import environment, harness_info, redact
 from harness.spec import JudgeSpec, parse_spec
 from harness.tasks import PromptTemplate
@@ -343,12 +345,14 @@ def run_pairwise(
     seed: int = 0,
     repeats: int = 1,
     batch_size: int = 32,
+    executor: ExecutorConfig | None = None,
 ) -> PairwiseReport:
     """Ask the judge which of each pair's conversations is better, in both orders (× ``repeats``).
 
     Greedy by default (``temperature=0``, ``max_tokens=16``; spec ``key=value`` overrides apply).
     ``repeats > 1`` draws k samples per order with seeds ``seed .. seed+k-1`` at the spec's
-    temperature, for :func:`self_consistency`."""
+    temperature, for :func:`self_consistency`. ``executor`` (default local) runs the requests on Ray
+    workers (``batch_size`` per worker shard)."""
     from harness.backends.base import create_backend
 
     if repeats < 1 or batch_size < 1:
@@ -387,16 +391,18 @@ def run_pairwise(
         {},
         {k: v for k, v in js.options.items() if k not in JUDGE_ONLY_OPTIONS},
     )
-    backend = create_backend(backend_spec)
+    ex = executor or ExecutorConfig()
+    if ex.distributed:
+        ex = dataclasses.replace(ex, shard_size=batch_size)
     t0 = time.perf_counter()
-    try:
+    with executor_scope(ex, seed=seed) as scope, create_backend(backend_spec) as backend:
         cached = CachedBackend(backend, cache)
         responses = []
-        for s in range(0, len(jobs), batch_size):
-            responses += cached.generate([j[3] for j in jobs[s : s + batch_size]])
+        step = scope.items_per_call(batch_size)
+        for s in range(0, len(jobs), step):
+            responses += cached.generate([j[3] for j in jobs[s : s + step]])
         identity, backend_stats = backend.identity(), backend.stats.to_dict()
-    finally:
-        backend.close()
+        executor_info = scope.describe()
     answers = []
     choice: dict[tuple[int, str, int], str | None] = {}
     for (i, order, r, req), resp in zip(jobs, responses, strict=True):
@@ -445,6 +451,7 @@ def run_pairwise(
         "template": template.describe(),
         "n_pairs": len(pairs),
         "usage": {"backend": backend_stats},
+        "executor": executor_info,
         "cache": {
             "enabled": cache.enabled,
             "path": str(cache.path) if cache.enabled else None,

@@ -21,6 +21,12 @@
       # {id: {n, rho, p_value, rejected, skipped}}}}}}; a panel: judge adds "panel": {members,
       # vote, quorum, tasks: {task: {members, panel, alpha, alpha_rank, error_correlation,
       # leave_one_out, alt_test}}}.
+      # "executor": {kind, and for ray: workers, gpus_per_worker, cpus_per_worker, shard_size,
+      # max_retries, cluster: {ray_version, address, resources, nodes}, pools: [{role, spec,
+      # resources_per_worker, workers: [{worker, node_ip, hostname, pid, gpu_ids, requests, shards,
+      # seconds, retries, replaced, setup_s, load_seconds}]}]} (harness.executors);
+      # a run that stopped early has "incomplete": {reason, stopped_at, n_items_total,
+      # n_items_scored, n_items_unscored, by_task, resume} (harness.run.partial).
       "harness": {version, git_sha, git_dirty}, "run": {...}, "judge": {...},
       "datasets": {task: {...}}, "tasks": {task: {...}}, "usage": {...}, "cache": {...},
       "timings": {...}, "environment": {...}

@@ -2,11 +2,16 @@
 ``results.json`` + ``samples.parquet``.
 
 Every judge call goes through the write-through request cache, batch by batch, so a killed run
-resumes where it stopped and a rerun with a warm cache makes zero backend calls.
+resumes where it stopped and a rerun with a warm cache makes zero backend calls. With
+``executor=ExecutorConfig("ray", workers=N)`` each call carries ``batch_size × N`` items and the
+misses are sharded over N Ray workers, one ``batch_size`` shard each (:mod:`harness.executors`). A
+backend that keeps failing ends the run with partial results marked incomplete
+(:mod:`harness.run.partial`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import random
@@ -14,7 +19,7 @@ import re
 import sys
 import time
 import uuid
-from contextlib import nullcontext
+from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,6 +30,7 @@ import pandas as pd
 
 from harness.cache import RequestCache, default_cache_path
 from harness.data.resolve import DatasetHandle, load_items, prepare_dataset
+from harness.executors import ExecutorConfig, ExecutorScope, executor_scope
 from harness.judges.base import Judge
 from harness.judges.loader import DEFAULT_JUDGE, load_judge
 from harness.languages import normalize_languages
@@ -33,9 +39,11 @@ from harness.meta.issue_metrics import add_issue_metrics, human_labels_json, lab
 from harness.meta.soft_labels import item_dimension, item_distribution
 from harness.provenance import environment, harness_info, redact
 from harness.run.extras import add_task_extras, dimension_tables, panel_extras
+from harness.run.partial import RunIncomplete, incomplete_marker, incomplete_message
 from harness.run.results import SCHEMA_VERSION, write_results
 from harness.spec import parse_spec
 from harness.tasks import TaskSpec, load_hook, resolve_tasks
+from harness.types import BackendError, LogprobsUnavailableError
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +72,8 @@ class RunConfig:
     alt_epsilon: float = 0.15  # alt-test cost-benefit margin (paper: 0.2 experts, 0.15 skilled, 0.1 crowd)
     alt_q: float = 0.05  # alt-test FDR level (Benjamini-Yekutieli)
     alt_scale: str = "auto"  # auto | raw | zscore | rank | discretize
+    # where the judge's requests run: local, or sharded over Ray workers (harness.executors)
+    executor: ExecutorConfig = field(default_factory=ExecutorConfig)
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
@@ -87,6 +97,10 @@ class RunOutput:
     results: dict[str, Any]
     samples: pd.DataFrame
     output_dir: Path
+
+    @property
+    def incomplete(self) -> dict[str, Any] | None:
+        return self.results.get("incomplete")
 
 
 def _slug(s: str) -> str:
@@ -205,62 +219,71 @@ def run(cfg: RunConfig) -> RunOutput:
             raise ValueError(f"task {spec.name!r}: no items selected (languages {cfg.languages or 'all'})")
     timings["load_dataset_s"] = time.perf_counter() - t
 
-    cache = RequestCache(cfg.cache_path or default_cache_path(), enabled=cfg.use_cache)
-    try:
+    # each Ray worker gets exactly the batches a local run would send (same grouping, same results)
+    ex_cfg = dataclasses.replace(cfg.executor, shard_size=cfg.batch_size) if cfg.executor.distributed else cfg.executor
+    # closed in reverse: the judge (and its Ray pools), the executor (its cluster), the cache
+    with ExitStack() as stack:
+        cache = stack.enter_context(RequestCache(cfg.cache_path or default_cache_path(), enabled=cfg.use_cache))
+        scope = stack.enter_context(executor_scope(ex_cfg, seed=cfg.seed))
         t = time.perf_counter()
-        judge = load_judge(cfg.judge, cache, seed=cfg.seed)
+        judge = stack.enter_context(scope.adopt(load_judge(cfg.judge, cache, seed=cfg.seed)))
         seed_everything(cfg.seed)
         timings["load_judge_s"] = time.perf_counter() - t
-        try:
-            rows, scoring_s = _score_tasks(cfg, specs, task_items, judge, run_id, judge_name)
-            # Weights load lazily on the first call that needs them: book that as judge loading.
-            model_load_s = float(judge.backend_stats().get("load_seconds", 0.0))
-            timings["load_judge_s"] += model_load_s
-            timings["scoring_s"] = max(scoring_s - model_load_s, 0.0)
-            samples = pd.DataFrame(rows)
+        rows, scoring_s, failure = _score_tasks(cfg, specs, task_items, judge, run_id, judge_name, scope)
+        # Weights load lazily on the first call that needs them: book that as judge loading.
+        model_load_s = float(judge.backend_stats().get("load_seconds", 0.0))
+        timings["load_judge_s"] += model_load_s
+        timings["scoring_s"] = max(scoring_s - model_load_s, 0.0)
+        samples = pd.DataFrame(rows) if rows else pd.DataFrame(columns=SAMPLE_COLUMNS)
 
-            t = time.perf_counter()
-            results_by_task, extras = {}, {"human_labels": {}, "alt_test": {}}
-            dims = {b: dimension_tables(h) for b, h in handles.items()}
-            for spec in specs:
-                sub = samples[samples["task"] == spec.name].rename(columns={"human_rating": "human"})
-                meta = meta_evaluate(
-                    sub, spec.metrics, cfg.n_bootstrap, cfg.confidence, cfg.seed, spec.languages
-                )
-                results_by_task[spec.name] = meta.to_dict()
-                if spec.issue_labels:
-                    add_issue_metrics(results_by_task[spec.name], sub, spec, cfg)
-                notes, alt = add_task_extras(results_by_task[spec.name], sub, spec, judge, cfg, dims[spec.builder])
-                if notes is not None:
-                    extras["human_labels"][spec.name], extras["alt_test"][spec.name] = notes, alt
-            if parse_spec(cfg.judge).kind == "panel":
-                extras["panel"] = panel_extras(samples, specs, judge, cfg, dims)
-            extras = {k: v for k, v in extras.items() if v}
-            timings["meta_eval_s"] = time.perf_counter() - t
-            timings["total_s"] = time.perf_counter() - t_start
-            timings["items_per_s_scoring"] = (
-                len(samples) / timings["scoring_s"] if timings["scoring_s"] > 0 else None
+        t = time.perf_counter()
+        results_by_task, extras = {}, {"human_labels": {}, "alt_test": {}}
+        dims = {b: dimension_tables(h) for b, h in handles.items()}
+        for spec in specs:
+            sub = samples[samples["task"] == spec.name].rename(columns={"human_rating": "human"})
+            if failure is not None and sub.empty:
+                continue  # never reached: no statistics, listed under results["incomplete"]
+            meta = meta_evaluate(
+                sub, spec.metrics, cfg.n_bootstrap, cfg.confidence, cfg.seed, spec.languages
             )
-            results = _results_document(
-                cfg,
-                run_id,
-                specs,
-                judge,
-                judge_name,
-                handles,
-                missing_configs,
-                samples,
-                results_by_task,
-                cache,
-                timings,
-            )
-            results.update(extras)
-        finally:
-            judge.close()
-    finally:
-        cache.close()
+            results_by_task[spec.name] = meta.to_dict()
+            if spec.issue_labels:
+                add_issue_metrics(results_by_task[spec.name], sub, spec, cfg)
+            notes, alt = add_task_extras(results_by_task[spec.name], sub, spec, judge, cfg, dims[spec.builder])
+            if notes is not None:
+                extras["human_labels"][spec.name], extras["alt_test"][spec.name] = notes, alt
+        if parse_spec(cfg.judge).kind == "panel" and failure is None:
+            extras["panel"] = panel_extras(samples, specs, judge, cfg, dims)
+        extras = {k: v for k, v in extras.items() if v}
+        timings["meta_eval_s"] = time.perf_counter() - t
+        timings["total_s"] = time.perf_counter() - t_start
+        timings["items_per_s_scoring"] = (
+            len(samples) / timings["scoring_s"] if timings["scoring_s"] > 0 else None
+        )
+        results = _results_document(
+            cfg,
+            run_id,
+            specs,
+            judge,
+            judge_name,
+            handles,
+            missing_configs,
+            samples,
+            results_by_task,
+            cache,
+            timings,
+        )
+        results["executor"] = scope.describe()
+        results.update(extras)
+        if failure is not None:
+            totals = {s.name: len(task_items[s.name]) for s in specs}
+            scored = {s.name: int((samples["task"] == s.name).sum()) for s in specs}
+            results["incomplete"] = incomplete_marker(failure, totals, scored)
     write_results(out_dir, results, samples)
-    return RunOutput(results=results, samples=samples, output_dir=out_dir)
+    output = RunOutput(results=results, samples=samples, output_dir=out_dir)
+    if output.incomplete is not None:
+        raise RunIncomplete(incomplete_message(results, out_dir), output)
+    return output
 
 
 def _score_tasks(
@@ -270,26 +293,44 @@ def _score_tasks(
     judge: Judge,
     run_id: str,
     judge_name: str,
-) -> tuple[list[dict[str, Any]], float]:
-    """Judge every item batch by batch (each batch goes through the write-through cache)."""
+    scope: ExecutorScope,
+) -> tuple[list[dict[str, Any]], float, dict[str, Any] | None]:
+    """Judge every item batch by batch (each batch goes through the write-through cache). A
+    backend failure that survived its retries stops scoring: the rows so far come back with it."""
     rows: list[dict[str, Any]] = []
     scoring_s = 0.0
+    failure: dict[str, Any] | None = None
+    step = scope.items_per_call(cfg.batch_size)
     with _progress(cfg.show_progress) as progress:
-        for spec in specs:
-            items = task_items[spec.name]
-            bar = progress.add_task(spec.name, total=len(items), rate="") if progress is not None else None
-            t = time.perf_counter()
-            for i in range(0, len(items), cfg.batch_size):
-                batch = items[i : i + cfg.batch_size]
-                for item, v in zip(batch, judge.score(spec, batch), strict=True):
-                    rows.append(_sample_row(run_id, spec, judge_name, item, v))
-                if progress is not None:
-                    done = min(i + cfg.batch_size, len(items))
-                    progress.update(
-                        bar, completed=done, rate=f"{done / max(time.perf_counter() - t, 1e-9):,.1f} it/s"
-                    )
-            scoring_s += time.perf_counter() - t
-    return rows, scoring_s
+        scope.progress = progress
+        try:
+            for spec in specs:
+                items = task_items[spec.name]
+                bar = progress.add_task(spec.name, total=len(items), rate="") if progress is not None else None
+                t = time.perf_counter()
+                for i in range(0, len(items), step):
+                    batch = items[i : i + step]
+                    try:
+                        verdicts = judge.score(spec, batch)
+                    except LogprobsUnavailableError:
+                        raise  # the judge cannot do this task at all: a usage error, nothing to keep
+                    except BackendError as e:
+                        log.error("task %s: scoring stopped at item %d: %s", spec.name, i, e)
+                        failure = {"task": spec.name, "item": i, "error": f"{type(e).__name__}: {e}"}
+                        break
+                    for item, v in zip(batch, verdicts, strict=True):
+                        rows.append(_sample_row(run_id, spec, judge_name, item, v))
+                    if progress is not None:
+                        done = min(i + step, len(items))
+                        progress.update(
+                            bar, completed=done, rate=f"{done / max(time.perf_counter() - t, 1e-9):,.1f} it/s"
+                        )
+                scoring_s += time.perf_counter() - t
+                if failure is not None:
+                    break
+        finally:
+            scope.progress = None
+    return rows, scoring_s, failure
 
 
 def _results_document(
@@ -354,6 +395,13 @@ def _results_document(
         "timings": timings,
         "environment": environment(),
     }
+
+
+SAMPLE_COLUMNS = [
+    "run_id", "task", "dataset", "language", "id", "item_id", "judge", "prompt_hash", "raw_output", "score",
+    "parse_status", "parse_detail", "human_rating", "cached", "prompt_tokens", "completion_tokens", "extra",
+    "system", "dialogue_id", "human_dimension", "human_distribution", "human_labels", "judge_labels",
+]  # fmt: skip
 
 
 def _sample_row(run_id: str, spec: TaskSpec, judge: str, item: dict[str, Any], v) -> dict[str, Any]:

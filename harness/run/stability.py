@@ -4,18 +4,21 @@ same items and report, per dimension, how much its judgments move.
 Run ``r`` adds ``seed=r`` to the judge's decoding parameters, so every run is a distinct set of
 requests (distinct cache keys) and the variation is the model's — at temperature 0, an API
 judge's nondeterminism; a local greedy judge gives 0 (each run's requests are still cached, so a
-killed stability run resumes). The statistics come from :func:`harness.meta.classification.stability`.
+killed stability run resumes; on ``--executor ray`` the k runs share one cluster connection). The
+statistics come from :func:`harness.meta.classification.stability`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from harness.executors.session import ray_session
 from harness.meta.classification import stability
 from harness.provenance import harness_info, redact
 from harness.run.results import _atomic_write_bytes, _json_safe
@@ -40,9 +43,11 @@ def run_stability(cfg: RunConfig, runs: int, output_dir: str | Path) -> dict[str
         raise ValueError("the judge spec sets seed=...; stability runs set the seed themselves (seed=0..k-1)")
     out = Path(output_dir)
     outputs: list[RunOutput] = []
-    for r in range(runs):
-        rc = dataclasses.replace(cfg, judge=f"{cfg.judge},seed={r}", output_dir=out / f"run-{r}")
-        outputs.append(run(rc))
+    # one Ray connection for all k runs (each run starts and stops its own worker pool)
+    with ray_session() if cfg.executor.distributed else nullcontext():
+        for r in range(runs):
+            rc = dataclasses.replace(cfg, judge=f"{cfg.judge},seed={r}", output_dir=out / f"run-{r}")
+            outputs.append(run(rc))
     report: dict[str, Any] = {
         "judge": redact(cfg.judge),
         "runs": runs,

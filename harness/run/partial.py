@@ -1,0 +1,54 @@
+"""Runs that stop early: a backend that keeps failing (after its retries, on any executor) ends the
+run with the items judged so far written out and ``results.json`` marked incomplete — never a
+results file that silently covers fewer items than were asked for.
+
+``results["incomplete"]`` says why (the error), how far it got (items scored / unscored, per task)
+and how to resume (rerun the same command: every finished request is in the request cache, so the
+rerun sends only the missing ones). :class:`RunIncomplete` carries the written output to the caller
+(the CLI prints what there is and exits with :data:`EXIT_INCOMPLETE`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from harness.types import BackendError
+
+if TYPE_CHECKING:
+    from harness.run.runner import RunOutput
+
+#: exit status of a CLI command whose run ended incomplete (2 stays "bad input / nothing run")
+EXIT_INCOMPLETE = 3
+
+
+class RunIncomplete(BackendError):
+    """A run ended early; ``output`` holds the partial results it wrote (``results["incomplete"]``)."""
+
+    def __init__(self, message: str, output: RunOutput) -> None:
+        super().__init__(message)
+        self.output = output
+
+
+def incomplete_marker(
+    failure: dict[str, Any], totals: dict[str, int], scored: dict[str, int]
+) -> dict[str, Any]:
+    """The ``incomplete`` entry of results.json."""
+    n_total, n_scored = sum(totals.values()), sum(scored.values())
+    return {
+        "reason": failure["error"],
+        "stopped_at": {"task": failure["task"], "item": failure["item"]},
+        "n_items_total": n_total,
+        "n_items_scored": n_scored,
+        "n_items_unscored": n_total - n_scored,
+        "by_task": {t: {"total": totals[t], "scored": scored.get(t, 0)} for t in totals},
+        "resume": "rerun the same command: finished requests are in the request cache, only the rest are sent",
+    }
+
+
+def incomplete_message(results: dict[str, Any], out_dir: Any) -> str:
+    inc = results["incomplete"]
+    return (
+        f"run incomplete: {inc['n_items_scored']} of {inc['n_items_total']} items scored, then {inc['reason']}. "
+        f"Partial results (marked incomplete) in {out_dir}; rerun the same command to finish "
+        "(finished requests come from the cache)."
+    )
