@@ -11,10 +11,15 @@ How requests are run (all sequences of one ``generate`` call go to vLLM in a sin
   ``add_generation_prompt=True`` and tokenised *without* extra special tokens (the template already
   holds BOS where the model wants one), and the token ids are given to vLLM;
 * plain requests are sampled with :func:`sampling_kwargs` of their :class:`GenerationConfig`;
-* requests with ``choices`` are scored exactly, not from top-k: for each choice the sequence
-  ``prompt ids + choice ids`` is run with ``max_tokens=1, prompt_logprobs=0`` and the log-probs of
-  the choice's tokens (read from ``RequestOutput.prompt_logprobs``) are summed. Their ``text`` is
-  the greedy (argmax) next token after the prompt;
+* requests with ``choices`` are scored exactly, not from top-k. When every choice is one token
+  (P(Yes) with "Yes"/"No", digit labels) and the installed vLLM has ``SamplingParams.
+  logprob_token_ids``, by default the prompt alone runs with ``max_tokens=1`` at temperature 0 and
+  vLLM returns the raw log-probs of just the label tokens at that position (the one-token path; the
+  same numbers as below, see :mod:`harness.backends.vllm_plan`). Otherwise, for each choice the
+  sequence ``prompt ids + choice ids`` is run with ``max_tokens=1, prompt_logprobs=0`` and the
+  log-probs of the choice's tokens (read from ``RequestOutput.prompt_logprobs``) are summed (the
+  exact path; ``choice_scoring=exact`` forces it). ``Response.raw["choice_scoring"]`` says which
+  path a response took. Their ``text`` is the greedy (argmax) next token after the prompt;
 * a ``continuation`` request (GPTScore) generates nothing: ``prompt ids + continuation ids`` runs
   like a choice sequence and each continuation token's log-prob is read from ``prompt_logprobs``;
 * a plain request with ``json_schema`` is decoded under vLLM's structured outputs (whichever API
@@ -23,9 +28,15 @@ How requests are run (all sequences of one ``generate`` call go to vLLM in a sin
   (:mod:`harness.backends.hf_scoring`; ``Response.raw["system_role"]``).
 
 Spec options: ``tensor_parallel_size``, ``gpu_memory_utilization``, ``max_model_len``, ``dtype``,
-``adapter`` (a PEFT LoRA directory), ``chat_template`` (a Jinja string or a file), ``enforce_eager``;
-any other option is passed to ``vllm.LLM(...)`` as an engine argument (``quantization=awq``,
-``max_num_seqs=64``, ``trust_remote_code=true``, ...).
+``adapter`` (a PEFT LoRA directory), ``chat_template`` (a Jinja string or a file), ``enforce_eager``,
+``choice_scoring`` (``auto``: the one-token path where it is exact, the default; ``exact``: always
+prompt log-probs); any other option is passed to ``vllm.LLM(...)`` as an engine argument
+(``quantization=awq``, ``max_num_seqs=64``, ``trust_remote_code=true``, ...). Prefix caching is on
+unless ``enable_prefix_caching=false`` is given.
+
+The backend identity (cache keys) carries ``choice_scoring: one_token`` when the one-token path is
+enabled, so its entries never mix with those of an engine scoring every choice by prompt log-probs
+(whose identity is what it was before the one-token path existed).
 """
 
 from __future__ import annotations
@@ -43,7 +54,9 @@ from harness.backends.base import Backend, Capabilities
 from harness.backends.vllm_plan import (
     assemble_responses,
     build_plan,
+    engine_groups,
     guided_json_kwargs,
+    supports_label_logprobs,
 )
 from harness.types import BackendError, Request, Response
 
@@ -82,6 +95,10 @@ NON_SEMANTIC_ENGINE_OPTIONS = frozenset(
         "hf_token",
     }
 )
+
+# ``choice_scoring`` option: ``auto`` = the one-token path where every choice is one token (and the
+# installed vLLM can return label log-probs), the exact prompt-log-prob path otherwise.
+CHOICE_SCORING = ("auto", "exact")
 
 # vLLM accepts only these LoRA ranks for ``max_lora_rank``.
 _LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
@@ -180,9 +197,12 @@ class VLLMBackend(hf_scoring.SystemRoleFallback, Backend):
         adapter: str | None = None,
         chat_template: str | None = None,
         enforce_eager: bool = False,
+        choice_scoring: str = "auto",
         **options: Any,
     ) -> None:
         super().__init__(model, revision=revision, **options)
+        if choice_scoring not in CHOICE_SCORING:
+            raise ValueError(f"choice_scoring must be one of {CHOICE_SCORING}, got {choice_scoring!r}")
         vllm = import_vllm()
         self.tensor_parallel_size = int(tensor_parallel_size)
         self.gpu_memory_utilization = float(gpu_memory_utilization)
@@ -203,6 +223,7 @@ class VLLMBackend(hf_scoring.SystemRoleFallback, Backend):
             "max_model_len": self.max_model_len,
             "dtype": self.dtype,
             "enforce_eager": self.enforce_eager,
+            "enable_prefix_caching": True,
         }
         if adapter is not None:
             adapter_dir = resolve_adapter_dir(adapter)
@@ -214,6 +235,13 @@ class VLLMBackend(hf_scoring.SystemRoleFallback, Backend):
         engine_kwargs.update(options)  # explicit engine options win (e.g. max_lora_rank=64)
 
         self._sampling_params_cls = vllm.SamplingParams
+        # The one-token path reads raw log-probs of the label ids: it needs SamplingParams.
+        # logprob_token_ids and the engine's default logprobs_mode (raw log-probs, not processed).
+        self.one_token = (
+            choice_scoring == "auto"
+            and supports_label_logprobs(vllm.SamplingParams)
+            and engine_kwargs.get("logprobs_mode", "raw_logprobs") == "raw_logprobs"
+        )
         # vllm.sampling_params is imported by now (SamplingParams lives there); a stand-in may be flat
         self._guided = functools.partial(guided_json_kwargs, getattr(vllm, "sampling_params", vllm))
         if adapter is not None:
@@ -227,6 +255,8 @@ class VLLMBackend(hf_scoring.SystemRoleFallback, Backend):
     # -- identity ---------------------------------------------------------------------------------
     def _identity_extras(self) -> dict[str, Any]:
         extras: dict[str, Any] = {"dtype": self.dtype, "max_model_len": self.max_model_len}
+        if self.one_token:
+            extras["choice_scoring"] = "one_token"
         if self.adapter is not None:
             extras["adapter"] = self.adapter
             extras["adapter_sha256"] = self.adapter_sha256
@@ -276,10 +306,16 @@ class VLLMBackend(hf_scoring.SystemRoleFallback, Backend):
         choice_ids = {c: self.choice_token_ids(c) for c in choices}
         conts = {r.continuation for r in requests if r.continuation is not None}
         cont_ids = {c: hf_scoring.continuation_ids(self._tokenizer, c) for c in conts}
-        plan = build_plan(requests, prompt_ids, choice_ids, cont_ids, self._guided)
-        prompts = [{"prompt_token_ids": list(s.token_ids)} for s in plan]
-        params = [self._sampling_params_cls(**s.params) for s in plan]
-        outputs = self._llm.generate(prompts, params, use_tqdm=False, lora_request=self._lora_request)
+        plan = build_plan(requests, prompt_ids, choice_ids, cont_ids, self._guided, one_token=self.one_token)
+        outputs: list[Any] = [None] * len(plan)
+        for group in engine_groups(plan):
+            prompts = [{"prompt_token_ids": list(plan[k].token_ids)} for k in group]
+            params = [self._sampling_params_cls(**plan[k].params) for k in group]
+            outs = self._llm.generate(prompts, params, use_tqdm=False, lora_request=self._lora_request)
+            if len(outs) != len(group):
+                raise BackendError(f"vLLM returned {len(outs)} outputs for {len(group)} sequences")
+            for k, o in zip(group, outs, strict=True):
+                outputs[k] = o
         extra = [self._system_raw(r.messages) for r in requests]
         decode_ids = hf_scoring.tokenizer_decoder(self._tokenizer)
         return assemble_responses(requests, plan, outputs, self._decode, emit, extra, decode_ids)

@@ -2,10 +2,23 @@
 pure functions over vLLM's output objects, testable without vLLM installed.
 
 * :func:`sampling_kwargs` — a :class:`GenerationConfig` as ``SamplingParams`` keyword arguments;
-* :func:`build_plan` — each request → its sequences (one per choice for exact choice scoring, one
-  prompt + continuation for GPTScore, one plain sequence otherwise);
+* :func:`build_plan` — each request → its sequences (one per choice for exact choice scoring, or
+  a single one-token sequence when every choice is one token; one prompt + continuation for
+  GPTScore; one plain sequence otherwise);
 * :func:`assemble_responses` — the engine's outputs → one :class:`Response` per request (summed
   choice log-probs, continuation log-probs, generated text and token log-probs).
+
+Two ways to score choices (``Response.raw["choice_scoring"]`` says which one a response used):
+
+* ``"prompt_logprobs"`` (exact, any label length): ``prompt + choice`` per choice with
+  ``prompt_logprobs=0``; the log-probs of the choice tokens are read back and summed.
+* ``"one_token"`` (when every choice is a single token): the prompt alone, ``max_tokens=1`` at
+  temperature 0 with ``logprob_token_ids=<the label ids>`` — vLLM returns the log-probs of exactly
+  those tokens at the first generated position, taken from the *raw* (unprocessed, full-vocabulary)
+  distribution (engine ``logprobs_mode="raw_logprobs"``, vLLM's default), so they are the same
+  numbers as the exact path, not renormalised over the labels. One sequence per request instead of
+  one per choice plus one, no prompt log-probs (which bypass the prefix cache), and the greedy
+  token that is the response's ``text`` comes from the same step.
 """
 
 from __future__ import annotations
@@ -52,6 +65,44 @@ def choice_scoring_kwargs() -> dict[str, Any]:
     return {"n": 1, "temperature": 0.0, "max_tokens": 1, "prompt_logprobs": 0}
 
 
+def one_token_kwargs(label_ids: Sequence[int]) -> dict[str, Any]:
+    """SamplingParams kwargs of the one-token path: the greedy next token plus the raw log-probs of
+    ``label_ids`` at that position (``SamplingParams.logprob_token_ids``)."""
+    return {
+        "n": 1,
+        "temperature": 0.0,
+        "max_tokens": 1,
+        "logprob_token_ids": sorted({int(t) for t in label_ids}),
+    }
+
+
+def supports_label_logprobs(sampling_params_cls: Any) -> bool:
+    """Whether the installed vLLM's ``SamplingParams`` takes ``logprob_token_ids`` (log-probs of given
+    token ids at each generated position; vLLM >= 0.2x, absent from older releases)."""
+    try:
+        sp = sampling_params_cls(max_tokens=1, logprob_token_ids=[0])
+    except Exception:  # noqa: BLE001 - TypeError (unknown keyword) or a validation error
+        return False
+    return list(getattr(sp, "logprob_token_ids", None) or []) == [0]
+
+
+def engine_groups(plan: Sequence[SeqSpec]) -> list[list[int]]:
+    """Indices of ``plan`` per ``LLM.generate`` call. One call, except when one-token sequences and
+    sequences asking for top-k token log-probs are both present: vLLM's sampler builds one log-prob
+    tensor per step and, when a step holds both kinds, keeps the label-id one (vllm/v1/sample/
+    sampler.py), so top-k requests go in a second call."""
+    topk = [k for k, s in enumerate(plan) if s.params.get("logprobs") is not None]
+    if not topk or not any(s.one_token for s in plan):
+        return [list(range(len(plan)))] if plan else []
+    rest = [k for k, s in enumerate(plan) if s.params.get("logprobs") is None]
+    return [rest, topk]
+
+
+def one_token_choices(choice_ids: Mapping[str, Sequence[int]], choices: Sequence[str]) -> bool:
+    """Whether ``choices`` can go through the one-token path: each is exactly one token."""
+    return all(len(choice_ids[c]) == 1 for c in choices)
+
+
 def choice_text_config(config: GenerationConfig) -> GenerationConfig:
     """Decoding config for the ``text`` of a choice request: the greedy (argmax) next token.
 
@@ -81,10 +132,16 @@ class SeqSpec:
     choice: str | None = None  # None: the text sequence of the request
     start: int = 0  # for choice / continuation sequences: index of the first scored token
     continuation: bool = False  # the scoring sequence of a continuation request (no text sequence)
+    # one-token path: (choice, its single token id) read from this sequence's first-token log-probs
+    labels: tuple[tuple[str, int], ...] = ()
 
     @property
     def is_choice(self) -> bool:
         return self.choice is not None
+
+    @property
+    def one_token(self) -> bool:
+        return bool(self.labels)
 
 
 def build_plan(
@@ -93,10 +150,15 @@ def build_plan(
     choice_ids: Mapping[str, Sequence[int]],
     continuation_ids: Mapping[str, Sequence[int]] | None = None,
     guided: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None,
+    one_token: bool = False,
 ) -> list[SeqSpec]:
     """All sequences for a batch: per request its choice sequences (if any), then its text sequence
     (a continuation request: just its scoring sequence). ``guided(schema)``: extra SamplingParams
-    kwargs for a plain request with ``json_schema``."""
+    kwargs for a plain request with ``json_schema``.
+
+    ``one_token=True``: a request whose choices are all single tokens gets one one-token sequence
+    (:func:`one_token_kwargs`) that is also its text sequence; if the request asks for token
+    log-probs (top-k alternatives) a separate text sequence follows, as on the exact path."""
     if len(requests) != len(prompt_ids):
         raise ValueError(f"{len(requests)} requests but {len(prompt_ids)} tokenised prompts")
     plan: list[SeqSpec] = []
@@ -107,6 +169,12 @@ def build_plan(
             if not cids or not ids:
                 raise ValueError(f"continuation {req.continuation!r} or its prompt tokenises to no tokens")
             plan.append(SeqSpec(i, ids + cids, choice_scoring_kwargs(), start=len(ids), continuation=True))
+        elif req.choices is not None and one_token and one_token_choices(choice_ids, req.choices):
+            labels = tuple((c, int(choice_ids[c][0])) for c in req.choices)
+            kw = one_token_kwargs([t for _, t in labels])
+            plan.append(SeqSpec(i, ids, kw, start=len(ids), labels=labels))
+            if req.config.logprobs:
+                plan.append(SeqSpec(i, ids, sampling_kwargs(choice_text_config(req.config))))
         elif req.choices is not None:
             for c in req.choices:
                 cids = tuple(int(t) for t in choice_ids[c])
@@ -155,6 +223,23 @@ def prompt_token_logprobs(
         if pos is None or tid not in pos:
             raise BackendError(f"vLLM prompt log-probs lack token {tid} at position {p}")
         out.append(_lp_value(pos[tid]))
+    return out
+
+
+def first_token_label_logprobs(
+    logprobs: Sequence[Mapping[int, Any]] | None, label_ids: Sequence[int]
+) -> dict[int, float]:
+    """The log-probs of ``label_ids`` at the first generated position of a one-token sequence
+    (``CompletionOutput.logprobs[0]``, which holds the sampled token plus every requested id)."""
+    if not logprobs:
+        raise BackendError("vLLM returned no log-probs for a one-token choice sequence")
+    pos = logprobs[0]
+    out = {}
+    for t in label_ids:
+        t = int(t)
+        if t not in pos:
+            raise BackendError(f"vLLM log-probs of the first generated token lack label token {t}")
+        out[t] = _lp_value(pos[t])
     return out
 
 
@@ -217,6 +302,7 @@ def assemble_responses(
     choice_lp: dict[int, dict[str, float]] = {}
     choice_tok: dict[int, dict[str, list[int]]] = {}
     text_out: dict[int, tuple[SeqSpec, Any]] = {}
+    one_token_reqs: set[int] = set()
     for seq, out in zip(plan, outputs, strict=True):
         if seq.continuation:
             text_out[seq.req] = (seq, out)
@@ -225,6 +311,11 @@ def assemble_responses(
             choice_lp.setdefault(seq.req, {})[seq.choice] = lp
             choice_tok.setdefault(seq.req, {})[seq.choice] = list(seq.token_ids[seq.start :])
         else:
+            if seq.one_token:  # also the text sequence, unless a separate one follows (it wins)
+                lps = first_token_label_logprobs(out.outputs[0].logprobs, [t for _, t in seq.labels])
+                choice_lp[seq.req] = {c: lps[t] for c, t in seq.labels}
+                choice_tok[seq.req] = {c: [t] for c, t in seq.labels}
+                one_token_reqs.add(seq.req)
             text_out[seq.req] = (seq, out)
     responses: list[Response] = []
     for i, req in enumerate(requests):
@@ -250,6 +341,7 @@ def assemble_responses(
             raw["stop_reason"] = stop_reason
         if req.choices is not None:
             raw["choice_token_ids"] = choice_tok[i]
+            raw["choice_scoring"] = "one_token" if i in one_token_reqs else "prompt_logprobs"
         if req.json_schema is not None:
             raw["guided"] = any(k in seq.params for k in ("structured_outputs", "guided_decoding"))
         raw.update(extra)

@@ -11,6 +11,7 @@ skipped where vLLM is not installed (run them in a vLLM venv, see docs/vllm.md):
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -145,8 +146,9 @@ def test_fake_engine_adapter(fake_vllm, tiny_qwen2, tmp_path):
     assert isinstance(llm.calls[-1][2], _FakeLoRARequest) and llm.calls[-1][2].path == str(adapter.resolve())
 
 
-def test_fake_engine_choice_scoring_parity(fake_vllm, tiny_qwen2):
-    be = vb.VLLMBackend(str(tiny_qwen2), dtype="float32")
+@pytest.mark.parametrize("choice_scoring", ["exact", "auto"])
+def test_fake_engine_choice_scoring_parity(fake_vllm, tiny_qwen2, choice_scoring):
+    be = vb.VLLMBackend(str(tiny_qwen2), dtype="float32", choice_scoring=choice_scoring)
     reqs = [
         _req("hello , tell me something about yourself !", choices=("Yes", "No")),
         _req("¿Cómo estás? Muy bien, gracias.", choices=("Yes", "No")),
@@ -158,12 +160,22 @@ def test_fake_engine_choice_scoring_parity(fake_vllm, tiny_qwen2):
     resps = be.generate(reqs, on_result=lambda i, r: seen.append(i))
     assert sorted(seen) == list(range(len(reqs)))
     llm = _FakeLLM.instances[-1]
-    assert len(llm.calls) == 1  # all (request, choice) sequences in one generate call
-    n_seqs = sum(len(r.choices) + 1 if r.choices else 1 for r in reqs)
-    assert len(llm.calls[0][0]) == n_seqs
-    for req, resp in zip(reqs, resps, strict=True):
+    single = [bool(r.choices) and all(len(be.choice_token_ids(c)) == 1 for c in r.choices) for r in reqs]
+    assert single == [True, True, True, False, False]
+    if choice_scoring == "exact":
+        assert len(llm.calls) == 1  # all (request, choice) sequences in one generate call
+        n_seqs = sum(len(r.choices) + 1 if r.choices else 1 for r in reqs)
+        assert len(llm.calls[0][0]) == n_seqs
+    else:  # one sequence per single-token choice request; the top-k request in a call of its own
+        assert [len(c[0]) for c in llm.calls] == [1 + 1 + 1 + 3, 1]
+        assert [p.logprob_token_ids for p in llm.calls[0][1][:3]] == [
+            sorted({be.choice_token_ids(c)[0] for c in r.choices}) for r in reqs[:3]
+        ]
+    for req, resp, one in zip(reqs, resps, single, strict=True):
         if req.choices is None:
             continue
+        path = "one_token" if one and choice_scoring == "auto" else "prompt_logprobs"
+        assert resp.raw["choice_scoring"] == path
         ref = hf_choice_logprobs(tiny_qwen2, req)
         assert set(resp.choice_logprobs) == set(req.choices)
         for c in req.choices:
@@ -201,7 +213,8 @@ def test_fake_engine_continuation_parity_with_hf(fake_vllm, tiny_qwen2):
     ]
     resps = be.generate(reqs)
     llm = _FakeLLM.instances[-1]
-    assert len(llm.calls) == 1 and len(llm.calls[0][0]) == 1 + 3 + 1 + 1  # one sequence per continuation
+    # one sequence per continuation; the Yes/No request takes the one-token path (one sequence)
+    assert len(llm.calls) == 1 and len(llm.calls[0][0]) == 1 + 1 + 1 + 1
     with HFBackend(str(tiny_qwen2), device="cpu") as hf:
         ref = hf.generate(reqs)
     for req, got, want in zip(reqs, resps, ref, strict=True):
@@ -278,6 +291,33 @@ def test_real_p_yes_parity(real_backend, tiny_qwen2):
             assert resp.choice_logprobs[c] == pytest.approx(ref[c], abs=1e-2)
         p_values.append(p_got)
     assert max(p_values) - min(p_values) > 1e-3  # prompts really differ
+
+
+@pytest.mark.vllm
+def test_real_one_token_path_equals_exact_path(real_backend):
+    """The default one-token path (label-id log-probs of the first generated token) gives the exact
+    prompt-log-prob numbers: raw, not renormalised over the labels."""
+    assert real_backend.one_token and real_backend.identity()["choice_scoring"] == "one_token"
+    reqs = [_req(p, choices=("Yes", "No")) for p in REAL_PROMPTS]
+    reqs += [_req("Rating: how good is it?", choices=("1", "2", "3", "4", "5"))]
+    reqs += [_req(REAL_PROMPTS[0], choices=("No", "Yes"), logprobs=True, top_logprobs=3)]
+    fast = real_backend.generate(reqs)
+    real_backend.one_token = False
+    try:
+        exact = real_backend.generate(reqs)
+    finally:
+        real_backend.one_token = True
+    for req, f, e in zip(reqs, fast, exact, strict=True):
+        assert f.raw["choice_scoring"] == "one_token" and e.raw["choice_scoring"] == "prompt_logprobs"
+        assert f.raw["choice_token_ids"] == e.raw["choice_token_ids"]
+        for c in req.choices:
+            assert abs(f.choice_logprobs[c] - e.choice_logprobs[c]) <= 1e-4
+        assert sum(math.exp(v) for v in f.choice_logprobs.values()) < 0.5  # not renormalised to 1
+        assert f.text == e.text and f.raw["token_ids"] == e.raw["token_ids"]
+    # a top-k request beside one-token ones still gets its k alternatives
+    assert len(fast[-1].token_logprobs[0].top) == 3
+    assert fast[-1].token_logprobs[0].top == pytest.approx(exact[-1].token_logprobs[0].top, abs=1e-4)
+    assert p_yes_of(fast[0].choice_logprobs) == pytest.approx(p_yes_of(exact[0].choice_logprobs), abs=1e-4)
 
 
 @pytest.mark.vllm

@@ -227,3 +227,86 @@ def test_prompt_token_logprobs_and_assemble_continuation():
     assert r0.raw == {"prompt_tokens": 2, "system_role": "prefixed", "continuation_token_ids": [7, 8]}
     assert r1.raw["guided"] is True and "system_role" not in r1.raw
     json.dumps([r.to_dict() for r in (r0, r1)])
+
+
+# -- the one-token P(Yes) path ----------------------------------------------------------------------
+def test_build_plan_one_token():
+    reqs = [
+        _req("a", choices=("Yes", "No")),
+        _req("b", choices=("Yes", "No"), logprobs=True, top_logprobs=2),
+        _req("c", choices=("Yes", "hello there")),
+        _req("d", max_tokens=3),
+    ]
+    cids = {"Yes": [7], "No": [9], "hello there": [4, 5]}
+    plan = vb.build_plan(reqs, [[1, 2], [1, 3], [1, 4], [1, 5]], cids, one_token=True)
+    # a: one sequence; b: one-token + a top-k text sequence; c (a multi-token label): exact path
+    assert [(s.req, s.one_token, s.choice) for s in plan] == [
+        (0, True, None),
+        (1, True, None),
+        (1, False, None),
+        (2, False, "Yes"),
+        (2, False, "hello there"),
+        (2, False, None),
+        (3, False, None),
+    ]
+    assert plan[0].token_ids == (1, 2) and plan[0].labels == (("Yes", 7), ("No", 9))
+    assert plan[0].params == {"n": 1, "temperature": 0.0, "max_tokens": 1, "logprob_token_ids": [7, 9]}
+    assert plan[2].params["logprobs"] == 2 and "logprob_token_ids" not in plan[2].params
+    # off: every choice through prompt log-probs, as before
+    exact = vb.build_plan(reqs, [[1, 2], [1, 3], [1, 4], [1, 5]], cids)
+    assert not any(s.one_token for s in exact) and len(exact) == 3 + 3 + 3 + 1
+    # the top-k sequence goes to a second engine call; without one, a single call
+    assert vb.engine_groups(plan) == [[0, 1, 3, 4, 5, 6], [2]]
+    assert vb.engine_groups(plan[:1] + plan[3:]) == [list(range(5))]
+    assert vb.engine_groups(exact) == [list(range(10))]
+
+
+def test_first_token_label_logprobs_and_assemble_one_token():
+    reqs = [_req("a", choices=("Yes", "No")), _req("b", choices=("No", "Yes"), logprobs=True, top_logprobs=1)]
+    plan = vb.build_plan(reqs, [[1, 2], [1, 3]], {"Yes": [7], "No": [9]}, one_token=True)
+    first = {5: FakeLogprob(-0.5, 1), 7: FakeLogprob(-1.25, 2), 9: FakeLogprob(-3.0, 4)}
+    outs = [
+        FakeRequestOutput([1, 2], None, [FakeCompletion("x", [5], [first])]),
+        FakeRequestOutput(
+            [1, 3],
+            None,
+            [
+                FakeCompletion(
+                    "x", [5], [{5: FakeLogprob(-0.1, 1), 7: FakeLogprob(-2.0, 2), 9: FakeLogprob(-4.0, 3)}]
+                )
+            ],
+        ),
+        FakeRequestOutput([1, 3], None, [FakeCompletion("y", [6], [{6: FakeLogprob(-0.2, 1)}])]),
+    ]
+    a, b = vb.assemble_responses(reqs, plan, outs, decode=lambda t: f"<{t}>")
+    assert a.choice_logprobs == {"Yes": -1.25, "No": -3.0} and a.text == "x" and a.token_logprobs is None
+    assert a.raw["choice_scoring"] == "one_token" and a.raw["choice_token_ids"] == {"Yes": [7], "No": [9]}
+    assert a.usage.prompt_tokens == 2 and a.usage.completion_tokens == 1
+    # b: choices from its one-token sequence, text and top-k token log-probs from its text sequence
+    assert list(b.choice_logprobs) == ["No", "Yes"] and b.choice_logprobs == {"No": -4.0, "Yes": -2.0}
+    assert b.text == "y" and b.token_logprobs[0].top == {"<6>": -0.2}
+    with pytest.raises(BackendError, match="lack label token 9"):
+        vb.first_token_label_logprobs([{7: FakeLogprob(-1.0)}], [7, 9])
+    with pytest.raises(BackendError, match="no log-probs"):
+        vb.first_token_label_logprobs(None, [7])
+    exact = vb.build_plan(reqs[:1], [[1, 2]], {"Yes": [7], "No": [9]})
+    outs = [
+        FakeRequestOutput([1, 2, 7], [None, {2: FakeLogprob(-9.0)}, {7: FakeLogprob(-1.25)}], []),
+        FakeRequestOutput([1, 2, 9], [None, {2: FakeLogprob(-9.0)}, {9: FakeLogprob(-3.0)}], []),
+        FakeRequestOutput([1, 2], None, [FakeCompletion("x", [5])]),
+    ]
+    (e,) = vb.assemble_responses(reqs[:1], exact, outs, decode=str)
+    assert e.choice_logprobs == a.choice_logprobs and e.raw["choice_scoring"] == "prompt_logprobs"
+
+
+def test_supports_label_logprobs():
+    class Old:
+        def __init__(self, max_tokens=16, logprobs=None):
+            self.max_tokens = max_tokens
+
+    class New(Old):
+        def __init__(self, logprob_token_ids=None, **kw):
+            super().__init__(**kw)
+            self.logprob_token_ids = logprob_token_ids
+
+    assert vb.supports_label_logprobs(New) and not vb.supports_label_logprobs(Old)
