@@ -17,7 +17,7 @@ err = Console(stderr=True, soft_wrap=True)
 
 def fail(msg: str, code: int = 2) -> None:
     """Print ``error: msg`` on stderr and exit with ``code`` (2 = bad input / failed run)."""
-    err.print(f"[bold red]error:[/] {msg}")
+    err.print(f"[bold red]error:[/] {escape(msg)}")  # messages are text: "[ray]" is not markup
     raise typer.Exit(code)
 
 

@@ -294,7 +294,7 @@ class WorkerPool:
             raise ShardFailedError(
                 f"{len(failed)} of {n_shards} shard(s) of {self.label} failed on the Ray workers after "
                 f"{1 + self.config.max_retries} attempt(s) each ({n_failed} of {n} requests unfinished); shard "
-                f"{first.number} (requests {first.indices[0]}–{first.indices[-1]}): {why}",
+                f"{first.number} (requests {first.indices[0]}–{first.indices[-1]} of this batch): {why}",
                 failed=n_failed,
                 total=n,
             )
@@ -335,6 +335,8 @@ class WorkerPool:
             return
         st = self.stats[slot]
         actor = self.actors[slot]
+        if shard.attempts:  # an earlier attempt failed: this one is a retry
+            st.retries += 1
         t0 = time.perf_counter()
         try:
             gen = getattr(actor, method).remote([items[i] for i in todo], **kwargs)
@@ -349,12 +351,10 @@ class WorkerPool:
                     st.requests += 1
             st.shards += 1
         except self.ray.exceptions.RayTaskError as e:  # the backend raised: retry on the same worker
-            st.retries += 1
             shard.attempts.append(f"worker {slot} (pid {st.pid}): {error_text(e)}")
             log.warning("shard %d of %s failed on worker %d: %s", shard.number, self.label, slot, error_text(e))
             raise _Retry(error_text(e)) from e
         except self.ray.exceptions.RayError as e:  # the worker died / its node was lost: replace it
-            st.retries += 1
             shard.attempts.append(f"worker {slot} (pid {st.pid}) died: {error_text(e)}")
             log.warning("Ray worker %d died running shard %d of %s; replacing it", slot, shard.number, self.label)
             self._replace(slot)

