@@ -369,8 +369,11 @@ class HFBackend(hf_scoring.SystemRoleFallback, Backend):
         pad = self.tokenizer.pad_token_id
         steps = max(r.max_new for r in rows)
         for step in range(steps):
-            logits, cache = self._forward(ids, mask, pos, cache, keep=1, use_cache=steps > 1)
-            logits = logits[:, -1, :]
+            if steps == 1:  # one token (P(Yes)): right padding, fused causal attention
+                logits = hf_scoring.last_token_logits(self, [r.ids for r in rows])
+            else:
+                logits, cache = self._forward(ids, mask, pos, cache, keep=1, use_cache=steps > 1)
+                logits = logits[:, -1, :]
             if step == 0 and any(r.single_token_choices for r in rows):
                 lsm = torch.log_softmax(logits, dim=-1)
                 for b, r in enumerate(rows):

@@ -178,3 +178,30 @@ def score_continuations(backend: Any, items: Sequence[tuple[list[int], list[int]
             idx = torch.tensor(target, device=lsm.device).unsqueeze(1)
             out[i] = lsm[b, first : first + len(target)].gather(-1, idx).squeeze(1).tolist()
     return out
+
+
+def last_token_logits(backend: Any, seqs: Sequence[list[int]]) -> Any:
+    """Next-token logits after each of ``seqs`` (``[batch, vocab]``, float32) from one forward pass
+    of the hf backend's model, for a decoding step that needs no KV cache afterwards (one token).
+
+    The batch is right-padded and given no attention mask: causal attention never looks to the
+    right, so padding cannot reach a real position and positions are ``0..len-1`` as unbatched,
+    while attention runs the fused causal kernel. (Left padding needs an explicit mask, which sends
+    SDPA to its slower masked path: on CPU about half the time of a P(Yes) pass.) Only the logits at
+    each row's last position are computed (``logits_to_keep`` with those positions, where the model
+    takes it). The model must be loaded; call under inference mode."""
+    import torch
+
+    n = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), n), backend.tokenizer.pad_token_id, dtype=torch.long)
+    for b, s in enumerate(seqs):
+        ids[b, : len(s)] = torch.tensor(s, dtype=torch.long)
+    last = torch.tensor([len(s) - 1 for s in seqs], dtype=torch.long)
+    kwargs: dict[str, Any] = {"input_ids": ids.to(backend._input_device), "use_cache": False}
+    col = last
+    if "logits_to_keep" in backend._accepts:
+        keep = torch.unique(last)  # sorted
+        kwargs["logits_to_keep"] = keep.to(backend._input_device)
+        col = torch.searchsorted(keep, last)
+    logits = backend._model(**kwargs).logits
+    return logits[torch.arange(len(seqs), device=logits.device), col.to(logits.device)].float()
