@@ -1,7 +1,7 @@
 """Benchmark: xDial-Eval P(Yes) through our `hf` judge vs lm-evaluation-harness's HF model, side by side.
 
     python bench/peer_lmeval.py [--source ../shared/data/xdial-eval] [--n 600] [--batch-size 16]
-                                [--repeats 3] [--threads 1] [--lmeval-python /work/venvs/lmeval/bin/python]
+                                [--repeats 5] [--threads 1] [--lmeval-python /work/venvs/lmeval/bin/python]
 
 Same requests on both sides: turn-level xDial-Eval items (all 10 languages, a fixed random sample),
 rendered with the xdial-eval-turn prompt and the model's chat template, labels "Yes"/"No"; the same
@@ -122,7 +122,7 @@ def main() -> None:
     ap.add_argument("--source", type=Path, default=DEFAULT_SOURCE)
     ap.add_argument("--n", type=int, default=600, help="xDial-Eval turn-level items (a fixed random sample)")
     ap.add_argument("--batch-size", type=int, default=16)
-    ap.add_argument("--repeats", type=int, default=3, help="timed passes per side, alternating")
+    ap.add_argument("--repeats", type=int, default=5, help="timed passes per side, alternating")
     ap.add_argument("--threads", type=int, default=1, help="torch threads, both sides")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--lmeval-python", type=Path, default=DEFAULT_LMEVAL_PYTHON)
@@ -165,6 +165,12 @@ def main() -> None:
     requests = [task.build_request(it, cfg) for it in items]
     be = judge.backend
     our_ids = [be.encode_prompt(be.render_prompt(r)) for r in requests]
+    fits = [len(ids) < be.max_positions for ids in our_ids]  # the tiny model has 2,048 positions
+    if not all(fits):
+        print(f"  {fits.count(False)} of {len(items)} prompts longer than {be.max_positions} tokens left out")
+        items, requests, our_ids = (
+            [x for x, f in zip(xs, fits, strict=True) if f] for xs in (items, requests, our_ids)
+        )
     label_ids = {lab: be.tokenizer(lab, add_special_tokens=False)["input_ids"] for lab in LABELS}
     be.generate([Request(requests[0].messages, cfg, choices=LABELS)])  # load + warm up outside the timing
 
