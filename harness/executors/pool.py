@@ -235,8 +235,10 @@ class WorkerPool:
         n = len(items)
         if not n:
             return []
-        # at most shard_size per shard, and small calls still spread over every worker
-        size = max(1, min(self.config.shard_size, -(-n // self.config.workers)))
+        # exactly shard_size per shard (the last one shorter): with the runner's shard_size =
+        # --batch-size, every worker sees the very batches a local run sends, so batch-dependent
+        # numerics (padding, kernel choice) give the same bits
+        size = self.config.shard_size
         shards = deque(_Shard(k, list(range(s, min(s + size, n)))) for k, s in enumerate(range(0, n, size)))
         n_shards = len(shards)
         results: list[Any] = [None] * n
