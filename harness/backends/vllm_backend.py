@@ -31,8 +31,8 @@ Spec options: ``tensor_parallel_size``, ``gpu_memory_utilization``, ``max_model_
 ``adapter`` (a PEFT LoRA directory), ``chat_template`` (a Jinja string or a file), ``enforce_eager``,
 ``choice_scoring`` (``auto``: the one-token path where it is exact, the default; ``exact``: always
 prompt log-probs); any other option is passed to ``vllm.LLM(...)`` as an engine argument
-(``quantization=awq``, ``max_num_seqs=64``, ``trust_remote_code=true``, ...). Prefix caching is on
-unless ``enable_prefix_caching=false`` is given.
+(``quantization=awq``, ``max_num_seqs=64``, ``trust_remote_code=true``, ...). Where the one-token path
+is available, prefix caching is on unless ``enable_prefix_caching=false`` is given.
 
 The backend identity (cache keys) carries ``choice_scoring: one_token`` when the one-token path is
 enabled, so its entries never mix with those of an engine scoring every choice by prompt log-probs
@@ -223,8 +223,13 @@ class VLLMBackend(hf_scoring.SystemRoleFallback, Backend):
             "max_model_len": self.max_model_len,
             "dtype": self.dtype,
             "enforce_eager": self.enforce_eager,
-            "enable_prefix_caching": True,
         }
+        # The one-token path needs SamplingParams.logprob_token_ids (recent vLLM). There, prefix
+        # caching is on by default (prompt-log-prob requests skip reading the cache by themselves);
+        # older engines keep their own default, whose prompt log-probs may miss cached positions.
+        label_logprobs = supports_label_logprobs(vllm.SamplingParams)
+        if label_logprobs:
+            engine_kwargs["enable_prefix_caching"] = True
         if adapter is not None:
             adapter_dir = resolve_adapter_dir(adapter)
             self.adapter = str(adapter_dir)
@@ -235,11 +240,11 @@ class VLLMBackend(hf_scoring.SystemRoleFallback, Backend):
         engine_kwargs.update(options)  # explicit engine options win (e.g. max_lora_rank=64)
 
         self._sampling_params_cls = vllm.SamplingParams
-        # The one-token path reads raw log-probs of the label ids: it needs SamplingParams.
-        # logprob_token_ids and the engine's default logprobs_mode (raw log-probs, not processed).
+        # The one-token path reads raw log-probs of the label ids: it needs logprob_token_ids and the
+        # engine's default logprobs_mode (raw log-probs of the model, not processed ones).
         self.one_token = (
             choice_scoring == "auto"
-            and supports_label_logprobs(vllm.SamplingParams)
+            and label_logprobs
             and engine_kwargs.get("logprobs_mode", "raw_logprobs") == "raw_logprobs"
         )
         # vllm.sampling_params is imported by now (SamplingParams lives there); a stand-in may be flat

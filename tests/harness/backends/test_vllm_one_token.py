@@ -41,5 +41,6 @@ def test_fake_engine_choice_scoring_option_and_identity(fake_vllm, tiny_qwen2):
     fake_vllm.SamplingParams = OldParams
     old = vb.VLLMBackend(str(tiny_qwen2), dtype="float32")
     assert not old.one_token and old.identity() == exact.identity()
+    assert "enable_prefix_caching" not in _FakeLLM.instances[-1].kwargs  # such an engine's own default
     (resp,) = old.generate([_req("hello", choices=("Yes", "No"))])
     assert resp.raw["choice_scoring"] == "prompt_logprobs"
