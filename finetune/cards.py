@@ -33,6 +33,13 @@ KIND_TEXT = {
         "a generative dialogue evaluator: a causal language model with a LoRA adapter, instruction-tuned to "
         "answer Yes/No about a response or dialogue; its score is P(Yes) / (P(Yes) + P(No)) (xDial-Eval §4)"
     ),
+    "crosslingual-evaluator": (
+        "a multilingual dialogue evaluator by cross-lingual distillation: a linear map (ridge regression) from the "
+        "multilingual E5 embedding space into the packaged English MiniLM's, fitted on parallel utterances of "
+        "self-supervised training pairs in 10 languages, so that the cosine of the mapped context and response "
+        "behaves like MiniLM on the English translation; a logistic calibration per level gives a score in (0, 1). "
+        "One map per left-out benchmark set (leave-one-set-out) plus one on everything"
+    ),
     "chatbot": (
         "an open-domain chatbot: a causal language model with a LoRA adapter, fine-tuned on dialogues with the "
         "loss on assistant turns only"
@@ -40,6 +47,7 @@ KIND_TEXT = {
 }
 JUDGE_SPEC = {
     "discriminative-evaluator": "evaluator:{path}",
+    "crosslingual-evaluator": "evaluator:{path}",
     "generative-evaluator": "hf:{base},adapter={path}",
     "chatbot": "hf:{base},adapter={path}",
 }
@@ -120,14 +128,14 @@ def render_card(
     langs = sorted({r["language"] for r in rows if r["language"] != "all"} | set(data.get("languages") or []))
     lic = license or meta.get("license") or "apache-2.0"
     front: dict[str, Any] = {
-        "library_name": "peft",
+        "library_name": "safetensors" if kind == "crosslingual-evaluator" else "peft",
         "base_model": base if not str(base).startswith("/") else None,
         "license": lic,
         "language": langs or None,
         "tags": [
             "dialeval-harness",
             "dialogue-evaluation" if "evaluator" in kind else "chatbot",
-            "lora",
+            *([] if kind == "crosslingual-evaluator" else ["lora"]),
             kind,
         ],
         "datasets": [data["name"]] if data.get("name") else None,
@@ -255,4 +263,14 @@ def _default_limits(kind: str, langs: list[str]) -> list[str]:
     ]
     if kind == "chatbot":
         out = ["A small LoRA fine-tune; it can be unsafe, wrong or repetitive like its base model."]
+    if kind == "crosslingual-evaluator":
+        out = [
+            "It inherits what the English MiniLM cosine measures (topical relatedness of the last context "
+            "utterance and the response), not every aspect of quality; no human rating was used in training.",
+            "Trained on the contexts of the xDial-Eval sets: an item of one of those sets is scored by the map that "
+            "never saw that set's text (the `fold` field of each sample); other data is scored by the map trained "
+            "on all of them.",
+            f"Languages: {', '.join(langs) if langs else 'none reported'}; others are untested.",
+            "Scores are comparable within one model, not across evaluators.",
+        ]
     return out

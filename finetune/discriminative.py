@@ -236,8 +236,11 @@ def read_meta(path: str | Path) -> dict[str, Any]:
         raise ValueError(
             f"{mf}: format version {meta.get('format_version')} is newer than this code ({FORMAT_VERSION})"
         )
-    weights = p / (ENCODER_DIR if meta.get("merged") else ADAPTER_DIR)
-    for need in (weights, p / HEAD_FILE):
+    if meta.get("kind") == "crosslingual-evaluator":  # finetune.crosslingual: one maps file
+        needed: tuple[Path, ...] = (p / "maps.safetensors",)
+    else:
+        needed = (p / (ENCODER_DIR if meta.get("merged") else ADAPTER_DIR), p / HEAD_FILE)
+    for need in needed:
         if not need.exists():
             raise ValueError(f"evaluator {p} is incomplete: {need.name} is missing")
     return meta

