@@ -123,6 +123,8 @@ def render_card(
     meta = load_metadata(model_dir)
     kind = meta.get("kind", "discriminative-evaluator")
     base = meta.get("base_model", "unknown")
+    if kind == "crosslingual-evaluator":  # the multilingual encoder it runs on; MiniLM is the teacher
+        base = (meta.get("student") or {}).get("model") or base
     data = meta.get("training_data") or {}
     rows = results_rows(results)
     langs = sorted({r["language"] for r in rows if r["language"] != "all"} | set(data.get("languages") or []))
@@ -162,11 +164,14 @@ def render_card(
         "",
     ]
     out += ["## Use", "", "```bash", f"harness run --judge {spec} --task <task> --source <data>", "```", ""]
-    out += ["## Base model and adapter", "", "| | |", "|---|---|",
-            f"| base model | `{base}` |", f"| base revision | `{meta.get('base_revision') or 'unpinned'}` |"]  # fmt: skip
+    if kind == "crosslingual-evaluator":
+        out += _crosslingual_section(meta)
+    else:
+        out += ["## Base model and adapter", "", "| | |", "|---|---|",
+                f"| base model | `{base}` |", f"| base revision | `{meta.get('base_revision') or 'unpinned'}` |"]  # fmt: skip
     for k, v in (meta.get("adapter") or {}).items():
         out.append(f"| adapter `{k}` | `{v}` |")
-    if meta.get("adapter_sha256"):
+    if meta.get("adapter_sha256") and kind != "crosslingual-evaluator":
         out.append(f"| adapter sha256 | `{meta['adapter_sha256']}` |")
     out.append("")
     out += ["## Training data", "", "| | |", "|---|---|"]
@@ -226,6 +231,22 @@ def render_card(
             f"({_fmt(data.get('license') or 'see the training data card')}).", ""]  # fmt: skip
     out += ["## Citation", "", "```bibtex", (citation or XDIAL_CITATION).strip(), "```", ""]
     return "\n".join(out)
+
+
+def _crosslingual_section(meta: Mapping[str, Any]) -> list[str]:
+    st, te = meta.get("student") or {}, meta.get("teacher") or {}
+    out = ["## Encoders and maps", "", "| | |", "|---|---|",
+           f"| student (runs at scoring time) | `{st.get('model')}` on `{st.get('engine')}`, {st.get('quantisation', 'full precision')} |",
+           f"| student weights sha256 | `{st.get('weights_sha256')}` |",
+           f"| teacher (English, training only) | `{te.get('model')}` |",
+           f"| maps sha256 (`maps.safetensors`) | `{meta.get('sha256')}` |", "",
+           "One map per fold: `all`, and one per left-out set trained without any text of that set.", "",
+           "| fold | utterance pairs | left out | turn-pair AUC | dialogue-pair AUC |", "|---|---:|---:|---:|---:|"]  # fmt: skip
+    for fold, f in (meta.get("folds") or {}).items():
+        cal = f.get("calibration") or {}
+        auc = [f"{cal[lvl]['auc']:.3f}" if lvl in cal else "—" for lvl in ("turn", "dialogue")]
+        out.append(f"| {fold} | {f.get('pairs')} | {f.get('excluded_pairs')} | {auc[0]} | {auc[1]} |")
+    return [*out, ""]
 
 
 def write_card(model_dir: str | Path, out_path: str | Path, **kwargs: Any) -> Path:

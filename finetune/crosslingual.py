@@ -218,6 +218,8 @@ def train_crosslingual(
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "kind": KIND,
+        # the maps are fitted on xDial-Eval text (GPL-3.0): the conservative choice is the data's license
+        "license": "gpl-3.0",
         "base_model": f"{config.student} → {config.teacher}",
         "student": student.identity(),
         "teacher": teacher.identity(),

@@ -192,3 +192,15 @@ def test_shipped_evaluator_has_every_fold_and_judges_real_text():
         assert meta["folds"][s]["held_out_texts"] > 1000 and meta["folds"][s]["excluded_pairs"] > 0
     assert set(meta["training_data"]["languages"]) == LANGS
     assert meta["train_result"]["train_seconds"] <= 15 * 60
+
+
+def test_card_names_the_encoders_folds_and_license(trained):
+    from finetune.cards import render_card
+
+    out, _, held = trained
+    card = render_card(out, name="xl")
+    assert "library_name: safetensors" in card and "base_model: intfloat/multilingual-e5-small" in card
+    assert "license: gpl-3.0" in card and "lora" not in card.split("---")[1]
+    assert "## Encoders and maps" in card and "harness run --judge evaluator:" in card
+    for fold in ("all", *held):
+        assert f"| {fold} | " in card
