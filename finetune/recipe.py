@@ -151,7 +151,6 @@ def build_examples(job: EvaluatorJob) -> tuple[list[Any], list[Any], dict[str, A
 def run_crosslingual_job(job: EvaluatorJob, *, progress: bool = True) -> dict[str, Any]:
     """Parallel self-supervised pairs (per language) → registered data version → leave-one-set-out
     cross-lingual maps → model card."""
-    from finetune.cards import write_card
     from finetune.crosslingual import train_crosslingual
     from finetune.data import register_training_data
     from finetune.data.parallel import load_parallel, parallel_examples, set_texts
@@ -179,24 +178,14 @@ def run_crosslingual_job(job: EvaluatorJob, *, progress: bool = True) -> dict[st
             "fingerprint": reg.fingerprint,
             "source": d.source,
         }
-    data_version.update(examples=len(examples), languages=sorted({e.language for e in examples}),
-                        positives=sum(e.label == 1 for e in examples),
-                        negatives=sum(e.label == 0 for e in examples),
-                        kinds=dict(sorted(_count(e.kind for e in examples).items())))  # fmt: skip
+    data_version.update(_sizes(examples))
     out = job.path(job.output)
     summary = train_crosslingual(examples, job.crosslingual, out, held_out=held_out, data_version=data_version,
                                  progress=progress)  # fmt: skip
-    card = None
-    if job.card:
-        results = [job.path(r) for r in job.results]
-        card = write_card(
-            out, job.path(job.card), name=job.name, results=[r for r in results if r and r.is_file()]
-        )
-    return {"output": str(out), "card": str(card) if card else None, "data": data_version, "train": summary}
+    return {"output": str(out), "card": _card(job, out), "data": data_version, "train": summary}
 
 
 def run_evaluator_job(job: EvaluatorJob, *, progress: bool = True) -> dict[str, Any]:
-    from finetune.cards import write_card
     from finetune.data import register_training_data
     from finetune.discriminative import train_discriminative
 
@@ -213,21 +202,29 @@ def run_evaluator_job(job: EvaluatorJob, *, progress: bool = True) -> dict[str, 
         license_ = reg.manifest.get("training_data", {}).get("license")
         data_version = {"name": reg.name, "version": reg.version, "fingerprint": reg.fingerprint,
                         "source": job.data.source, "license": license_}  # fmt: skip
-    langs = sorted({e.language for e in train})
-    data_version.update(examples=len(train), eval_examples=len(held), languages=langs,
-                        positives=sum(e.label == 1 for e in train), negatives=sum(e.label == 0 for e in train),
-                        kinds=dict(sorted(_count(e.kind for e in train).items())))  # fmt: skip
+    data_version.update(_sizes(train), eval_examples=len(held))
     out = job.path(job.output)
     summary = train_discriminative(train, job.discriminative, out, data_version=data_version,
                                    eval_examples=held or None, progress=progress)  # fmt: skip
     summary.pop("eval_scores", None)
-    card = None
-    if job.card:
-        results = [job.path(r) for r in job.results]
-        card = write_card(
-            out, job.path(job.card), name=job.name, results=[r for r in results if r and r.is_file()]
-        )
-    return {"output": str(out), "card": str(card) if card else None, "data": data_version, "train": summary}
+    return {"output": str(out), "card": _card(job, out), "data": data_version, "train": summary}
+
+
+def _sizes(examples: Any) -> dict[str, Any]:
+    """Example counts recorded with the training-data version (and in the model card)."""
+    return {"examples": len(examples), "languages": sorted({e.language for e in examples}),
+            "positives": sum(e.label == 1 for e in examples), "negatives": sum(e.label == 0 for e in examples),
+            "kinds": dict(sorted(_count(e.kind for e in examples).items()))}  # fmt: skip
+
+
+def _card(job: EvaluatorJob, out: Path) -> str | None:
+    """Write the job's model card (when it names one) with the results files that exist."""
+    from finetune.cards import write_card
+
+    if not job.card:
+        return None
+    results = [job.path(r) for r in job.results]
+    return str(write_card(out, job.path(job.card), name=job.name, results=[r for r in results if r and r.is_file()]))
 
 
 def _count(xs: Any) -> dict[str, int]:

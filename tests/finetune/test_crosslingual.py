@@ -204,3 +204,25 @@ def test_card_names_the_encoders_folds_and_license(trained):
     assert "## Encoders and maps" in card and "harness run --judge evaluator:" in card
     for fold in ("all", *held):
         assert f"| {fold} | " in card
+
+
+def test_crosslingual_job_through_the_cli(xdial_source, tmp_path):
+    """`harness finetune evaluator` with a `crosslingual:` section: registered data, maps, card."""
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    cfg = tmp_path / "job.yaml"
+    cfg.write_text(
+        "name: xl-small\noutput: out\ncard: card.md\n"
+        f"data: {{source: 'xdial-eval:{xdial_source}', turn_pairs: 40, dialogue_pairs: 6, max_context: 1,"
+        " hard_negative_ratio: 0.0, publish: {name: xl-selfsup, version: 1.0.0}}\n"
+        "crosslingual: {ridge_alpha: 1.0}\n",
+        encoding="utf-8",
+    )
+    r = CliRunner().invoke(app, ["finetune", "evaluator", "--config", str(cfg), "-q"])
+    assert r.exit_code == 0, r.output
+    meta = json.loads((tmp_path / "out" / "dialeval_evaluator.json").read_text("utf-8"))
+    assert meta["data_version"]["name"] == "xl-selfsup" and meta["data_version"]["examples"] > 0
+    assert set(meta["data_version"]["languages"]) == LANGS and len(meta["folds"]) == 9
+    assert "## Encoders and maps" in (tmp_path / "card.md").read_text("utf-8")
