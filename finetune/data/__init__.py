@@ -12,7 +12,10 @@
 * :mod:`~finetune.data.supervised` — :func:`supervised_examples` from human labels (normalised mean
   rating or binarised) and :func:`split_by_dialogue` (no dialogue in both train and test);
 * :mod:`~finetune.data.builder` — :func:`register_training_data` / :func:`load_training_data`:
-  the examples as an immutable version in the dataset registry (Parquet + card + manifest).
+  the examples as an immutable version in the dataset registry (Parquet + card + manifest);
+* :mod:`~finetune.data.baseline` — :func:`fit_response_baseline`: a corpus statistic rather than
+  training pairs, the mean embedding of ``n`` sampled utterances (the ``embed:`` judge's
+  ``baseline=``; ``harness finetune baseline``).
 """
 
 from finetune.data.builder import RegisteredDataset, load_training_data, register_training_data

