@@ -6,11 +6,9 @@ ending the run non-zero with partial results marked incomplete."""
 import json
 import logging
 import os
-import signal
 import sqlite3
 import subprocess
 import sys
-import time
 
 import pytest
 from typer.testing import CliRunner
@@ -21,6 +19,7 @@ from harness.cli.app import app  # noqa: E402
 from harness.executors import ExecutorConfig, ExecutorError, executor_scope  # noqa: E402
 from harness.run.results import load_results  # noqa: E402
 from harness.run.runner import RunConfig, run  # noqa: E402
+from tests.fixtures.kill_resume import kill_after_rows  # noqa: E402
 
 RAY2 = ExecutorConfig("ray", workers=2)
 
@@ -163,30 +162,13 @@ def test_too_many_workers_for_the_cluster_is_a_clear_error(ray_cluster, replay_f
             create_backend(parse_spec(f"replay:{replay_file}"))
 
 
-def _cache_rows(path):
-    if not path.exists():
-        return 0
-    try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1)
-        return con.execute("SELECT COUNT(*) FROM entries").fetchone()[0]
-    except sqlite3.OperationalError:
-        return 0
-
-
 def test_a_killed_driver_resumes_with_zero_repeated_calls(ray_cluster, tmp_path, replay_file):
     env = {**os.environ, "DIALEVAL_HOME": str(tmp_path / "home"), "RAY_ADDRESS": ray_cluster.address_info["address"]}
     cache = tmp_path / "cache.sqlite"
     args = [sys.executable, "-m", "harness.cli", "run", "--judge", f"replay:{replay_file},delay=0.04",
             "--task", "demo-turn", "--limit", "8", "--batch-size", "4", "--bootstrap", "50", "--quiet",
             "--cache", str(cache), "--executor", "ray", "--workers", "2"]  # fmt: skip
-    proc = subprocess.Popen([*args, "--output", str(tmp_path / "killed")], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    deadline = time.time() + 180
-    while _cache_rows(cache) < 20 and time.time() < deadline and proc.poll() is None:
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    done_before = _cache_rows(cache)
+    done_before = kill_after_rows([*args, "--output", str(tmp_path / "killed")], env, cache, 20, 180)
     assert 20 <= done_before < 80, done_before
     assert not (tmp_path / "killed" / "results.json").exists()
 

@@ -2,11 +2,8 @@
 
 import json
 import os
-import signal
-import sqlite3
 import subprocess
 import sys
-import time
 
 import pytest
 from datasets import load_dataset
@@ -14,6 +11,7 @@ from scipy import stats
 
 from harness.run.results import SCHEMA_VERSION, load_results
 from harness.run.runner import RunConfig, run
+from tests.fixtures.kill_resume import kill_after_rows
 
 REPLAY_RULES = [
     # one scripted parse failure: a response without label log-probs
@@ -129,30 +127,13 @@ def test_embedded_default_judge_on_demo(tmp_path):
     assert out.samples.score.between(-1, 1).all()
 
 
-def _cache_rows(path):
-    if not path.exists():
-        return 0
-    try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1)
-        return con.execute("SELECT COUNT(*) FROM entries").fetchone()[0]
-    except sqlite3.OperationalError:
-        return 0
-
-
 def test_killed_run_resumes_without_repeating_calls(tmp_path, replay_file):
     env = {**os.environ, "DIALEVAL_HOME": str(tmp_path / "home")}
     cache = tmp_path / "cache.sqlite"
     args = [sys.executable, "-m", "harness.cli", "run", "--judge", f"replay:{replay_file},delay=0.04",
             "--task", "demo-turn", "--limit", "8", "--batch-size", "4", "--bootstrap", "100", "--quiet",
             "--cache", str(cache)]
-    proc = subprocess.Popen([*args, "--output", str(tmp_path / "killed")], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 120
-    while _cache_rows(cache) < 20 and time.time() < deadline and proc.poll() is None:
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    done_before = _cache_rows(cache)
+    done_before = kill_after_rows([*args, "--output", str(tmp_path / "killed")], env, cache, 20, 120)
     assert 20 <= done_before < 80, done_before
     assert not (tmp_path / "killed" / "results.json").exists()
 
