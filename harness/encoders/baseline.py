@@ -102,9 +102,9 @@ def _resolve(ref: str, encoder_names: list[str]) -> Path:
         f = PACKAGED_DIR / f"{enc}.{ref}.json"
         if f.is_file():
             return f
-    have = {e: n for e, n in packaged_baselines().items()}
     raise ValueError(
-        f"no packaged response baseline {ref!r} for encoder {encoder_names[0]!r} (packaged: {have or 'none'}); "
+        f"no packaged response baseline {ref!r} for encoder {encoder_names[0]!r} "
+        f"(packaged: {packaged_baselines() or 'none'}); "
         "give a baseline file path, or compute one with `harness finetune baseline`"
     )
 
