@@ -88,4 +88,9 @@ def test_packaged_e5_baseline_is_reproduced_from_shared_topical_chat(shared_data
     fresh = fit_response_baseline(
         "multilingual-e5-small", f"topical-chat:{tc}", name="topical-chat", progress=False
     )
-    np.testing.assert_allclose(fresh.vector, packaged.vector, atol=1e-6)
+    # The C engine's float results depend on the CPU (SIMD path, OpenMP reduction order): measured up to
+    # 3.4e-5 per element between an Intel and an AMD EPYC host. Compare at what is reproducible across
+    # x86-64 CPUs: per element and as a direction.
+    np.testing.assert_allclose(fresh.vector, packaged.vector, atol=2e-4)
+    cos = float(fresh.vector @ packaged.vector / np.linalg.norm(fresh.vector) / np.linalg.norm(packaged.vector))
+    assert cos > 0.99999
