@@ -2,7 +2,7 @@
 package and is registered here (the modules import only :mod:`harness.cli.console`, never each other).
 
 ``harness run | stability | ls | validate | report | chatbot-eval | robustness inject|pairwise |
-datasets build|ls|show|diff|publish | finetune … | reproduce upheld``.
+datasets build|ls|show|diff|publish | finetune … | models materialize|ls | reproduce upheld``.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from harness.cli import chatbot, ls, report, run
 from harness.cli.console import err
 from harness.cli.datasets import datasets_app
 from harness.cli.finetune import finetune_app
+from harness.cli.models import models_app
 from harness.cli.reproduce import reproduce_app
 from harness.cli.robustness import robustness_app
 
@@ -35,6 +36,7 @@ app.command("chatbot-eval")(chatbot.chatbot_eval)
 app.add_typer(robustness_app, name="robustness")
 app.add_typer(datasets_app, name="datasets")
 app.add_typer(finetune_app, name="finetune")
+app.add_typer(models_app, name="models")
 app.add_typer(reproduce_app, name="reproduce")
 
 
