@@ -170,21 +170,22 @@ class WorkerPool:
             self.started = True
 
     def _await_placement(self, actors: list[Any]) -> None:
-        """Wait until every actor's process runs (placed on a node, nothing loaded yet)."""
-        stop = self._stop.path()
-        pings = [a.ping.remote(process_identity(), stop) for a in actors]
-        ready, pending = self.ray.wait(pings, num_returns=len(pings), timeout=self.config.schedule_timeout_s)
-        if pending:
-            free = {k: v for k, v in self.ray.available_resources().items() if k in ("CPU", "GPU")}
-            total = {k: v for k, v in self.ray.cluster_resources().items() if k in ("CPU", "GPU")}
-            raise ExecutorError(
-                f"only {len(ready)} of {len(actors)} Ray workers of {self.label} could be placed within "
-                f"{self.config.schedule_timeout_s:.0f}s: each needs {self.need().per_worker}, the cluster has "
-                f"{total} of which {free} are free (other jobs or pools hold the rest): lower --workers, "
-                "free the cluster or add nodes"
-            )
-        for p in pings:
-            self._get_setup(p)
+        """Wait until every actor's process runs (placed on a node, nothing loaded yet) and watches
+        this driver and its stop pipe."""
+        with self._stop.opening() as stop:
+            pings = [a.ping.remote(process_identity(), stop) for a in actors]
+            ready, pending = self.ray.wait(pings, num_returns=len(pings), timeout=self.config.schedule_timeout_s)
+            if pending:
+                free = {k: v for k, v in self.ray.available_resources().items() if k in ("CPU", "GPU")}
+                total = {k: v for k, v in self.ray.cluster_resources().items() if k in ("CPU", "GPU")}
+                raise ExecutorError(
+                    f"only {len(ready)} of {len(actors)} Ray workers of {self.label} could be placed within "
+                    f"{self.config.schedule_timeout_s:.0f}s: each needs {self.need().per_worker}, the cluster has "
+                    f"{total} of which {free} are free (other jobs or pools hold the rest): lower --workers, "
+                    "free the cluster or add nodes"
+                )
+            for p in pings:
+                self._get_setup(p)
 
     def _setup_call(self, actor: Any, member: Member) -> Any:
         threads = max(1, int(self.resources["num_cpus"])) if self.resources["num_cpus"] >= 1 else 1

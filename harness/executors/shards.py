@@ -8,6 +8,8 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -105,24 +107,29 @@ def error_text(e: BaseException) -> str:
 
 
 class StopPipe:
-    """A FIFO the driver holds open; the pool's workers on this machine watch its read end
-    (:class:`harness.executors.worker.DriverWatch`). Closing it — or the driver's death, which
-    closes it too — makes them save their last responses and exit."""
+    """FIFOs the driver holds open; the pool's workers on this machine watch their read ends
+    (:class:`harness.executors.worker.DriverWatch`). Closing them — or the driver's death, which
+    closes them too — makes the workers save their last responses and exit."""
 
     def __init__(self) -> None:
-        self._open: tuple[str, int] | None = None  # (its folder, the driver's descriptor)
+        self._fds: list[int] = []
 
-    def path(self) -> str | None:
-        """The FIFO's path, created on first use (after :meth:`close`, a new one); None without FIFOs."""
-        if self._open is None and hasattr(os, "mkfifo"):
-            folder = tempfile.mkdtemp(prefix="dialeval-ray-")
-            os.mkfifo(os.path.join(folder, "stop"), 0o600)
-            self._open = (folder, os.open(os.path.join(folder, "stop"), os.O_RDWR | os.O_NONBLOCK))
-        return os.path.join(self._open[0], "stop") if self._open is not None else None
+    @contextmanager
+    def opening(self) -> Iterator[str | None]:
+        """A new FIFO for the workers being placed to open (None without FIFOs); its path is removed
+        at the end of the block, so nothing is left on disk whatever happens to the driver later."""
+        if not hasattr(os, "mkfifo"):
+            yield None
+            return
+        folder = tempfile.mkdtemp(prefix="dialeval-ray-")
+        try:
+            path = os.path.join(folder, "stop")
+            os.mkfifo(path, 0o600)
+            self._fds.append(os.open(path, os.O_RDWR | os.O_NONBLOCK))
+            yield path
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
 
     def close(self) -> None:
-        if self._open is not None:
-            folder, fd = self._open
-            self._open = None
-            os.close(fd)
-            shutil.rmtree(folder, ignore_errors=True)
+        while self._fds:
+            os.close(self._fds.pop())

@@ -85,10 +85,13 @@ class DriverWatch:
             return  # another pid namespace (a container), or the driver is already gone
         try:
             self.fds.append(os.pidfd_open(pid))
-            if stop_path:
-                self.fds.append(os.open(stop_path, os.O_RDONLY | os.O_NONBLOCK))
         except OSError:
             return
+        if stop_path:
+            try:
+                self.fds.append(os.open(stop_path, os.O_RDONLY | os.O_NONBLOCK))
+            except OSError:  # not this machine's file system after all: the pidfd alone
+                pass
         if _start_ticks(pid) != driver.get("start"):  # the pid was reused between the two reads
             self.stop()
         threading.Thread(target=self._wait, name="driver-watch", daemon=True).start()

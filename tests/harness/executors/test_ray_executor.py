@@ -1,7 +1,10 @@
 """The Ray executor on a real local Ray cluster (2 CPUs, one per worker): identical results to the
-local executor, cache hits resolved on the driver, a killed driver resuming with zero repeated
-calls, a worker killed mid-shard replaced and its unfinished requests retried, and a failing shard
-ending the run non-zero with partial results marked incomplete."""
+local executor (a tiny hf judge; the default bylang: judge and mean: / panel: composites, whose
+models share one pool of 2 workers), a resource shortfall reported with its arithmetic before any
+actor starts, cache hits resolved on the driver, a killed driver resuming with zero repeated calls,
+a worker killed mid-shard replaced and its unfinished requests retried, and a failing shard ending
+the run non-zero with partial results marked incomplete. (A driver that owns its cluster, stopped
+by a signal: test_ray_driver_stop.py.)"""
 
 import json
 import logging
