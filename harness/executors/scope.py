@@ -12,6 +12,7 @@ prompts, the verdict parsing and the request cache.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
@@ -77,7 +78,7 @@ class ExecutorScope:
             backend = getattr(j, "backend", None)
             cached = getattr(j, "cached", None)
             if isinstance(backend, PoolBackend) and isinstance(cached, CachedBackend) and cached.backend is backend:
-                backend.member.cache_path = str(cached.cache.path) if cached.cache.enabled else None
+                backend.member.cache_path = os.path.abspath(cached.cache.path) if cached.cache.enabled else None
             if isinstance(backend, PoolBackend) and not backend.pool.started:
                 target = home(backend.pool.resources, backend.pool)
                 if target is not backend.pool:
