@@ -1,11 +1,12 @@
 """Executors: where a command's model requests run.
 
 ``local`` runs one backend in this process. ``ray`` shards the requests over a pool of Ray actors,
-each holding one backend (hf / vllm / openai / replay) or one ``embed:`` encoder, while the driver
-keeps the judge and the write-through request cache (docs/scaling.md)::
+each holding the judge's backends (hf / vllm / openai / replay) and ``embed:`` encoders — all the
+members of a composite judge on the same actors — while the driver keeps the judge and the
+write-through request cache (docs/scaling.md)::
 
     with executor_scope(ExecutorConfig("ray", workers=2), seed=0) as scope:
-        judge = scope.adopt(load_judge(spec, cache))   # backends made here land on the pool
+        judge = scope.adopt(load_judge(spec, cache))   # its models gathered on one pool, checked, started
         ...
         results["executor"] = scope.describe()           # per-worker requests, seconds, retries, node/pid
 

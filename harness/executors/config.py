@@ -38,6 +38,8 @@ class ExecutorConfig:
     each worker sees exactly the batches a local run sends). ``max_retries``: attempts per shard
     after the first (a dead worker is replaced first). ``cpus_per_worker`` / ``gpus_per_worker`` are
     the Ray resources of each actor; a judge spec's ``num_cpus=`` / ``num_gpus=`` overrides them.
+    ``schedule_timeout_s``: how long actors may wait to be placed on a node (their resources held by
+    other jobs) before that is an error; ``startup_timeout_s``: how long loading the models may take.
     """
 
     kind: str = "local"
@@ -47,6 +49,7 @@ class ExecutorConfig:
     shard_size: int = 32
     max_retries: int = 2
     startup_timeout_s: float = 900.0
+    schedule_timeout_s: float = 120.0
 
     def __post_init__(self) -> None:
         if self.kind not in EXECUTORS:

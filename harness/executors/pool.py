@@ -1,10 +1,22 @@
-"""A pool of Ray actors (:class:`~harness.executors.worker.ModelWorker`), one backend or encoder
-each, that runs a list of requests in shards.
+"""A pool of Ray actors (:class:`~harness.executors.worker.ModelWorker`) that runs lists of
+requests in shards. Each actor holds every *member* of the pool: one backend or encoder, or all
+those of one judge (the routes of ``bylang:``, the members of ``mean:`` / ``panel:``), which the
+judge uses one at a time.
 
+* The pool starts lazily (:meth:`WorkerPool.start`, or its first call): until then members can be
+  added or moved to another pool, and the caller checks the resources of every pool about to start
+  before any actor exists (:mod:`harness.executors.capacity`). Actors that cannot be *placed* (the
+  resources are held by others) are an error after ``schedule_timeout_s``, not a wait as long as a
+  70B model's loading.
 * Shards are contiguous runs of ``shard_size`` requests, taken from one queue by whichever worker
   is free; results come back in the callers' order.
 * Each result is handed to ``emit`` on the calling thread as soon as it arrives (the cache writes
-  it through there), so a killed driver loses only requests still in flight.
+  it through there), so a killed driver loses only requests still in flight: workers on this
+  machine watch the driver and the pool's *stop pipe*, and when the driver dies or closes the pipe
+  they write the responses still on their way into the cache themselves and exit
+  (:mod:`harness.executors.worker`). An interrupted call (Ctrl-C, SIGTERM, an error in ``emit``)
+  closes the stop pipe, kills the actors, and hands ``emit`` every result that had reached this
+  process; the next call starts fresh actors.
 * A worker that dies (``ray.kill``, a crash, a lost node) is replaced by a fresh actor on the same
   slot and the *unfinished* part of its shard is retried; a shard whose backend raises is retried
   (exponential back-off, tenacity) up to ``max_retries`` times. A shard that still fails is
@@ -13,76 +25,28 @@ each, that runs a list of requests in shards.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import queue
-import re
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
+from harness.executors.capacity import PoolNeed
 from harness.executors.config import ExecutorConfig, ExecutorError, ShardFailedError
 from harness.executors.session import import_ray
-from harness.executors.worker import ModelWorker
+from harness.executors.shards import Member, Shard, StopPipe, WorkerStats, error_text, forwarded_env
+from harness.executors.worker import ModelWorker, process_identity
 from harness.provenance import redact
 from harness.spec import JudgeSpec
 
 log = logging.getLogger(__name__)
-
-# Environment a worker process needs to load models as the driver would (Ray workers on other
-# nodes do not inherit the driver's environment). CUDA_VISIBLE_DEVICES is Ray's to set.
-_ENV_PREFIXES = ("HF_", "HUGGINGFACE_", "TRANSFORMERS_", "TOKENIZERS_", "DIALEVAL_", "VLLM_", "SENTENCE_TRANSFORMERS_")
-
-
-@dataclass
-class WorkerStats:
-    slot: int
-    node_ip: str | None = None
-    hostname: str | None = None
-    pid: int | None = None
-    gpu_ids: list[str] = field(default_factory=list)
-    requests: int = 0
-    shards: int = 0
-    seconds: float = 0.0
-    retries: int = 0
-    replacements: int = 0
-    setup_s: float = 0.0
-    load_seconds: float = 0.0
-    pids: list[int] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "worker": self.slot,
-            "node_ip": self.node_ip,
-            "hostname": self.hostname,
-            "pid": self.pid,
-            "gpu_ids": self.gpu_ids,
-            "requests": self.requests,
-            "shards": self.shards,
-            "seconds": round(self.seconds, 3),
-            "retries": self.retries,
-            "replaced": self.replacements,
-            "setup_s": round(self.setup_s, 3),
-            "load_seconds": round(self.load_seconds, 3),
-            **({"previous_pids": self.pids[:-1]} if len(self.pids) > 1 else {}),
-        }
-
-
-@dataclass
-class _Shard:
-    number: int
-    indices: list[int]
-    received: set[int] = field(default_factory=set)
-    attempts: list[str] = field(default_factory=list)  # what each failed attempt raised
-
-    @property
-    def todo(self) -> list[int]:
-        return [i for i in self.indices if i not in self.received]
+_keys = itertools.count()
 
 
 class _Retry(Exception):
@@ -93,107 +57,160 @@ class _SlotDead(Exception):
     """A slot could not get a working actor again."""
 
 
-def forwarded_env(spec: JudgeSpec) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k.startswith(_ENV_PREFIXES)}
-    if spec.kind == "openai":  # the key lives in the variable the spec names
-        name = str(spec.options.get("api_key_env", "OPENAI_API_KEY"))
-        if name in os.environ:
-            env[name] = os.environ[name]
-    return env
-
-
-def error_text(e: BaseException) -> str:
-    """The user-facing line of an exception that crossed Ray (its cause, not Ray's traceback)."""
-    cause = getattr(e, "cause", None)
-    if isinstance(cause, BaseException):
-        return f"{type(cause).__name__}: {cause}"
-    text = str(e).strip()
-    lines = [ln for ln in text.splitlines() if re.match(r"^\s*[A-Za-z_][\w.]*(Error|Exception)\b.*:", ln)]
-    return (lines[-1].strip() if lines else text.splitlines()[0] if text else type(e).__name__)[:500]
+class _Cancelled(Exception):
+    """The call was interrupted: the slot's thread stops without replacing its (killed) actor."""
 
 
 class WorkerPool:
-    """``config.workers`` actors holding the backend/encoder ``spec`` names (``role``)."""
+    """``config.workers`` actors with ``resources`` each (``{"num_cpus": 1, "num_gpus": 0}``)."""
 
     def __init__(
         self,
-        role: str,
-        spec: JudgeSpec,
+        resources: dict[str, float],
         config: ExecutorConfig,
         *,
         seed: int | None = None,
         progress: Callable[[], Any] | None = None,
-        label: str | None = None,
+        before_start: Callable[[WorkerPool], None] | None = None,
     ) -> None:
         self.ray = import_ray()
-        self.role, self.spec, self.config, self.seed = role, spec, config, seed
-        self.label = redact(label or spec.raw)
+        self.config, self.seed, self.resources = config, seed, dict(resources)
+        self.members: list[Member] = []
         self._progress = progress
+        self._before_start = before_start
         self._bar: Any = None
-        self.resources = config.resources(spec)
-        self._check_capacity()
         remote = self.ray.remote(ModelWorker)
         self._actor_cls = remote.options(
             num_cpus=self.resources["num_cpus"], num_gpus=self.resources["num_gpus"], max_restarts=0
         )
         self.stats = [WorkerStats(slot) for slot in range(config.workers)]
         self.actors: list[Any] = [None] * config.workers
-        self.info: dict[str, Any] = {}
+        self.started = False
         self.closed = False
-        self._lock = threading.Lock()
-        self._start_all()
+        self._stop = StopPipe()
+        self._lock = threading.Lock()  # the shard queue
+        self._run_lock = threading.RLock()  # one call (or start) at a time
+
+    @property
+    def label(self) -> str:
+        return " + ".join(m.label for m in self.members if not m.released) or "(empty pool)"
+
+    def need(self) -> PoolNeed:
+        per = {"CPU": self.resources["num_cpus"], "GPU": self.resources["num_gpus"]}
+        return PoolNeed(self.config.workers, per, self.label)
+
+    # -- members -----------------------------------------------------------------------------------
+    def add(self, role: str, spec: JudgeSpec, label: str | None = None) -> Member:
+        """A new member (``role`` ``backend`` / ``encoder``); loaded on every live actor now if the
+        pool already runs, else when it starts."""
+        with self._run_lock:
+            if self.closed:
+                raise ExecutorError(f"the Ray pool for {self.label} is closed")
+            member = Member(f"m{next(_keys)}", role, spec, redact(label or spec.raw))
+            self.members.append(member)
+            if self.started:
+                live = [(slot, a) for slot, a in enumerate(self.actors) if a is not None]
+                calls = [(slot, self._setup_call(a, member)) for slot, a in live]
+                for slot, call in calls:
+                    self._adopt(slot, member, self._get_setup(call))
+            return member
+
+    def take(self, member: Member, source: WorkerPool) -> None:
+        """Move ``member`` here from ``source``; neither pool may have started."""
+        if self.started or source.started:
+            raise ExecutorError("members move between Ray pools only before their actors start")
+        source.members.remove(member)
+        self.members.append(member)
+
+    def info(self, member: Member) -> dict[str, Any]:
+        """What worker 0 reported for ``member`` (identity, prefixes, engine); starts the pool."""
+        self.start()
+        return member.info
+
+    def release(self, member: Member) -> None:
+        """The member's user is done with it; the pool closes with its last member."""
+        member.released = True
+        if all(m.released for m in self.members):
+            self.close()
+            return
+        for actor in self.actors:
+            if actor is not None:
+                actor.release.remote(member.key)
 
     # -- actors ------------------------------------------------------------------------------------
-    def _check_capacity(self) -> None:
-        total = self.ray.cluster_resources()
-        for key, res in (("CPU", "num_cpus"), ("GPU", "num_gpus")):
-            need = self.resources[res] * self.config.workers
-            have = float(total.get(key, 0.0))
-            if need > have + 1e-9:
-                flag = "--gpus-per-worker" if key == "GPU" else "num_cpus="
-                raise ExecutorError(
-                    f"{self.config.workers} workers × {self.resources[res]:g} {key} need {need:g} {key}s, but the Ray "
-                    f"cluster has {have:g}: lower --workers or {flag}, or add nodes (ray start --address …)"
-                )
+    def start(self) -> None:
+        """Check the resources (``before_start``), start the actors and load every member on them."""
+        with self._run_lock:
+            if self.started:
+                return
+            if self.closed:
+                raise ExecutorError(f"the Ray pool for {self.label} is closed")
+            if self._before_start is not None:
+                self._before_start(self)
+            actors = [self._actor_cls.remote() for _ in range(self.config.workers)]
+            try:
+                self._await_placement(actors)
+                calls = [[self._setup_call(a, m) for m in self.members] for a in actors]
+                flat = [c for row in calls for c in row]
+                ready, pending = self.ray.wait(flat, num_returns=len(flat), timeout=self.config.startup_timeout_s)
+                if pending:
+                    raise ExecutorError(
+                        f"the Ray workers of {self.label} did not finish loading within "
+                        f"{self.config.startup_timeout_s:.0f}s ({len(ready)} of {len(flat)} member setups done)"
+                    )
+                for slot, (actor, row) in enumerate(zip(actors, calls, strict=True)):
+                    self.actors[slot] = actor
+                    for member, call in zip(self.members, row, strict=True):
+                        self._adopt(slot, member, self._get_setup(call))
+            except BaseException:
+                for a in actors:
+                    self.ray.kill(a, no_restart=True)
+                self.actors = [None] * self.config.workers
+                raise
+            self.started = True
 
-    def _setup_call(self, actor: Any) -> Any:
+    def _await_placement(self, actors: list[Any]) -> None:
+        """Wait until every actor's process runs (placed on a node, nothing loaded yet) and watches
+        this driver and its stop pipe."""
+        with self._stop.opening() as stop:
+            pings = [a.ping.remote(process_identity(), stop) for a in actors]
+            ready, pending = self.ray.wait(pings, num_returns=len(pings), timeout=self.config.schedule_timeout_s)
+            if pending:
+                free = {k: v for k, v in self.ray.available_resources().items() if k in ("CPU", "GPU")}
+                total = {k: v for k, v in self.ray.cluster_resources().items() if k in ("CPU", "GPU")}
+                raise ExecutorError(
+                    f"only {len(ready)} of {len(actors)} Ray workers of {self.label} could be placed within "
+                    f"{self.config.schedule_timeout_s:.0f}s: each needs {self.need().per_worker}, the cluster has "
+                    f"{total} of which {free} are free (other jobs or pools hold the rest): lower --workers, "
+                    "free the cluster or add nodes"
+                )
+            for p in pings:
+                self._get_setup(p)
+
+    def _setup_call(self, actor: Any, member: Member) -> Any:
         threads = max(1, int(self.resources["num_cpus"])) if self.resources["num_cpus"] >= 1 else 1
         return actor.setup.remote(
-            self.role, self.spec, cwd=os.getcwd(), env=forwarded_env(self.spec), seed=self.seed, threads=threads
-        )
+            member.key, member.role, member.spec, cwd=os.getcwd(), env=forwarded_env(member.spec), seed=self.seed,
+            threads=threads, cache=member.cache_path,
+        )  # fmt: skip
 
-    def _adopt(self, slot: int, info: dict[str, Any]) -> None:
+    def _adopt(self, slot: int, member: Member, info: dict[str, Any]) -> None:
         st = self.stats[slot]
-        st.node_ip, st.hostname, st.pid = info.get("node_ip"), info.get("hostname"), info.get("pid")
-        st.gpu_ids, st.setup_s = list(info.get("gpu_ids") or []), float(info.get("setup_s", 0.0))
-        if st.pid is not None:
-            st.pids.append(st.pid)
-        if not self.info:
-            self.info = info
-        elif info.get("identity") != self.info.get("identity"):
+        if st.pid != info.get("pid"):
+            st.node_ip, st.hostname, st.pid = info.get("node_ip"), info.get("hostname"), info.get("pid")
+            st.gpu_ids = list(info.get("gpu_ids") or [])
+            st.watches_driver = bool(info.get("watches_driver"))
+            st.setup_s = 0.0
+            if st.pid is not None:
+                st.pids.append(st.pid)
+        st.setup_s += float(info.get("setup_s", 0.0))
+        if not member.info:
+            member.info = info
+        elif info.get("identity") != member.info.get("identity"):
             raise ExecutorError(
-                f"worker {slot} on {info.get('node_ip')} loaded a different model than worker 0 "
-                f"({info.get('identity')} vs {self.info.get('identity')}): every node needs the same files"
+                f"worker {slot} on {info.get('node_ip')} loaded a different model for {member.label} than worker 0 "
+                f"({info.get('identity')} vs {member.info.get('identity')}): every node needs the same files"
             )
-
-    def _start_all(self) -> None:
-        actors = [self._actor_cls.remote() for _ in range(self.config.workers)]
-        calls = [self._setup_call(a) for a in actors]
-        ready, pending = self.ray.wait(calls, num_returns=len(calls), timeout=self.config.startup_timeout_s)
-        try:
-            if pending:
-                raise ExecutorError(
-                    f"only {len(ready)} of {self.config.workers} Ray workers started within "
-                    f"{self.config.startup_timeout_s:.0f}s (resources per worker {self.resources}, cluster "
-                    f"{self.ray.available_resources()} free): lower --workers or add nodes"
-                )
-            for slot, (actor, call) in enumerate(zip(actors, calls, strict=True)):
-                self.actors[slot] = actor
-                self._adopt(slot, self._get_setup(call))
-        except BaseException:
-            for a in actors:
-                self.ray.kill(a, no_restart=True)
-            raise
 
     def _get_setup(self, call: Any) -> dict[str, Any]:
         try:
@@ -207,57 +224,85 @@ class WorkerPool:
             raise ExecutorError(f"a Ray worker could not load {self.label}: {error_text(e)}") from None
 
     def _replace(self, slot: int) -> None:
-        old = self.actors[slot]
-        if old is not None:
-            try:
-                self.ray.kill(old, no_restart=True)
-            except Exception:
-                pass
+        self._kill(slot)
         actor = self._actor_cls.remote()
         try:
-            info = self._get_setup(self._setup_call(actor))
+            self._await_placement([actor])
+            calls = [(m, self._setup_call(actor, m)) for m in self.members if not m.released]
+            infos = [(m, self._get_setup(c)) for m, c in calls]
         except Exception as e:
-            self.actors[slot] = None
+            self.ray.kill(actor, no_restart=True)
             raise _SlotDead(f"worker {slot} could not be replaced: {error_text(e)}") from e
         self.actors[slot] = actor
         self.stats[slot].replacements += 1
-        self._adopt(slot, info)
-        log.warning("Ray worker %d replaced (now pid %s on %s)", slot, info.get("pid"), info.get("node_ip"))
+        for m, info in infos:
+            self._adopt(slot, m, info)
+        log.warning("Ray worker %d replaced (now pid %s on %s)", slot, self.stats[slot].pid, self.stats[slot].node_ip)
+
+    def _kill(self, slot: int) -> None:
+        actor, self.actors[slot] = self.actors[slot], None
+        if actor is not None:
+            try:
+                self.ray.kill(actor, no_restart=True)
+            except Exception:
+                pass
 
     # -- running -----------------------------------------------------------------------------------
     def run(
-        self, method: str, items: Sequence[Any], emit: Callable[[int, Any], None] | None = None, **kwargs: Any
-    ) -> list[Any]:
-        """``method`` (``generate`` / ``encode``) over ``items`` in shards; one result per item, in order."""
-        if self.closed:
-            raise ExecutorError(f"the Ray pool for {self.label} is closed")
-        items = list(items)
+        self, member: Member, method: str, items: Sequence[Any], emit: Callable[[int, Any], None] | None = None,
+        **kwargs: Any,
+    ) -> list[Any]:  # fmt: skip
+        """``method`` (``generate`` / ``encode``) of ``member`` over ``items`` in shards; one result
+        per item, in order."""
+        with self._run_lock:
+            if self.closed:
+                raise ExecutorError(f"the Ray pool for {self.label} is closed")
+            items = list(items)
+            if not items:
+                return []
+            self.start()
+            for slot in range(len(self.actors)):  # slots an interrupted call left empty
+                if self.actors[slot] is None:
+                    try:
+                        self._replace(slot)
+                    except _SlotDead as e:
+                        log.warning("%s", e)
+            return self._run(member, method, items, emit, kwargs)
+
+    def _run(self, member: Member, method: str, items: list[Any], emit, kwargs) -> list[Any]:
         n = len(items)
-        if not n:
-            return []
         # exactly shard_size per shard (the last one shorter): with the runner's shard_size =
         # --batch-size, every worker sees the very batches a local run sends, so batch-dependent
         # numerics (padding, kernel choice) give the same bits
         size = self.config.shard_size
-        shards = deque(_Shard(k, list(range(s, min(s + size, n)))) for k, s in enumerate(range(0, n, size)))
+        shards = deque(Shard(k, list(range(s, min(s + size, n)))) for k, s in enumerate(range(0, n, size)))
         n_shards = len(shards)
         results: list[Any] = [None] * n
         have = [False] * n
         msgs: queue.Queue[tuple[Any, ...]] = queue.Queue()
         cancel = threading.Event()
+        call = (member, method, items, kwargs)
         threads = [
-            threading.Thread(
-                target=self._drive, args=(slot, shards, msgs, cancel, method, items, kwargs), daemon=True,
-                name=f"ray-pool-{slot}",
-            )
+            threading.Thread(target=self._drive, args=(slot, shards, msgs, cancel, call), daemon=True,
+                             name=f"ray-pool-{slot}")
             for slot in range(self.config.workers)
             if self.actors[slot] is not None
         ]  # fmt: skip
         if not threads:
             raise ExecutorError(f"every Ray worker of {self.label} is gone")
         self._bar_start(n)
-        failed: list[tuple[_Shard, str]] = []
+        failed: list[tuple[Shard, str]] = []
         finished = 0
+
+        def take(msg: tuple[Any, ...]) -> None:
+            _, slot, i, value = msg
+            if not have[i]:
+                have[i], results[i] = True, value
+                member.requests += 1
+                if emit is not None:
+                    emit(i, value)
+                self._bar_advance(slot)
+
         try:
             for t in threads:
                 t.start()
@@ -269,23 +314,36 @@ class WorkerPool:
                         with self._lock:
                             left = list(shards)
                             shards.clear()
-                        for sh in left:
-                            failed.append((sh, "no live Ray worker left to run it"))
+                        failed += [(sh, "no live Ray worker left to run it") for sh in left]
                         finished += len(left)
                     continue
-                kind = msg[0]
-                if kind == "result":
-                    _, slot, i, value = msg
-                    if not have[i]:
-                        have[i], results[i] = True, value
-                        if emit is not None:
-                            emit(i, value)
-                        self._bar_advance(slot)
-                elif kind == "done":
+                if msg[0] == "result":
+                    take(msg)
+                elif msg[0] == "done":
                     finished += 1
-                elif kind == "failed":
+                elif msg[0] == "failed":
                     failed.append((msg[1], msg[2]))
                     finished += 1
+        except BaseException:
+            # interrupted (Ctrl-C, SIGTERM, an error in emit): the workers on this machine save
+            # what they finished and exit; the others are killed; what reached us is written through
+            cancel.set()
+            self._stop.close()
+            if any(st.watches_driver for st in self.stats):
+                for t in threads:
+                    t.join(timeout=3.0)
+            for slot in range(len(self.actors)):
+                self._kill(slot)
+            for t in threads:
+                t.join(timeout=2.0)
+            try:
+                while True:
+                    msg = msgs.get_nowait()
+                    if msg[0] == "result":
+                        take(msg)
+            except (queue.Empty, Exception):
+                pass
+            raise
         finally:
             cancel.set()
             for t in threads:
@@ -294,7 +352,7 @@ class WorkerPool:
             n_failed = sum(len(sh.todo) for sh, _ in failed)
             first, why = failed[0]
             raise ShardFailedError(
-                f"{len(failed)} of {n_shards} shard(s) of {self.label} failed on the Ray workers after "
+                f"{len(failed)} of {n_shards} shard(s) of {member.label} failed on the Ray workers after "
                 f"{1 + self.config.max_retries} attempt(s) each ({n_failed} of {n} requests unfinished); shard "
                 f"{first.number} (requests {first.indices[0]}–{first.indices[-1]} of this batch): {why}",
                 failed=n_failed,
@@ -303,7 +361,7 @@ class WorkerPool:
         assert all(have)
         return results
 
-    def _drive(self, slot, shards, msgs, cancel, method, items, kwargs) -> None:
+    def _drive(self, slot, shards, msgs, cancel, call) -> None:
         """One worker slot's loop: take the next shard, run it with retries, report."""
         while not cancel.is_set():
             with self._lock:
@@ -319,7 +377,9 @@ class WorkerPool:
             try:
                 for attempt in retrying:
                     with attempt:
-                        self._attempt(slot, shard, msgs, method, items, kwargs)
+                        self._attempt(slot, shard, msgs, cancel, call)
+            except _Cancelled:
+                return
             except _SlotDead as e:
                 msgs.put(("failed", shard, f"{shard.attempts[-1] if shard.attempts else ''}; {e}".strip("; ")))
                 return
@@ -331,17 +391,20 @@ class WorkerPool:
                 continue
             msgs.put(("done", shard))
 
-    def _attempt(self, slot, shard: _Shard, msgs, method, items, kwargs) -> None:
+    def _attempt(self, slot, shard: Shard, msgs, cancel, call) -> None:
+        member, method, items, kwargs = call
         todo = shard.todo
         if not todo:
             return
         st = self.stats[slot]
         actor = self.actors[slot]
+        if actor is None or cancel.is_set():
+            raise _Cancelled()
         if shard.attempts:  # an earlier attempt failed: this one is a retry
             st.retries += 1
         t0 = time.perf_counter()
         try:
-            gen = getattr(actor, method).remote([items[i] for i in todo], **kwargs)
+            gen = getattr(actor, method).remote(member.key, [items[i] for i in todo], **kwargs)
             for ref in gen:
                 value = self.ray.get(ref)
                 if isinstance(value, dict):
@@ -353,12 +416,16 @@ class WorkerPool:
                     st.requests += 1
             st.shards += 1
         except self.ray.exceptions.RayTaskError as e:  # the backend raised: retry on the same worker
+            if cancel.is_set():
+                raise _Cancelled() from e
             shard.attempts.append(f"worker {slot} (pid {st.pid}): {error_text(e)}")
-            log.warning("shard %d of %s failed on worker %d: %s", shard.number, self.label, slot, error_text(e))
+            log.warning("shard %d of %s failed on worker %d: %s", shard.number, member.label, slot, error_text(e))
             raise _Retry(error_text(e)) from e
         except self.ray.exceptions.RayError as e:  # the worker died / its node was lost: replace it
+            if cancel.is_set():  # killed by an interrupted call: nothing to replace
+                raise _Cancelled() from e
             shard.attempts.append(f"worker {slot} (pid {st.pid}) died: {error_text(e)}")
-            log.warning("Ray worker %d died running shard %d of %s; replacing it", slot, shard.number, self.label)
+            log.warning("Ray worker %d died running shard %d of %s; replacing it", slot, shard.number, member.label)
             self._replace(slot)
             raise _Retry(error_text(e)) from e
         finally:
@@ -393,26 +460,26 @@ class WorkerPool:
         return max((s.load_seconds for s in self.stats), default=0.0)
 
     def describe(self) -> dict[str, Any]:
+        roles = {m.role for m in self.members}
         return {
-            "role": self.role,
+            "role": roles.pop() if len(roles) == 1 else "mixed",
             "spec": self.label,
+            "members": [m.to_dict() for m in self.members],
             "resources_per_worker": self.resources,
             "workers": [s.to_dict() for s in self.stats],
         }
 
     def close(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        for slot, actor in enumerate(self.actors):
-            if actor is None:
-                continue
-            try:
-                self.ray.get(actor.close.remote(), timeout=30)
-            except Exception:
-                pass
-            try:
-                self.ray.kill(actor, no_restart=True)
-            except Exception:
-                pass
-            self.actors[slot] = None
+        with self._run_lock:
+            if self.closed:
+                return
+            self.closed = True
+            for slot, actor in enumerate(self.actors):
+                if actor is None:
+                    continue
+                try:
+                    self.ray.get(actor.close.remote(), timeout=30)
+                except Exception:
+                    pass
+                self._kill(slot)
+            self._stop.close()

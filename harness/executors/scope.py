@@ -2,20 +2,26 @@
 
 ``local``: nothing changes. ``ray``: the block is attached to a Ray cluster, every backend a judge
 or pipeline creates (:func:`harness.backends.base.create_backend`) becomes a
-:class:`~harness.executors.remote.PoolBackend` over ``--workers`` actors, and :meth:`ExecutorScope.adopt`
-moves the encoders of ``embed:`` judges onto actors too. The driver keeps the judge, the prompts,
-the verdict parsing and the request cache.
+:class:`~harness.executors.remote.PoolBackend` on a pool of ``--workers`` actors, and
+:meth:`ExecutorScope.adopt` gathers a judge's models on one pool: the encoders of its ``embed:``
+judges and the backends of its LLM judges (members of ``mean:``, ``panel:``, ``bylang:``
+included) become members of a single pool per resource shape, so a composite judge needs
+``--workers`` × one worker's resources, like a single judge. The driver keeps the judge, the
+prompts, the verdict parsing and the request cache.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
 from harness.backends.base import Backend, backend_factory
+from harness.cache import CachedBackend
 from harness.encoders.base import Encoder
-from harness.executors.config import ExecutorConfig
+from harness.executors.capacity import shortfall
+from harness.executors.config import ExecutorConfig, ExecutorError
 from harness.executors.pool import WorkerPool
 from harness.executors.remote import PoolBackend, PoolEncoder
 from harness.executors.session import ray_session
@@ -39,33 +45,77 @@ class ExecutorScope:
     def items_per_call(self, batch_size: int) -> int:
         return self.config.items_per_call(batch_size)
 
-    def _pool(self, role: str, spec: JudgeSpec) -> WorkerPool:
-        pool = WorkerPool(role, spec, self.config, seed=self.seed, progress=lambda: self.progress)
+    def _new_pool(self, resources: dict[str, float]) -> WorkerPool:
+        pool = WorkerPool(
+            resources, self.config, seed=self.seed, progress=lambda: self.progress, before_start=self.check_capacity
+        )
         self.pools.append(pool)
         return pool
 
     def make_backend(self, spec: JudgeSpec) -> Backend:
-        """The backend factory installed while the scope is active (ray only)."""
-        return PoolBackend(self._pool("backend", spec))
+        """The backend factory installed while the scope is active (ray only). The pool starts on
+        first use, or when :meth:`adopt` gathers the backends of a judge."""
+        pool = self._new_pool(self.config.resources(spec))
+        return PoolBackend(pool, pool.add("backend", spec))
 
     def adopt(self, judge: Judge) -> Judge:
-        """Move the encoder of every ``embed:`` judge in ``judge`` (members of ``mean:``, ``panel:``,
-        ``bylang:`` included) onto a pool. A no-op for ``--executor local``."""
+        """Put every model of ``judge`` — the backend of each LLM judge, the encoder of each
+        ``embed:`` judge, members of composite judges included — on one pool per resource shape
+        (usually one pool: each worker holds all of them, as the local process would), check that
+        the pools fit the cluster before any actor starts, and start them. A no-op for
+        ``--executor local``."""
         if not self.distributed:
             return judge
+        groups: dict[tuple[float, float], WorkerPool] = {}
+
+        def home(resources: dict[str, float], pool: WorkerPool | None = None) -> WorkerPool:
+            shape = (resources["num_cpus"], resources["num_gpus"])
+            if shape not in groups:
+                groups[shape] = pool if pool is not None else self._new_pool(resources)
+            return groups[shape]
+
         for j in _judges(judge):
+            backend = getattr(j, "backend", None)
+            cached = getattr(j, "cached", None)
+            if isinstance(backend, PoolBackend) and isinstance(cached, CachedBackend) and cached.backend is backend:
+                backend.member.cache_path = os.path.abspath(cached.cache.path) if cached.cache.enabled else None
+            if isinstance(backend, PoolBackend) and not backend.pool.started:
+                target = home(backend.pool.resources, backend.pool)
+                if target is not backend.pool:
+                    source = backend.pool
+                    target.take(backend.member, source)
+                    backend.pool = target
+                    if not source.members:
+                        self.pools.remove(source)
             enc = getattr(j, "encoder", None)
             if j.spec.kind == "embed" and isinstance(enc, Encoder) and not isinstance(enc, PoolEncoder):
-                j.encoder = PoolEncoder(self._pool("encoder", j.spec))  # type: ignore[attr-defined]
+                target = home(self.config.resources(j.spec))
+                j.encoder = PoolEncoder(target, target.add("encoder", j.spec))  # type: ignore[attr-defined]
                 enc.close()  # the driver's copy never loaded weights (encoders load on first use)
+        pools = [p for p in groups.values() if not p.started]
+        self.check_capacity(*pools)
+        for p in pools:
+            p.start()
         return judge
+
+    def check_capacity(self, *starting: WorkerPool) -> None:
+        """Raise :class:`ExecutorError` with the arithmetic when ``starting`` pools, with the pools
+        this scope already runs, need more CPUs or GPUs than the cluster has."""
+        todo = [p for p in starting if not p.started]
+        if not todo:
+            return
+        held = [p.need() for p in self.pools if p.started and not p.closed and p not in todo]
+        total = todo[0].ray.cluster_resources()
+        message = shortfall([p.need() for p in todo], held, total)
+        if message:
+            raise ExecutorError(message)
 
     def describe(self) -> dict[str, Any]:
         """Provenance for results: the executor, the cluster, and every pool's per-worker stats."""
         out = self.config.to_dict()
         if self.distributed:
             out["cluster"] = self.cluster
-            out["pools"] = [p.describe() for p in self.pools]
+            out["pools"] = [p.describe() for p in self.pools if p.members]
         return out
 
     def close(self) -> None:
