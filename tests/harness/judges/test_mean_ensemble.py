@@ -73,7 +73,7 @@ def test_spec_splits_members_and_members_own_their_options():
         (f"mean:{EMBED}+gguf:model", "member 2 'gguf:model': unknown judge kind 'gguf'"),
         (f"mean:{EMBED}+minilm", "member 2 'minilm': judge spec 'minilm' must look like"),
         (f"mean:{EMBED}+openai:gpt-4o,api_key=sk-1", "looks like a secret"),
-        (f"mean:{EMBED}+hf:m,temperature=-1", "temperature must be >= 0"),
+        (f"mean:{EMBED}+hf:m,temperature=-1", "temperature=-1 must be a finite number >= 0"),
     ],
 )
 def test_bad_mean_specs_give_clear_errors(bad, fragment):
