@@ -74,6 +74,7 @@ app = typer.Typer(
 app.command("run")(run.run)
 app.command("ls")(ls.ls)
 app.command("validate")(ls.validate)
+app.add_typer(ls.cache_app, name="cache")
 app.command("stability")(run.stability)
 app.command("report")(report.report_command)
 app.command("chatbot-eval")(chatbot.chatbot_eval)
