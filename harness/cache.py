@@ -47,9 +47,19 @@ class CacheError(ValueError):
 def value_checksum(key: str, namespace: str, value: bytes) -> str:
     """SHA-256 over a row's key, namespace and value: a changed value, or a value moved to another
     key, no longer matches."""
-    h = hashlib.sha256(key.encode() + b"\x00" + namespace.encode() + b"\x00")
+    h = hashlib.sha256(_utf8(str(key)) + b"\x00" + _utf8(str(namespace)) + b"\x00")
     h.update(value)
     return h.hexdigest()
+
+
+def _utf8(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")  # text read from a damaged file may hold bad bytes
+
+
+def _text(raw: bytes) -> str:
+    """SQLite TEXT -> str; bytes that are not UTF-8 (a damaged file) survive as surrogates, so the
+    row's checksum fails instead of the read raising."""
+    return raw.decode("utf-8", "surrogateescape")
 
 
 def default_home() -> Path:
@@ -114,7 +124,7 @@ class RequestCache:
                 chunk = uniq[i : i + 500]
                 q = f"SELECT key, namespace, value, checksum FROM entries WHERE key IN ({','.join('?' * len(chunk))})"
                 for key, namespace, value, checksum in self._conn.execute(q, chunk):
-                    value = bytes(value) if isinstance(value, bytes | memoryview) else str(value).encode()
+                    value = _as_bytes(value)
                     if checksum == value_checksum(key, namespace, value):
                         found[key] = value
                     else:
@@ -178,8 +188,8 @@ class RequestCache:
         """A SQLite error while in use (a page corrupted since the file was opened) is a CacheError."""
         try:
             yield
-        except sqlite3.DatabaseError as e:
-            raise CacheError(self.path, f"{e}") from None
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as e:
+            raise CacheError(self.path, _db_error(e)) from None
 
     def close(self) -> None:
         with self._lock:
@@ -257,8 +267,13 @@ class CachedBackend:
 
 
 # -- opening, checking and repairing a cache file ---------------------------------------------------
-def _connect(path: Path) -> sqlite3.Connection:
-    return sqlite3.connect(str(path), timeout=60.0, check_same_thread=False, isolation_level=None)
+def _connect(path: Path, *, read_only: bool = False) -> sqlite3.Connection:
+    if read_only:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=60.0)
+    else:
+        conn = sqlite3.connect(str(path), timeout=60.0, check_same_thread=False, isolation_level=None)
+    conn.text_factory = _text
+    return conn
 
 
 def open_cache(path: Path) -> sqlite3.Connection:
@@ -281,10 +296,10 @@ def open_cache(path: Path) -> sqlite3.Connection:
             if problems != ["ok"]:
                 raise CacheError(path, "SQLite integrity check failed: " + "; ".join(problems))
         return conn
-    except sqlite3.DatabaseError as e:
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as e:  # SQLite's message may quote damaged bytes
         if conn is not None:
             conn.close()
-        raise CacheError(path, str(e)) from None
+        raise CacheError(path, _db_error(e)) from None
     except BaseException:
         if conn is not None:
             conn.close()
@@ -334,8 +349,14 @@ def _migrate_v1(path: Path, conn: sqlite3.Connection) -> None:
         raise
 
 
+def _db_error(e: Exception) -> str:
+    if isinstance(e, UnicodeDecodeError):
+        return "database disk image is malformed (its schema holds bytes that are not UTF-8)"
+    return str(e)
+
+
 def _as_bytes(value: Any) -> bytes:
-    return bytes(value) if isinstance(value, bytes | memoryview) else str(value).encode()
+    return bytes(value) if isinstance(value, bytes | memoryview) else _utf8(str(value))
 
 
 @dataclass
@@ -374,9 +395,9 @@ def check_cache(path: str | os.PathLike[str]) -> CacheReport:
         report.problem = "no such file"
         return report
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=60.0)
-    except sqlite3.DatabaseError as e:
-        report.problem = str(e)
+        conn = _connect(path, read_only=True)
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as e:
+        report.problem = _db_error(e)
         return report
     try:
         report.sqlite = [r[0] for r in conn.execute("PRAGMA integrity_check(20)").fetchall()]
@@ -390,8 +411,8 @@ def check_cache(path: str | os.PathLike[str]) -> CacheReport:
                 report.bad_checksum.append(key)
             elif _undecodable(namespace, value):
                 report.undecodable.append(key)
-    except (sqlite3.DatabaseError, CacheError) as e:
-        report.problem = e.problem if isinstance(e, CacheError) else str(e)
+    except (sqlite3.DatabaseError, UnicodeDecodeError, CacheError) as e:
+        report.problem = e.problem if isinstance(e, CacheError) else _db_error(e)
     finally:
         conn.close()
     return report
@@ -416,7 +437,7 @@ def repair_cache(path: str | os.PathLike[str]) -> dict[str, Any]:
     good: list[tuple[str, str, bytes, float]] = []
     dropped = 0
     try:
-        src = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=60.0)
+        src = _connect(path, read_only=True)
         try:
             _check_readable_schema(path, src)
             has_sum = "checksum" in [r[1] for r in src.execute("PRAGMA table_info(entries)")]
@@ -426,7 +447,7 @@ def repair_cache(path: str | os.PathLike[str]) -> dict[str, Any]:
                 q = f"SELECT key, namespace, value, created, {'checksum' if has_sum else 'NULL'} FROM entries WHERE key IN ({','.join('?' * len(chunk))})"
                 try:
                     rows = src.execute(q, chunk).fetchall()
-                except sqlite3.DatabaseError:
+                except (sqlite3.DatabaseError, UnicodeDecodeError):
                     dropped += len(chunk)
                     continue
                 for key, namespace, value, created, checksum in rows:
@@ -437,7 +458,7 @@ def repair_cache(path: str | os.PathLike[str]) -> dict[str, Any]:
                         good.append((key, namespace, value, float(created)))
         finally:
             src.close()
-    except (sqlite3.DatabaseError, CacheError):
+    except (sqlite3.DatabaseError, UnicodeDecodeError, CacheError):
         pass  # not a readable cache at all: nothing to keep
     moved = path.with_name(f"{path.name}.bad-{time.strftime('%Y%m%dT%H%M%S')}")
     fresh = path.with_name(f".{path.name}.repair-{os.getpid()}")

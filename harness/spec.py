@@ -174,7 +174,7 @@ class JudgeSpec:
         if self.revision:
             s += f"@{self.revision}"
         for k, v in {**self.decoding, **self.options}.items():
-            s += f",{k}={v}"
+            s += f",{k}={'|'.join(v) if k == 'stop' and isinstance(v, tuple | list) else v}"  # stop=a|b
         return s
 
 
