@@ -38,11 +38,13 @@ class GuardedGroup(TyperGroup):
     unusable file — ``ValueError``/``KeyError``/``OSError`` — else exit 1) with the ``--debug`` hint;
     with ``--debug`` or ``DIALEVAL_DEBUG=1`` the traceback is printed as well."""
 
+    debug = False
+
     def main(self, args: Sequence[str] | None = None, *a: Any, **kw: Any) -> Any:
         args = list(sys.argv[1:] if args is None else args)
         if DEBUG_FLAG in args:
             args = [x for x in args if x != DEBUG_FLAG]
-            os.environ[DEBUG_ENV] = "1"
+            self.debug = True
         return super().main(args, *a, **kw)
 
     def invoke(self, ctx: click.Context) -> Any:
@@ -51,13 +53,14 @@ class GuardedGroup(TyperGroup):
         except (typer.Exit, typer.Abort, click.exceptions.Exit, click.ClickException, click.Abort, KeyboardInterrupt):
             raise
         except Exception as e:  # noqa: BLE001 - the guard: one line instead of a traceback
-            if debug_enabled():
+            debug = self.debug or debug_enabled()
+            if debug:
                 traceback.print_exc(file=sys.stderr)
             bad_input = isinstance(e, ValueError | KeyError | OSError)
             what = error_message(e) or type(e).__name__
             if not bad_input:
                 what = f"unexpected {type(e).__name__}: {what}"
-            hint = "" if debug_enabled() else f" (rerun with {DEBUG_FLAG} or {DEBUG_ENV}=1 for the traceback)"
+            hint = "" if debug else f" (rerun with {DEBUG_FLAG} or {DEBUG_ENV}=1 for the traceback)"
             err.print(f"[bold red]error:[/] {escape(' '.join(what.split()))}{escape(hint)}", highlight=False)
             raise typer.Exit(2 if bad_input else 1) from None
 
