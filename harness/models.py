@@ -21,15 +21,16 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.types import BackendError
+from harness.types import BackendConfigError
 
 #: seconds the one Hub metadata request may take before the Hub counts as unreachable
 PROBE_TIMEOUT_S = 5.0
 _PATH_PREFIXES = ("/", "./", "../", "~", ".\\", "..\\")
 
 
-class ModelUnavailableError(BackendError):
-    """The model a spec names is neither a local directory, nor cached, nor downloadable now."""
+class ModelUnavailableError(BackendConfigError):
+    """The model a spec names is neither a local directory, nor cached, nor downloadable now (a
+    configuration error: a run stops at once instead of being marked incomplete to resume)."""
 
 
 @dataclass(frozen=True)
@@ -57,12 +58,16 @@ def hub_offline() -> bool:
     return bool(constants.is_offline_mode()) or env in ("1", "true", "yes", "on")
 
 
-def locate_model(target: str, revision: str | None = None, *, owner: str = "model") -> ModelLocation:
+def locate_model(
+    target: str, revision: str | None = None, *, owner: str = "model", local_form: str | None = None
+) -> ModelLocation:
     """Where ``target`` (a directory or a Hub model id) will be loaded from; raises
-    :class:`ModelUnavailableError` (a :class:`~harness.types.BackendError`) when it cannot be had now."""
+    :class:`ModelUnavailableError` (a :class:`~harness.types.BackendConfigError`) when it cannot be
+    had now. ``owner`` starts the message; ``local_form`` shows how to name a local directory
+    instead (default ``<first word of owner>:/path/to/model``, e.g. ``hf:/path/to/model``)."""
     if is_local_dir(target):
         return ModelLocation(target, "local")
-    local_hint = f"point the spec at a local directory instead ({owner.split()[0]}:/path/to/model)"
+    local_hint = f"point the spec at a local directory instead ({local_form or owner.split()[0] + ':/path/to/model'})"
     if target.startswith(_PATH_PREFIXES):
         raise ModelUnavailableError(f"{owner} {_short(target)}: no such directory; {local_hint}")
     from huggingface_hub.utils import HFValidationError, validate_repo_id

@@ -427,7 +427,7 @@ def qa(
     registry: RegistryOpt = None,
 ) -> None:
     """Translation QA (xDial-Eval §3.2): Table 2 per language; flags go into a new dataset version."""
-    from harness.data.registry import RegistryError
+    from harness.data.registry import RegistryError, check_writable
     from harness.languages import normalize_languages
     from harness.qa.run import DEFAULT_ENCODER, QAConfig, run_qa
     from harness.report.meta import QA_HEADERS, qa_rows
@@ -436,6 +436,9 @@ def qa(
 
     enc = None if (encoder or "").lower() == "none" else (encoder or DEFAULT_ENCODER)
     try:
+        for flag, path in (("--output", output), ("--dataset-output", dataset_output)):
+            if path is not None:
+                check_writable(path, registry, flag=flag)  # never into a registered version
         cfg = QAConfig(
             ref=ref, judge=judge, encoder=enc, encoder_explicit=encoder is not None, translator=translator,
             bt_column=bt_column, comet=comet, comet_model=comet_model, sample=sample, seed=seed,

@@ -97,3 +97,14 @@ def test_cli_and_readme_evaluate_example_fail_fast(hub_cache, tmp_path):
     assert time.perf_counter() - t < 30
     with pytest.raises(ModelUnavailableError, match="embed encoder"):
         load_judge(f"embed:{NOT_CACHED}")
+
+
+def test_a_reference_metric_model_that_is_not_here(hub_cache):
+    from harness.tasks import get_task
+    from harness.types import BackendConfigError
+
+    item = {"id": "x", "language": "en", "context": [{"role": "user", "text": "hi"}], "response": "a",
+            "reference": "b"}  # fmt: skip
+    with pytest.raises(ModelUnavailableError, match=r"not available offline.*\(model=/path/to/model\)") as ei:
+        load_judge(f"metric:bert_score_F1,model={NOT_CACHED},num_layers=6").score(get_task("upheld-content"), [item])
+    assert isinstance(ei.value, BackendConfigError)  # a run stops with it, it is not a resume
