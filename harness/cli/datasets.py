@@ -267,11 +267,12 @@ def show(
     registry: RegistryOpt = None,
 ) -> None:
     """Manifest, configs, dimensions, warnings and agreement statistics of one version."""
-    from harness.data.registry import Registry, RegistryError
+    from harness.data.registry import Registry, RegistryError, verify_if_registered
     from harness.report.datasets import agreement_tables, paper_comparisons
 
     try:
         path = Path(ref) if Path(ref).is_dir() else Registry(registry).resolve(ref).path
+        verify_if_registered(path)
         man = json.loads((path / "build_manifest.json").read_text(encoding="utf-8"))
     except (RegistryError, OSError, ValueError) as e:
         fail(str(e))
@@ -342,12 +343,14 @@ def diff(
     registry: RegistryOpt = None,
 ) -> None:
     """What changed between two versions: builder, inputs, configs, rows (added/removed/changed ids)."""
-    from harness.data.registry import Registry, RegistryError
+    from harness.data.registry import Registry, RegistryError, verify_if_registered
     from harness.report.datasets import diff_versions
 
     try:
         reg = Registry(registry)
         pa, pb = (Path(x) if Path(x).is_dir() else reg.resolve(x).path for x in (a, b))
+        for p in (pa, pb):
+            verify_if_registered(p)
     except RegistryError as e:
         fail(str(e))
         return

@@ -380,3 +380,13 @@ def check_writable(
             f"{flag} {path} is inside {what} ({folder}), which only `harness datasets build` writes (a new "
             f"version: --version X.Y.Z or --bump patch|minor|major); choose another {flag}"
         )
+
+
+def verify_if_registered(path: str | os.PathLike[str]) -> None:
+    """A directory given by path that is a registered version's folder is checked like a
+    ``NAME@X.Y.Z`` reference: :class:`IntegrityError` when its files changed since registration."""
+    rv = registered_version_at(path)
+    if rv is not None and rv.path == Path(path).expanduser().resolve():
+        report = verify_version(rv)
+        if not report.ok:
+            raise IntegrityError(report.message())

@@ -78,6 +78,9 @@ def prepare_dataset(
             p = registered.path
             revision = revision or registered.ref
         if _is_dir(p):
+            from harness.data.registry import verify_if_registered
+
+            verify_if_registered(p)  # a registered version given by its path is checked too
             manifest = p / MANIFEST_NAME
             fp = (
                 json.loads(manifest.read_text())["fingerprint"]
