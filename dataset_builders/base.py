@@ -36,6 +36,7 @@ from dataset_builders.card import render_card
 from dataset_builders.helpers import normalize_languages, progress_bar, sha256_file, write_parquet
 from dataset_builders.records import BuildResult, ConfigData, SourceFile
 from harness.data.layout import CARD_NAME, MANIFEST_NAME, data_file
+from harness.data.registry import check_writable
 from harness.data.schema import (
     FEATURES_BY_LEVEL,
     DataValidationError,
@@ -144,6 +145,8 @@ class Builder(ABC):
         self._skipped: list[dict[str, Any]] = []
         output_dir = Path(output_dir).expanduser().resolve()
         _check_replaceable(output_dir)
+        if release is None:  # only the registry (which passes the release) writes into a registry
+            check_writable(output_dir)
         warnings: list[str] = []
 
         sources = self.resolve_sources(source, warnings)

@@ -1,12 +1,16 @@
 """Helpers for builder subclasses: language selection, speaker roles, ratings, hashing, Parquet
-writing with explicit features, Hub size categories and a progress bar."""
+writing with explicit features, Hub size categories, a progress bar, and CSV records read with
+every decoding problem named by file, row and column."""
 
 from __future__ import annotations
 
 import contextlib
+import csv
 import hashlib
+import io
 import math
 import os
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -15,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from datasets import Features
 
+from harness.data.schema import DataValidationError
 from harness.languages import LANGUAGES as LANGUAGE_LITERALS
 from harness.languages import XDIAL_LANGUAGES
 
@@ -157,3 +162,51 @@ def progress_bar(total: int, description: str, enabled: bool = True) -> Iterator
 
     with progress:
         yield _Bar()
+
+
+# -- CSV sources: decoding and size problems named by file, row and column -------------------------
+#: The csv module refuses fields over 128 KiB by default; long dialogues and UPHELD chat histories
+#: exceed that. Sources are read with the largest limit every platform's csv module accepts (2**31 - 1
+#: characters), so a field is never too large before the file is.
+CSV_FIELD_LIMIT = 2**31 - 1
+_SURROGATE = re.compile("[\udc80-\udcff]")
+
+
+def read_csv_records(path: Path) -> list[list[str]]:
+    """Every record (header first) of a UTF-8 CSV file (a BOM is dropped). Bytes that are not
+    UTF-8 stay in the text as lone surrogates, so the row that holds them can be reported (or
+    skipped) with :func:`undecodable_cell`. Line endings ``\\n``, ``\\r\\n`` and a lone ``\\r`` (old
+    Mac files) all end a record; inside a quoted field they are kept. A record the csv module
+    cannot parse is a :class:`DataValidationError` naming the file and data row."""
+    text = path.read_bytes().decode("utf-8", errors="surrogateescape").removeprefix("\ufeff")
+    if csv.field_size_limit() < CSV_FIELD_LIMIT:
+        csv.field_size_limit(CSV_FIELD_LIMIT)
+    reader = csv.reader(io.StringIO(text, newline=""))
+    records: list[list[str]] = []
+    while True:
+        try:
+            records.append(next(reader))
+        except StopIteration:
+            return records
+        except csv.Error as e:
+            row = "header" if not records else len(records)
+            raise DataValidationError(
+                path, row, "<record>", f"the csv module cannot read it (line {reader.line_num} of the file): {e}"
+            ) from None
+
+
+def undecodable_cell(path: Path, row: int | str, header: Sequence[str], cells: Sequence[str],
+                     columns: Iterable[int] | None = None) -> DataValidationError | None:  # fmt: skip
+    """A :class:`DataValidationError` for the first cell (of ``columns``, default all) holding bytes
+    that are not UTF-8 — naming file, row, column, the byte and its position — else None."""
+    for j in range(len(cells)) if columns is None else columns:
+        m = _SURROGATE.search(cells[j]) if j < len(cells) else None
+        if m is not None:
+            byte = ord(m.group()) - 0xDC00
+            column = header[j] if j < len(header) else f"<field {j + 1}>"
+            return DataValidationError(
+                path, row, column,
+                f"invalid UTF-8 byte 0x{byte:02x} at character {m.start() + 1} of the cell: the file must be UTF-8 "
+                "(convert it, e.g. iconv -f latin1 -t utf-8, or leave such rows out with --skip-invalid)",
+            )  # fmt: skip
+    return None

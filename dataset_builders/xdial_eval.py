@@ -19,9 +19,7 @@ level the response is the chatbot's and the context alternates backwards from it
 
 from __future__ import annotations
 
-import csv
 import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,7 +32,9 @@ from dataset_builders.helpers import (
     check_rating,
     dialogue_level_roles,
     messages,
+    read_csv_records,
     turn_level_roles,
+    undecodable_cell,
 )
 from dataset_builders.records import ConfigData, SourceFile
 from harness.data.schema import DataValidationError, Dimension, SourceUnavailableError
@@ -354,46 +354,38 @@ class XDialEvalBuilder(Builder):
         suffixes = ("ctx", "res") if level == "turn" else ("dial",)
         text_col = "ctx" if level == "turn" else "dial"
 
-        _raise_field_limit()
-        with open(path, newline="", encoding="utf-8-sig") as f:
-            rows = list(csv.reader(f))
+        rows = read_csv_records(path)
         if not rows:
             raise DataValidationError(path, "header", RATING_COLUMN, "empty file (no header)")
         header, data = rows[0], rows[1:]
+        if (bad := undecodable_cell(path, "header", header, header)) is not None:
+            raise bad
         dupes = sorted({c for c in header if header.count(c) > 1})
         if dupes:
             raise DataValidationError(path, "header", dupes[0], f"duplicate column(s) {dupes}")
         col = {c: i for i, c in enumerate(header)}
-        required = [RATING_COLUMN] + [
-            f"{LANGUAGE_NAMES[lang]}_{sfx}" for lang in languages for sfx in suffixes
-        ]
+        required = [RATING_COLUMN] + [f"{LANGUAGE_NAMES[lang]}_{sfx}" for lang in languages for sfx in suffixes]
         absent = [c for c in required if c not in col]
         if absent:
-            raise DataValidationError(
-                path,
-                "header",
-                absent[0],
-                f"missing column(s) {absent} required for a {level}-level set (header: {header})",
-            )
+            why = f"missing column(s) {absent} required for a {level}-level set (header: {header})"
+            raise DataValidationError(path, "header", absent[0], why)
         if not data:
             raise DataValidationError(path, 1, RATING_COLUMN, "no data rows")
 
-        ratings: list[float] = []
+        # every row is checked first: a bad one is an error, or with --skip-invalid a counted skip
+        english = col.get(f"english_{text_col}")
+        ratings: dict[int, float] = {}
         for i, row in enumerate(data, start=1):
-            if len(row) != len(header):
-                column = header[len(row)] if len(row) < len(header) else f"<extra field {len(header) + 1}>"
-                raise DataValidationError(
-                    path, i, column, f"row has {len(row)} fields, the header has {len(header)}"
-                )
-            raw = row[col[RATING_COLUMN]]
-            rating = check_rating(raw)
-            if rating is None:
-                raise DataValidationError(path, i, RATING_COLUMN, f"rating {raw!r} is not a finite number")
-            ratings.append(rating)
+            try:
+                ratings[i] = _checked_row(path, i, row, header, col, languages, level, english)
+            except DataValidationError as err:
+                self.invalid(err)
+        if not ratings:
+            raise DataValidationError(path, 1, RATING_COLUMN, f"no valid data rows ({len(data)} skipped)")
+        kept = [(i, data[i - 1]) for i in ratings]
 
         dimension = DEFAULT_DIMENSION[level]
-        english = col.get(f"english_{text_col}")
-        en_counts = [len(split_utterances(row[english])) for row in data] if english is not None else None
+        en_counts = {i: len(split_utterances(row[english])) for i, row in kept} if english is not None else None
         mismatches: dict[str, list[int]] = {}
         records: list[dict[str, Any]] = []
         for lang in languages:
@@ -401,17 +393,9 @@ class XDialEvalBuilder(Builder):
             text_column = f"{lname}_{text_col}"
             ti = col[text_column]
             identical = 0
-            for i, row in enumerate(data, start=1):
+            for i, row in kept:
                 utts = split_utterances(row[ti])
-                kind = "context" if level == "turn" else "dialogue"
-                if not utts:
-                    raise DataValidationError(path, i, text_column, f"empty {kind}")
-                for k, u in enumerate(utts, start=1):
-                    if not u:
-                        raise DataValidationError(
-                            path, i, text_column, f"empty utterance {k} of {len(utts)} inside the {kind}"
-                        )
-                if en_counts is not None and len(utts) != en_counts[i - 1]:
+                if en_counts is not None and len(utts) != en_counts[i]:
                     mismatches.setdefault(lang, []).append(i)
                 if english is not None and lang != "en" and row[ti].strip() == row[english].strip():
                     identical += 1
@@ -424,22 +408,18 @@ class XDialEvalBuilder(Builder):
                     "level": level,
                 }
                 if level == "turn":
-                    res_column = f"{lname}_res"
-                    response = row[col[res_column]].strip()
-                    if not response:
-                        raise DataValidationError(path, i, res_column, "empty response")
                     rec["context"] = messages(utts, turn_level_roles(len(utts)))
-                    rec["response"] = response
+                    rec["response"] = row[col[f"{lname}_res"]].strip()
                 else:
                     rec["turns"] = messages(utts, dialogue_level_roles(len(utts)))
-                rec["rating"] = ratings[i - 1]
+                rec["rating"] = ratings[i]
                 rec["dimension"] = dimension
-                rec["aggregates"] = [_mean_only(dimension, ratings[i - 1])]
+                rec["aggregates"] = [_mean_only(dimension, ratings[i])]
                 records.append(rec)
-            if identical > _IDENTICAL_WARN_FRACTION * len(data):
+            if identical > _IDENTICAL_WARN_FRACTION * len(kept):
                 warnings.append(
                     f"{src.config}: column {text_column!r} equals 'english_{text_col}' in {identical} of "
-                    f"{len(data)} rows; the {lname} translation may be missing in {path.name}"
+                    f"{len(kept)} rows; the {lname} translation may be missing in {path.name}"
                 )
 
         for lang, bad in mismatches.items():
@@ -507,8 +487,30 @@ class XDialEvalBuilder(Builder):
         return out
 
 
-def _raise_field_limit() -> None:
-    """Long dialogues exceed the csv module's default 128 KiB field limit."""
-    limit = min(sys.maxsize, 2**31 - 1)
-    if csv.field_size_limit() < limit:
-        csv.field_size_limit(limit)
+def _checked_row(path, i, row, header, col, languages, level, english) -> float:
+    """The rating of data row ``i`` once its fields, bytes, rating and texts are valid; else the
+    :class:`DataValidationError` naming file, row and column."""
+    if len(row) != len(header):
+        column = header[len(row)] if len(row) < len(header) else f"<extra field {len(header) + 1}>"
+        raise DataValidationError(path, i, column, f"row has {len(row)} fields, the header has {len(header)}")
+    text_col, sfx = ("ctx", ("ctx", "res")) if level == "turn" else ("dial", ("dial",))
+    used = [col[f"{LANGUAGE_NAMES[lang]}_{x}"] for lang in languages for x in sfx]
+    used += [col[RATING_COLUMN]] + ([english] if english is not None else [])
+    if (bad := undecodable_cell(path, i, header, row, used)) is not None:
+        raise bad
+    raw = row[col[RATING_COLUMN]]
+    rating = check_rating(raw)
+    if rating is None:
+        raise DataValidationError(path, i, RATING_COLUMN, f"rating {raw!r} is not a finite number")
+    kind = "context" if level == "turn" else "dialogue"
+    for lang in languages:
+        text_column = f"{LANGUAGE_NAMES[lang]}_{text_col}"
+        utts = split_utterances(row[col[text_column]])
+        if not utts:
+            raise DataValidationError(path, i, text_column, f"empty {kind}")
+        for k, u in enumerate(utts, start=1):
+            if not u:
+                raise DataValidationError(path, i, text_column, f"empty utterance {k} of {len(utts)} inside the {kind}")
+        if level == "turn" and not row[col[f"{LANGUAGE_NAMES[lang]}_res"]].strip():
+            raise DataValidationError(path, i, f"{LANGUAGE_NAMES[lang]}_res", "empty response")
+    return rating

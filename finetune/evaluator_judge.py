@@ -32,6 +32,7 @@ from typing import Any
 from harness.backends.base import BackendStats
 from harness.cache import RequestCache
 from harness.judges.base import Judge, Verdict
+from harness.options import check_option
 from harness.spec import JudgeKind, JudgeSpec
 from harness.tasks import TaskSpec
 
@@ -85,11 +86,10 @@ class EvaluatorJudge(Judge):
             self.meta = read_meta(self.path)
         except ValueError as e:
             raise ValueError(f"evaluator judge {spec.raw!r}: {e}") from None
-        self.batch_size = int(spec.options.get("batch_size", 64))
-        if self.batch_size < 1:
-            raise ValueError(f"evaluator judge {spec.raw!r}: batch_size must be >= 1")
+        owner = f"evaluator judge {spec.raw!r}"
+        self.batch_size = check_option(owner, "batch_size", spec.options.get("batch_size", 64), int, lo=1, hi=100_000)
         self.device = spec.options.get("device")
-        self.any_level = bool(spec.options.get("any_level", False))
+        self.any_level = check_option(owner, "any_level", spec.options.get("any_level", False), bool)
         self.crosslingual = self.meta.get("kind") == "crosslingual-evaluator"
         self.fold = str(spec.options.get("fold", "auto"))
         if "fold" in spec.options and not self.crosslingual:

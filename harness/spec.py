@@ -174,7 +174,7 @@ class JudgeSpec:
         if self.revision:
             s += f"@{self.revision}"
         for k, v in {**self.decoding, **self.options}.items():
-            s += f",{k}={v}"
+            s += f",{k}={'|'.join(v) if k == 'stop' and isinstance(v, tuple | list) else v}"  # stop=a|b
         return s
 
 
@@ -321,6 +321,12 @@ def panel_members(spec: str | JudgeSpec) -> tuple[list[JudgeSpec], dict[str, Any
             members.append(parse_spec(part))
         except SpecError as e:
             raise SpecError(f"judge spec {raw!r}: member {k} {part!r}: {e}") from None
+        first = next(j for j, m in enumerate(members, 1) if str(m) == str(members[-1]))
+        if first != k:  # results are per member, keyed by its spec: the same judge twice says nothing new
+            raise SpecError(
+                f"judge spec {raw!r}: member {k} {part!r} is the same judge as member {first}; "
+                "each panel member must be a different judge spec"
+            )
     vote = str(options.get("vote", "mean")).lower()
     if vote not in PANEL_VOTES:
         raise SpecError(f"judge spec {raw!r}: vote={vote!r}; expected one of {', '.join(PANEL_VOTES)}")

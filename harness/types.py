@@ -14,6 +14,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.options import check_option
+
 ROLES = ("system", "user", "assistant")
 
 
@@ -35,6 +37,16 @@ class ChatMessage:
     def from_dict(cls, d: dict[str, Any]) -> ChatMessage:
         return cls(role=d["role"], content=d["content"])
 
+
+# Upper bounds of the decoding options (a typo such as max_tokens=1e30 is an error, not a request):
+#: no model generates more than a million tokens in one reply
+MAX_NEW_TOKENS = 1_000_000
+#: vocabularies are < 1M tokens; top_k beyond that is the same as no top_k
+MAX_TOP_K = 1_000_000
+#: alternatives per position; OpenAI allows 20, vLLM's --max-logprobs default is 20
+MAX_TOP_LOGPROBS = 1_000
+#: seconds per request: a day
+MAX_TIMEOUT_S = 86_400.0
 
 # Fields of GenerationConfig that do not change what a model returns; excluded from cache keys.
 NON_SEMANTIC_FIELDS = frozenset({"timeout"})
@@ -59,16 +71,26 @@ class GenerationConfig:
     timeout: float | None = None
 
     def __post_init__(self) -> None:
-        if self.temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
-        if self.max_tokens < 1:
-            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
-        if self.top_logprobs < 0:
-            raise ValueError(f"top_logprobs must be >= 0, got {self.top_logprobs}")
+        def check(name: str, kind: type, **limits: Any) -> None:
+            value = getattr(self, name)
+            checked = check_option("decoding", name, value, kind, **limits)
+            if kind in (int, bool) and checked is not None and checked is not value:
+                object.__setattr__(self, name, checked)  # 256.0 -> 256, "true" -> True; floats stay as given
+
+        check("temperature", float, lo=0)
+        check("top_p", float, lo=0, lo_open=True, hi=1)
+        check("top_k", int, lo=1, hi=MAX_TOP_K, allow_none=True)
+        check("max_tokens", int, lo=1, hi=MAX_NEW_TOKENS)
+        check("seed", int, lo=0, hi=2**63 - 1, allow_none=True)
+        check("presence_penalty", float, lo=-2, hi=2)
+        check("frequency_penalty", float, lo=-2, hi=2)
+        check("logprobs", bool)
+        check("top_logprobs", int, lo=0, hi=MAX_TOP_LOGPROBS)
+        check("timeout", float, lo=0, lo_open=True, hi=MAX_TIMEOUT_S, allow_none=True)
         if isinstance(self.stop, list):  # tolerate lists from configs
             object.__setattr__(self, "stop", tuple(self.stop))
+        if not isinstance(self.stop, tuple) or not all(isinstance(x, str) for x in self.stop):
+            raise ValueError(f"decoding: option stop={self.stop!r} must be strings separated by '|'")
 
     @property
     def greedy(self) -> bool:
@@ -243,6 +265,11 @@ class Response:
 
 class BackendError(RuntimeError):
     """A backend failed in a way retries did not fix."""
+
+
+class BackendConfigError(BackendError):
+    """The server refused the request because of the backend's configuration (HTTP 401/403: the
+    credentials; 404: the model or URL): rerunning the same command cannot help, fixing it can."""
 
 
 class LogprobsUnavailableError(BackendError):

@@ -355,7 +355,7 @@ class GenericImporter(Builder):
                 if fmt == "json":
                     raise t.error(rowno, col, f"invalid JSON list: {e.msg}") from None
         if isinstance(items, str) and fmt != "list":
-            items = items.replace("\r\n", "\n").strip().split(spec.separator) if items.strip() else []
+            items = items.replace("\r\n", "\n").replace("\r", "\n").strip().split(spec.separator) if items.strip() else []
         items = [] if items is None or (isinstance(items, float) and math.isnan(items)) else items
         if not isinstance(items, list):
             raise t.error(rowno, col, f"expected a list of utterances, got {type(items).__name__}")

@@ -15,8 +15,6 @@ bucket of App. J. See :mod:`dataset_builders.upheld.labels` for the label vocabu
 
 from __future__ import annotations
 
-import csv
-import io
 import os
 import re
 from collections import Counter
@@ -26,7 +24,7 @@ from typing import Any
 import httpx
 
 from dataset_builders.base import Builder
-from dataset_builders.helpers import sha256_file
+from dataset_builders.helpers import read_csv_records, sha256_file, undecodable_cell
 from dataset_builders.records import ConfigData, SourceFile
 from dataset_builders.upheld.labels import DIMENSIONS, SCORE_COLUMNS, UnknownLabel, parse_label
 from dataset_builders.xdial_eval import download_file
@@ -77,7 +75,7 @@ def parse_history(text: str) -> list[dict[str, str]]:
 
 
 def _clean(text: str) -> str:
-    return "\n".join(line.strip() for line in text.replace("\r\n", "\n").split("\n") if line.strip())
+    return "\n".join(line.strip() for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n") if line.strip())
 
 
 def _natural_key(text: str) -> tuple:
@@ -313,12 +311,12 @@ class UpheldBuilder(Builder):
     def _read_file(
         self, path: Path, annotator: str, config: str, warnings: list[str]
     ) -> list[dict[str, Any]]:
-        text = path.read_bytes().decode("utf-8", errors="surrogateescape").lstrip("\ufeff")
-        reader = csv.reader(io.StringIO(text, newline=""))
-        try:
-            header = next(reader)
-        except StopIteration:
-            raise DataValidationError(path, "header", "<header>", "the file is empty") from None
+        records = read_csv_records(path)  # the csv field limit raised: chat histories exceed 128 KiB
+        if not records:
+            raise DataValidationError(path, "header", "<header>", "the file is empty")
+        header, reader = records[0], records[1:]
+        if (bad := undecodable_cell(path, "header", header, header)) is not None:
+            raise bad
         col = {h: i for i, h in enumerate(header)}
         if header and header[0] in UNNAMED_ID_COLUMNS:
             id_col = header[0]
@@ -372,15 +370,8 @@ class UpheldBuilder(Builder):
             raise DataValidationError(
                 path, i, "<row>", f"row has {len(row)} fields, the header has {len(header)}"
             )
-        for h, cell in zip(header, row, strict=True):
-            if any("\udc80" <= ch <= "\udcff" for ch in cell):
-                pos = next(k for k, ch in enumerate(cell) if "\udc80" <= ch <= "\udcff")
-                raise DataValidationError(
-                    path,
-                    i,
-                    h or id_col,
-                    f"invalid UTF-8 bytes at character {pos} (mixed encodings? the file must be UTF-8)",
-                )
+        if (bad := undecodable_cell(path, i, [h or id_col for h in header], row)) is not None:
+            raise bad
         item = row[col[id_col]].strip()
         if not item:
             raise DataValidationError(path, i, id_col or "id_annotated", "empty item id")

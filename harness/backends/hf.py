@@ -23,6 +23,7 @@ The tokenizer and config load in ``__init__`` (cheap), the weights on first use,
 
 from __future__ import annotations
 
+import functools
 import gc
 import inspect
 import math
@@ -47,7 +48,9 @@ from harness.backends.hf_templates import (
     resolve_dtype,
     short_sha,
 )
-from harness.types import ChatMessage, Request, Response, TokenLogprob, Usage
+from harness.models import locate_model
+from harness.options import check_option
+from harness.types import MAX_NEW_TOKENS, ChatMessage, Request, Response, TokenLogprob, Usage
 
 __all__ = ["HFBackend", "ChatTemplateError", "PromptTooLongError"]
 
@@ -117,25 +120,24 @@ class HFBackend(hf_scoring.SystemRoleFallback, Backend):
                 f"unknown hf backend option(s) {sorted(options)}; known: device, dtype, batch_size, adapter, "
                 f"chat_template, max_length, trust_remote_code, model_kwargs, {', '.join(_MODEL_OPTIONS)}"
             )
-        self.batch_size = int(batch_size)
-        if self.batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        self.max_length = int(max_length) if max_length is not None else None
-        if self.max_length is not None and self.max_length < 1:
-            raise ValueError(f"max_length must be >= 1, got {max_length}")
-        self.trust_remote_code = bool(trust_remote_code)
+        opt = functools.partial(check_option, "hf backend")
+        self.batch_size = opt("batch_size", batch_size, int, lo=1, hi=4096)  # prompts per forward pass
+        self.max_length = opt("max_length", max_length, int, lo=1, hi=MAX_NEW_TOKENS, allow_none=True)
+        self.trust_remote_code = opt("trust_remote_code", trust_remote_code, bool)
         self.device = resolve_device(device)
         self.dtype = resolve_dtype(dtype, self.device)
         self.adapter = str(adapter) if adapter else None
         self.truncated = 0  # prompts truncated to max_length so far
 
+        # a model that is neither local, cached nor downloadable now fails here, at once
+        self.local_files_only = locate_model(model, revision, owner="hf backend: model").local_files_only
         self.tokenizer = AutoTokenizer.from_pretrained(
-            model, revision=revision, trust_remote_code=self.trust_remote_code
+            model, revision=revision, trust_remote_code=self.trust_remote_code, local_files_only=self.local_files_only
         )
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.config = AutoConfig.from_pretrained(
-            model, revision=revision, trust_remote_code=self.trust_remote_code
+            model, revision=revision, trust_remote_code=self.trust_remote_code, local_files_only=self.local_files_only
         )
         self.chat_template_name, self.chat_template = resolve_chat_template(
             chat_template, getattr(self.tokenizer, "chat_template", None), model
@@ -184,6 +186,7 @@ class HFBackend(hf_scoring.SystemRoleFallback, Backend):
         kwargs: dict[str, Any] = {
             "dtype": self.dtype,
             "trust_remote_code": self.trust_remote_code,
+            "local_files_only": self.local_files_only,
             **self.model_kwargs,
         }
         if self.device != "cpu":

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import logging
 import os
 import random
@@ -70,7 +71,11 @@ from harness.backends.openai_http import (
     parse_retry_after,
     sanitize_base_url,
 )
+from harness.options import check_option
 from harness.types import (
+    MAX_TIMEOUT_S,
+    MAX_TOP_LOGPROBS,
+    BackendConfigError,
     BackendError,
     LogprobsUnavailableError,
     Request,
@@ -81,6 +86,9 @@ from harness.types import (
 from harness.verdicts.logprobs import choice_logprobs_from_top
 
 log = logging.getLogger(__name__)
+
+#: requests in flight per batch: more than a server (or httpx's connection pool) usefully takes
+MAX_CONCURRENCY = 1024
 
 class OpenAIBackend(Backend):
     kind = "openai"
@@ -124,51 +132,42 @@ class OpenAIBackend(Backend):
             raise ValueError(
                 f"openai backend: base_url must be an http(s) URL, got {sanitize_base_url(url)!r}"
             )
+        try:
+            port = parts.port
+        except ValueError:
+            port = -1
+        if port is not None and not 1 <= port <= 65535:
+            shown = parts.netloc.rpartition("@")[2]  # never the credentials
+            raise ValueError(
+                f"openai backend: base_url {parts.scheme}://{shown}{parts.path} has an invalid port; "
+                "a port is a number from 1 to 65535"
+            )
         self.base_url = url  # may carry credentials: only ever shown through display_url
         self.display_url = sanitize_base_url(url)
-        self.api_key_env = str(api_key_env)
-        self.concurrency = int(concurrency)
-        self.max_retries = int(max_retries)
-        self.timeout = float(timeout)
-        self.choice_top_logprobs = int(choice_top_logprobs)
-        self.retry_initial = float(retry_initial)
-        self.retry_max_wait = float(retry_max_wait)
-        self.retry_after_cap = float(retry_after_cap)
-        self.choice_match = str(choice_match)
-        if self.choice_match not in CHOICE_MATCH_MODES:
-            raise ValueError(
-                f"openai backend: choice_match must be one of {CHOICE_MATCH_MODES}, got {self.choice_match!r}"
-            )
-        if self.concurrency < 1:
-            raise ValueError(f"openai backend: concurrency must be >= 1, got {self.concurrency}")
-        if self.max_retries < 0:
-            raise ValueError(f"openai backend: max_retries must be >= 0, got {self.max_retries}")
-        if self.timeout <= 0:
-            raise ValueError(f"openai backend: timeout must be > 0 seconds, got {self.timeout}")
-        if self.choice_top_logprobs < 1:
-            raise ValueError(
-                f"openai backend: choice_top_logprobs must be >= 1, got {self.choice_top_logprobs}"
-            )
+        opt = functools.partial(check_option, "openai backend")
+        self.api_key_env = opt("api_key_env", api_key_env, str)
+        self.concurrency = opt("concurrency", concurrency, int, lo=1, hi=MAX_CONCURRENCY)
+        self.max_retries = opt("max_retries", max_retries, int, lo=0, hi=100)
+        self.timeout = float(opt("timeout", timeout, float, lo=0, lo_open=True, hi=MAX_TIMEOUT_S))
+        self.choice_top_logprobs = opt("choice_top_logprobs", choice_top_logprobs, int, lo=1, hi=MAX_TOP_LOGPROBS)
         if self.choice_top_logprobs > OPENAI_MAX_TOP_LOGPROBS and _is_openai_host(url):
             raise ValueError(
                 f"openai backend: choice_top_logprobs={self.choice_top_logprobs} exceeds the OpenAI API "
                 f"limit of {OPENAI_MAX_TOP_LOGPROBS}"
             )
+        self.retry_initial = float(opt("retry_initial", retry_initial, float, lo=0, hi=MAX_TIMEOUT_S))
+        self.retry_max_wait = float(opt("retry_max_wait", retry_max_wait, float, lo=0, hi=MAX_TIMEOUT_S))
+        self.retry_after_cap = float(opt("retry_after_cap", retry_after_cap, float, lo=0, hi=MAX_TIMEOUT_S))
+        self.choice_match = opt("choice_match", choice_match, str, choices=CHOICE_MATCH_MODES)
         # Batch API mode (harness.backends.openai_batch): same request bodies, same parsing.
-        self.batch_api = batch_api if isinstance(batch_api, bool) else str(batch_api).lower() in ("1", "true")
-        self.batch_poll_seconds = float(batch_poll_seconds)
-        self.batch_completion_window = str(batch_completion_window)
-        self.batch_max_requests = int(batch_max_requests)
+        self.batch_api = opt("batch_api", batch_api, bool)
+        self.batch_poll_seconds = float(
+            opt("batch_poll_seconds", batch_poll_seconds, float, lo=0, hi=MAX_TIMEOUT_S)
+        )
+        self.batch_completion_window = opt("batch_completion_window", batch_completion_window, str)
+        self.batch_max_requests = opt("batch_max_requests", batch_max_requests, int, lo=1, hi=50_000)
         self.batch_state_dir = str(batch_state_dir) if batch_state_dir else None
         self.batch_transport = batch_transport  # an httpx transport (tests, proxies); not a spec option
-        if self.batch_poll_seconds < 0:
-            raise ValueError(
-                f"openai backend: batch_poll_seconds must be >= 0, got {self.batch_poll_seconds}"
-            )
-        if not 1 <= self.batch_max_requests <= 50_000:
-            raise ValueError(
-                f"openai backend: batch_max_requests must be in 1..50000, got {self.batch_max_requests}"
-            )
 
     def __repr__(self) -> str:
         return f"OpenAIBackend(model={self.model!r}, base_url={self.display_url!r})"
@@ -366,6 +365,17 @@ class OpenAIBackend(Backend):
             return await self._post_once(client, body, headers, timeout, key)
         if status in RETRYABLE_STATUS or status >= 500:
             raise _RetryableHTTPError(status, message, parse_retry_after(resp.headers))
+        if status in (401, 403):
+            raise BackendConfigError(
+                f"openai backend: HTTP {status} from {self.display_url} for model {self.model}: {message} — "
+                f"authentication failed: check the API key in ${self.api_key_env} (api_key_env=VAR names another "
+                "variable) and base_url; rerunning without fixing it will fail the same way"
+            )
+        if status == 404:
+            raise BackendConfigError(
+                f"openai backend: HTTP 404 from {self.display_url} for model {self.model}: {message} — check the "
+                "model name and base_url (an OpenAI-compatible server serves <base_url>/chat/completions)"
+            )
         raise BackendError(
             f"openai backend: HTTP {status} from {self.display_url} for model {self.model}: {message}"
         )

@@ -43,7 +43,7 @@ from harness.backends.openai_http import (
     parse_retry_after,
 )
 from harness.cache import default_home
-from harness.types import BackendError, LogprobsUnavailableError, Request, Response
+from harness.types import BackendConfigError, BackendError, LogprobsUnavailableError, Request, Response
 
 if TYPE_CHECKING:  # the backend passes itself in; only annotations name its class
     from harness.backends.openai_api import OpenAIBackend
@@ -130,8 +130,9 @@ class BatchRunner:
         message = self.b._redact(_server_message(resp), self.key)
         if status in RETRYABLE_STATUS or status >= 500:
             raise _RetryableHTTPError(status, message, parse_retry_after(resp.headers))
-        cls = _NotFound if status == 404 else BackendError
-        raise cls(f"openai batch API: {method} {path}: HTTP {status} ({self.where}): {message}")
+        cls = _NotFound if status == 404 else BackendConfigError if status in (401, 403) else BackendError
+        auth = " — authentication failed: check the API key (api_key_env) and base_url" if status in (401, 403) else ""
+        raise cls(f"openai batch API: {method} {path}: HTTP {status} ({self.where}): {message}{auth}")
 
     def _json(self, resp: httpx.Response) -> dict[str, Any]:
         try:

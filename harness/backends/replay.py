@@ -46,6 +46,7 @@ from typing import Any
 import yaml
 
 from harness.backends.base import Backend, Capabilities
+from harness.options import check_option
 from harness.types import BackendError, Request, Response, TokenLogprob, Usage
 
 
@@ -62,9 +63,13 @@ class ReplayBackend(Backend):
     ) -> None:
         super().__init__(model, revision=revision, **options)
         self.path = Path(model)
-        if not self.path.is_file():
-            raise FileNotFoundError(f"replay file not found: {self.path}")
-        self.delay = float(delay)
+        try:
+            found = self.path.is_file()
+        except (OSError, ValueError):  # a name the OS refuses (too long, NUL byte)
+            found = False
+        if not found:
+            raise FileNotFoundError(f"replay file not found: {str(self.path)[:200]}")
+        self.delay = check_option("replay backend", "delay", delay, float, lo=0, hi=3600)
         self._text = self.path.read_text(encoding="utf-8")
         self.rules, self.default = self._load(self._text)
         self._counters = [0] * len(self.rules)

@@ -58,6 +58,7 @@ from harness.backends.vllm_plan import (
     guided_json_kwargs,
     supports_label_logprobs,
 )
+from harness.options import check_option
 from harness.types import BackendError, Request, Response
 
 INSTALL_HINT = (
@@ -203,12 +204,13 @@ class VLLMBackend(hf_scoring.SystemRoleFallback, Backend):
         super().__init__(model, revision=revision, **options)
         if choice_scoring not in CHOICE_SCORING:
             raise ValueError(f"choice_scoring must be one of {CHOICE_SCORING}, got {choice_scoring!r}")
+        opt = functools.partial(check_option, "vllm backend")
+        self.tensor_parallel_size = opt("tensor_parallel_size", tensor_parallel_size, int, lo=1, hi=1024)
+        self.gpu_memory_utilization = opt("gpu_memory_utilization", gpu_memory_utilization, float, lo=0, lo_open=True, hi=1)
+        self.max_model_len = opt("max_model_len", max_model_len, int, lo=1, hi=100_000_000, allow_none=True)
+        self.dtype = opt("dtype", dtype, str)
+        self.enforce_eager = opt("enforce_eager", enforce_eager, bool)
         vllm = import_vllm()
-        self.tensor_parallel_size = int(tensor_parallel_size)
-        self.gpu_memory_utilization = float(gpu_memory_utilization)
-        self.max_model_len = int(max_model_len) if max_model_len is not None else None
-        self.dtype = str(dtype)
-        self.enforce_eager = bool(enforce_eager)
         self.chat_template = resolve_chat_template(chat_template)
         self.adapter: str | None = None
         self.adapter_sha256: str | None = None

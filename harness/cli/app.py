@@ -2,26 +2,75 @@
 package and is registered here (the modules import only :mod:`harness.cli.console`, never each other).
 
 ``harness run | stability | ls | validate | report | chatbot-eval | robustness inject|pairwise |
-datasets build|ls|show|diff|publish | finetune … | models materialize|ls | reproduce upheld``.
+datasets build|ls|show|verify|diff|publish|qa | cache check|repair | finetune … | models materialize|ls |
+reproduce upheld``.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
+import traceback
+from collections.abc import Sequence
+from typing import Any
 
+import click
 import typer
+from typer.core import TyperGroup
 
 from harness.cli import chatbot, ls, report, run
-from harness.cli.console import err
+from harness.cli.console import err, error_message, escape
 from harness.cli.datasets import datasets_app
 from harness.cli.finetune import finetune_app
 from harness.cli.models import models_app
 from harness.cli.reproduce import reproduce_app
 from harness.cli.robustness import robustness_app
 
+DEBUG_FLAG, DEBUG_ENV = "--debug", "DIALEVAL_DEBUG"
+
+
+def debug_enabled() -> bool:
+    return os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+class GuardedGroup(TyperGroup):
+    """The top-level command group: ``--debug`` anywhere on the line turns on tracebacks, and an
+    exception no command handled becomes one ``error:`` line on stderr (exit 2 for bad input or an
+    unusable file — ``ValueError``/``KeyError``/``OSError`` — else exit 1) with the ``--debug`` hint;
+    with ``--debug`` or ``DIALEVAL_DEBUG=1`` the traceback is printed as well."""
+
+    debug = False
+
+    def main(self, args: Sequence[str] | None = None, *a: Any, **kw: Any) -> Any:
+        args = list(sys.argv[1:] if args is None else args)
+        if DEBUG_FLAG in args:
+            args = [x for x in args if x != DEBUG_FLAG]
+            self.debug = True
+        return super().main(args, *a, **kw)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, typer.Abort, click.exceptions.Exit, click.ClickException, click.Abort, KeyboardInterrupt):
+            raise
+        except Exception as e:  # noqa: BLE001 - the guard: one line instead of a traceback
+            debug = self.debug or debug_enabled()
+            if debug:
+                traceback.print_exc(file=sys.stderr)
+            bad_input = isinstance(e, ValueError | KeyError | OSError)
+            what = error_message(e) or type(e).__name__
+            if not bad_input:
+                what = f"unexpected {type(e).__name__}: {what}"
+            hint = "" if debug else f" (rerun with {DEBUG_FLAG} or {DEBUG_ENV}=1 for the traceback)"
+            err.print(f"[bold red]error:[/] {escape(' '.join(what.split()))}{escape(hint)}", highlight=False)
+            raise typer.Exit(2 if bad_input else 1) from None
+
+
 app = typer.Typer(
-    help="dialeval-harness: multilingual open-domain dialogue evaluation and meta-evaluation.",
+    cls=GuardedGroup,
+    help="dialeval-harness: multilingual open-domain dialogue evaluation and meta-evaluation. "
+    f"Add {DEBUG_FLAG} to any command (or set {DEBUG_ENV}=1) to see the traceback of an unexpected error.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
@@ -30,6 +79,7 @@ app = typer.Typer(
 app.command("run")(run.run)
 app.command("ls")(ls.ls)
 app.command("validate")(ls.validate)
+app.add_typer(ls.cache_app, name="cache")
 app.command("stability")(run.stability)
 app.command("report")(report.report_command)
 app.command("chatbot-eval")(chatbot.chatbot_eval)

@@ -1,4 +1,4 @@
-"""``harness datasets build | ls | show | publish | diff``: the versioned dataset registry on the CLI."""
+"""``harness datasets build | ls | show | verify | publish | diff | qa``: the versioned dataset registry on the CLI."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from harness.cli.console import (
     WorkersOpt,
     console,
     err,
+    error_message,
     executor_config,
     executor_summary,
     fail,
@@ -80,7 +81,7 @@ def build(
 ) -> None:
     """Build a dataset and register it as an immutable version (or write it to --output)."""
     from harness.data.builders import get_builder
-    from harness.data.registry import Registry, RegistryError
+    from harness.data.registry import Registry, RegistryError, check_name, check_writable
     from harness.data.schema import DataValidationError, SchemaError
 
     kwargs: dict[str, Any] = {"mapping": mapping} if mapping is not None else {}
@@ -105,13 +106,14 @@ def build(
         if output is not None:
             if version or bump:
                 fail("--version/--bump register a version; they cannot be combined with --output")
+            check_writable(output, registry)
             res = builder.build(
                 source, output, languages=langs, skip_invalid=skip_invalid, show_progress=not quiet
             )
             where = str(res.output_dir)
         else:
             reg = Registry(registry)
-            reg_name = dataset_name or builder.name
+            reg_name = check_name(builder.name if dataset_name is None else dataset_name)
             if version and bump:
                 fail("give --version or --bump, not both")
             ver = version or (reg.next_version(reg_name, bump) if bump else "1.0.0")
@@ -139,7 +141,7 @@ def build(
         KeyError,
         RegistryError,
     ) as e:
-        fail(str(e).strip("'\""))
+        fail(error_message(e))
         return
     t = Table(title=escape(where))
     t.add_column("config")
@@ -227,6 +229,34 @@ def ls(registry: RegistryOpt = None) -> None:
         console.print("no datasets registered yet: harness datasets build NAME --source DIR")
 
 
+@datasets_app.command("verify")
+def verify(
+    ref: Annotated[str, typer.Argument(help="NAME@X.Y.Z (or NAME: the latest version)")],
+    registry: RegistryOpt = None,
+) -> None:
+    """Check every file of a registered version against the sha256 recorded when it was registered
+    (SHA256SUMS); exit 1 and list the files when any differs, is missing or was added."""
+    from harness.data.registry import CHECKSUMS, Registry, RegistryError, verify_version
+
+    try:
+        rv = Registry(registry).resolve(ref, verify=False)
+    except RegistryError as e:
+        fail(error_message(e))
+        return
+    report = verify_version(rv)
+    if not report.recorded:
+        err.print(
+            f"[yellow]warning:[/] {escape(rv.ref)} has no {CHECKSUMS} (registered before checksums were "
+            "recorded): nothing to verify against"
+        )
+        return
+    for problem in report.problems():
+        console.print(f"  {escape(problem)}", highlight=False)
+    if not report.ok:
+        fail(f"{rv.ref}: {len(report.problems())} file(s) do not match {rv.path / CHECKSUMS}", code=1)
+    console.print(f"{escape(rv.ref)} ({escape(str(rv.path))}): all {report.checked} files match {CHECKSUMS}")
+
+
 @datasets_app.command("show")
 def show(
     ref: Annotated[
@@ -237,11 +267,12 @@ def show(
     registry: RegistryOpt = None,
 ) -> None:
     """Manifest, configs, dimensions, warnings and agreement statistics of one version."""
-    from harness.data.registry import Registry, RegistryError
+    from harness.data.registry import Registry, RegistryError, verify_if_registered
     from harness.report.datasets import agreement_tables, paper_comparisons
 
     try:
         path = Path(ref) if Path(ref).is_dir() else Registry(registry).resolve(ref).path
+        verify_if_registered(path)
         man = json.loads((path / "build_manifest.json").read_text(encoding="utf-8"))
     except (RegistryError, OSError, ValueError) as e:
         fail(str(e))
@@ -312,12 +343,14 @@ def diff(
     registry: RegistryOpt = None,
 ) -> None:
     """What changed between two versions: builder, inputs, configs, rows (added/removed/changed ids)."""
-    from harness.data.registry import Registry, RegistryError
+    from harness.data.registry import Registry, RegistryError, verify_if_registered
     from harness.report.datasets import diff_versions
 
     try:
         reg = Registry(registry)
         pa, pb = (Path(x) if Path(x).is_dir() else reg.resolve(x).path for x in (a, b))
+        for p in (pa, pb):
+            verify_if_registered(p)
     except RegistryError as e:
         fail(str(e))
         return
@@ -397,7 +430,7 @@ def qa(
     registry: RegistryOpt = None,
 ) -> None:
     """Translation QA (xDial-Eval §3.2): Table 2 per language; flags go into a new dataset version."""
-    from harness.data.registry import RegistryError
+    from harness.data.registry import RegistryError, check_writable
     from harness.languages import normalize_languages
     from harness.qa.run import DEFAULT_ENCODER, QAConfig, run_qa
     from harness.report.meta import QA_HEADERS, qa_rows
@@ -406,6 +439,9 @@ def qa(
 
     enc = None if (encoder or "").lower() == "none" else (encoder or DEFAULT_ENCODER)
     try:
+        for flag, path in (("--output", output), ("--dataset-output", dataset_output)):
+            if path is not None:
+                check_writable(path, registry, flag=flag)  # never into a registered version
         cfg = QAConfig(
             ref=ref, judge=judge, encoder=enc, encoder_explicit=encoder is not None, translator=translator,
             bt_column=bt_column, comet=comet, comet_model=comet_model, sample=sample, seed=seed,
@@ -415,7 +451,7 @@ def qa(
         )  # fmt: skip
         res = run_qa(cfg)
     except (RegistryError, ValueError, KeyError, FileNotFoundError, FileExistsError, RuntimeError, SpecError, BackendError) as e:
-        fail(escape(str(e).strip("'\"")))
+        fail(error_message(e))
         return
     t = Table(title=escape(f"translation QA of {res.qa['dataset']['ref']} (xDial-Eval Table 2 style)"))
     for h in QA_HEADERS:

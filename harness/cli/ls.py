@@ -1,4 +1,5 @@
-"""``harness ls [tasks|judges|datasets]`` and ``harness validate`` (task definitions)."""
+"""``harness ls [tasks|judges|datasets]``, ``harness validate`` (task definitions) and ``harness cache
+check|repair`` (the request cache file): the commands that inspect rather than run."""
 
 from __future__ import annotations
 
@@ -72,3 +73,47 @@ def validate() -> None:
             err.print(f"[red]✗[/] {p}")
         fail(f"{len(problems)} problem(s) in {n} task definitions", code=1)
     console.print(f"[green]✓[/] {n} task definitions valid")
+
+
+cache_app = typer.Typer(
+    help="The request cache (SQLite): check a file, or repair it keeping every good row.", no_args_is_help=True
+)
+CacheFileArg = Annotated[
+    Path | None, typer.Argument(help="Cache file (default $DIALEVAL_HOME/requests.sqlite)", show_default=False)
+]
+
+
+@cache_app.command("check")
+def cache_check(path: CacheFileArg = None) -> None:
+    """SQLite's integrity check, the schema, and every value's checksum; exit 1 when anything is wrong."""
+    from harness.cache import check_cache, default_cache_path
+
+    path = path or default_cache_path()
+    rep = check_cache(path)
+    if rep.problem is not None:
+        fail(f"request cache {path}: {rep.problem}; move it aside and start a new one with: harness cache repair {path}", 1)
+    console.print(f"{escape(str(path))}: {rep.rows} rows · SQLite integrity: {escape('; '.join(rep.sqlite or []))}")
+    for label, keys in (("checksum does not match", rep.bad_checksum), ("response does not decode", rep.undecodable)):
+        if keys:
+            console.print(f"  {len(keys)} value(s): {label} (keys {', '.join(k[:16] for k in keys[:5])}{' ...' if len(keys) > 5 else ''})")
+    if not rep.ok:
+        fail(f"request cache {path} has problems; `harness cache repair {path}` keeps the good rows", 1)
+    console.print("ok")
+
+
+@cache_app.command("repair")
+def cache_repair(path: CacheFileArg = None) -> None:
+    """Move the file aside (<name>.bad-<time>) and put a fresh cache in its place with every row that
+    can still be read and whose checksum matches."""
+    from harness.cache import CacheError, default_cache_path, repair_cache
+
+    path = path or default_cache_path()
+    try:
+        res = repair_cache(path)
+    except CacheError as e:
+        fail(str(e))
+        return
+    console.print(
+        f"{escape(str(path))}: kept {res['kept']} rows, dropped {res['dropped']}; the old file is "
+        f"{escape(res['moved_to'])} (delete it when you no longer need it)"
+    )

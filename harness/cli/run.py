@@ -147,6 +147,7 @@ def stability(
     gpus_per_worker: GpusOpt = 0.0,
 ) -> None:
     """Repeat a judge k times over the same items; report the std of its judgments (MEDAL Table 3)."""
+    from harness.data.registry import check_writable
     from harness.run.partial import EXIT_INCOMPLETE, RunIncomplete
     from harness.run.runner import RunConfig
     from harness.run.stability import STABILITY_FILE, run_stability
@@ -154,6 +155,7 @@ def stability(
 
     ex = executor_config(executor, workers, gpus_per_worker)
     try:
+        check_writable(output)
         cfg = RunConfig(
             judge=judge, tasks=task, languages=language, limit=limit, source=source, dataset=dataset,
             cache_path=cache, n_bootstrap=bootstrap, show_progress=not quiet, executor=ex,

@@ -8,6 +8,13 @@ Layout (the root is ``$DIALEVAL_REGISTRY``, else ``$DIALEVAL_HOME/registry``, el
                                                 row counts, dimensions, skips, warnings, created-at,
                                                 and the registry release {name, version, registered_at}
                           <config>/test-00000-of-00001.parquet
+                          SHA256SUMS            sha256 of every file above (``sha256sum -c`` format)
+
+Registered versions are read-only: :func:`check_writable` refuses a write (``--output``) into a
+version's folder or anywhere in a registry, :meth:`Registry.verify` checks every file against
+``SHA256SUMS`` (``harness datasets verify``), and :meth:`Registry.resolve` refuses a version whose
+files changed since it was registered (versions registered before ``SHA256SUMS`` existed are not
+checked).
 
 A version is written into a staging directory next to its final place and then renamed into place;
 ``rename`` refuses to replace a non-empty directory, so an existing version is never overwritten,
@@ -18,13 +25,15 @@ version) into that directory.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
 import re
 import shutil
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +42,13 @@ from harness.provenance import utc_now
 
 _SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+#: a dataset name is one folder of the registry (and a Hub repo name: at most 96 characters)
+MAX_NAME_LENGTH = 96
+NAME_RULE = (
+    f"a dataset name is 1 to {MAX_NAME_LENGTH} characters: letters, digits, '_', '.' or '-', "
+    "starting with a letter or digit"
+)
+CHECKSUMS = "SHA256SUMS"
 
 
 class RegistryError(ValueError):
@@ -41,6 +57,22 @@ class RegistryError(ValueError):
 
 class VersionExistsError(RegistryError):
     """The version is already registered; versions are immutable."""
+
+
+class ReadOnlyError(RegistryError):
+    """A write into a registered version (or anywhere in a registry) outside ``register``."""
+
+
+class IntegrityError(RegistryError):
+    """A registered version's files differ from the sha256 recorded when it was registered."""
+
+
+def check_name(name: str) -> str:
+    """``name`` if it is a valid dataset name, else :class:`RegistryError` with the rule."""
+    if not isinstance(name, str) or len(name) > MAX_NAME_LENGTH or not _NAME.match(name):
+        shown = repr(name) if len(str(name)) <= 40 else repr(str(name)[:37] + "...")
+        raise RegistryError(f"invalid dataset name {shown} ({len(str(name))} characters): {NAME_RULE}")
+    return name
 
 
 def default_registry() -> Path:
@@ -73,8 +105,9 @@ def bump(version: str, part: str) -> str:
 def split_ref(ref: str) -> tuple[str, str | None]:
     """``"name@1.2.0"`` -> ``("name", "1.2.0")``; ``"name"`` or ``"name@latest"`` -> ``("name", None)``."""
     name, _, version = ref.partition("@")
-    if not name or not _NAME.match(name):
-        raise RegistryError(f"invalid dataset reference {ref!r}; expected NAME or NAME@X.Y.Z")
+    if not name or not _NAME.match(name) or len(name) > MAX_NAME_LENGTH:
+        shown = repr(ref) if len(ref) <= 60 else repr(ref[:57] + "...")
+        raise RegistryError(f"invalid dataset reference {shown}; expected NAME or NAME@X.Y.Z ({NAME_RULE})")
     if version in ("", "latest"):
         return name, None
     return name, ".".join(map(str, parse_semver(version)))
@@ -131,7 +164,11 @@ class Registry:
         versions = self.versions(name)
         if not versions:
             known = ", ".join(self.names()) or "none"
-            raise RegistryError(f"no dataset {name!r} in the registry {self.root} (registered: {known})")
+            raise RegistryError(
+                f"no dataset {name!r} in the registry {self.root} (registered: {known}); build it with "
+                f"`harness datasets build {name}` (a builder's name; another builder: `harness datasets build "
+                f"BUILDER --name {name}`; another registry: --registry DIR)"
+            )
         if version is None:
             version = versions[-1]
         if version not in versions:
@@ -140,9 +177,15 @@ class Registry:
             )
         return RegisteredVersion(name, version, self.root / name / version)
 
-    def resolve(self, ref: str) -> RegisteredVersion:
-        """``name@version`` (or ``name`` for the latest version) -> the registered version."""
-        return self.get(*split_ref(ref))
+    def resolve(self, ref: str, *, verify: bool = True) -> RegisteredVersion:
+        """``name@version`` (or ``name`` for the latest version) -> the registered version; with
+        ``verify`` (the default) a version whose files changed since registration is refused."""
+        rv = self.get(*split_ref(ref))
+        if verify:
+            report = verify_version(rv)
+            if not report.ok:
+                raise IntegrityError(report.message())
+        return rv
 
     # -- writes ----------------------------------------------------------------------------------
     def next_version(self, name: str, part: str = "minor") -> str:
@@ -157,13 +200,14 @@ class Registry:
     ) -> RegisteredVersion:
         """Create ``name@version`` by calling ``write(staging_dir, release)``, which must produce a
         dataset directory (README.md + build_manifest.json + Parquet) at ``staging_dir``; then
-        move it into place. Refuses an existing version; on any failure nothing is left behind."""
-        if not _NAME.match(name):
-            raise RegistryError(f"invalid dataset name {name!r}")
+        move it into place. Refuses an existing version; on any failure nothing is left behind (not
+        even the dataset's folder when this was to be its first version)."""
+        check_name(name)
         version = ".".join(map(str, parse_semver(version)))
         final = self.root / name / version
         if final.exists():
             raise VersionExistsError(self._exists_message(name, version))
+        new_folder = not final.parent.exists()
         final.parent.mkdir(parents=True, exist_ok=True)
         staging = final.parent / f".staging-{version}-{uuid.uuid4().hex[:12]}"
         release = {"name": name, "version": version, "registered_at": utc_now()}
@@ -171,6 +215,7 @@ class Registry:
             write(staging, release)
             if not (staging / MANIFEST).is_file():
                 raise RegistryError(f"the build wrote no {MANIFEST}; nothing registered")
+            write_checksums(staging)
             try:
                 os.rename(staging, final)  # fails if ``final`` appeared meanwhile (non-empty)
             except OSError as e:
@@ -178,6 +223,9 @@ class Registry:
         finally:
             if staging.exists():
                 shutil.rmtree(staging, ignore_errors=True)
+            if new_folder and not final.exists():
+                with contextlib.suppress(OSError):  # not empty: another build registered meanwhile
+                    final.parent.rmdir()
         return RegisteredVersion(name, version, final)
 
     def _exists_message(self, name: str, version: str) -> str:
@@ -198,3 +246,145 @@ class Registry:
 def resolve(ref: str, registry: str | os.PathLike[str] | None = None) -> Path:
     """Directory of ``name@version`` (``name`` = latest) in the registry, for ``load_dataset``."""
     return Registry(registry).resolve(ref).path
+
+
+# -- integrity: SHA256SUMS of every file of a version ---------------------------------------------
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _version_files(directory: Path) -> list[str]:
+    """Relative POSIX paths of the files a checksum covers (hidden entries and SHA256SUMS excluded)."""
+    out = []
+    for p in sorted(directory.rglob("*")):
+        rel = p.relative_to(directory)
+        if p.is_file() and rel.as_posix() != CHECKSUMS and not any(s.startswith(".") for s in rel.parts):
+            out.append(rel.as_posix())
+    return out
+
+
+def write_checksums(directory: Path) -> None:
+    """Write ``SHA256SUMS`` (``<sha256>  <path>`` lines, ``sha256sum -c`` format) for a version."""
+    lines = [f"{_sha256(directory / rel)}  {rel}\n" for rel in _version_files(directory)]
+    (directory / CHECKSUMS).write_text("".join(lines), encoding="utf-8")
+
+
+@dataclass
+class Verification:
+    """The result of checking a registered version's files against its ``SHA256SUMS``."""
+
+    version: RegisteredVersion
+    recorded: bool  # False: registered before checksums were recorded, nothing to check against
+    checked: int = 0
+    mismatched: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    unexpected: list[str] = field(default_factory=list)
+    unreadable: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not (self.mismatched or self.missing or self.unexpected or self.unreadable)
+
+    def problems(self) -> list[str]:
+        return (
+            ([f"{CHECKSUMS}: {self.unreadable}"] if self.unreadable else [])
+            + [f"{f}: sha256 differs from the one recorded at registration" for f in self.mismatched]
+            + [f"{f}: missing" for f in self.missing]
+            + [f"{f}: not part of the registered version" for f in self.unexpected]
+        )
+
+    def message(self) -> str:
+        rv, probs = self.version, self.problems()
+        listed = "; ".join(probs[:5]) + (f"; ... ({len(probs)} in all)" if len(probs) > 5 else "")
+        return (
+            f"{rv.ref} ({rv.path}) was modified after it was registered: {listed}. Registered versions are "
+            f"read-only: restore its files, or build a new version (harness datasets build ... --name {rv.name} "
+            f"--bump patch); `harness datasets verify {rv.ref}` lists every file"
+        )
+
+
+def verify_version(rv: RegisteredVersion) -> Verification:
+    """Check every file of ``rv`` against its ``SHA256SUMS``."""
+    sums = rv.path / CHECKSUMS
+    if not sums.is_file():
+        return Verification(rv, recorded=False)
+    recorded: dict[str, str] = {}
+    try:
+        for n, line in enumerate(sums.read_text(encoding="utf-8").splitlines(), 1):
+            digest, sep, rel = line.partition("  ")
+            if not sep or not re.fullmatch(r"[0-9a-f]{64}", digest) or ".." in Path(rel).parts:
+                return Verification(rv, recorded=True, unreadable=f"line {n} is not '<sha256>  <path>'")
+            recorded[rel] = digest
+    except (OSError, UnicodeDecodeError) as e:
+        return Verification(rv, recorded=True, unreadable=str(e))
+    present = set(_version_files(rv.path))
+    report = Verification(rv, recorded=True, checked=len(recorded))
+    report.missing = sorted(set(recorded) - present)
+    report.unexpected = sorted(present - set(recorded))
+    report.mismatched = [f for f in sorted(set(recorded) & present) if _sha256(rv.path / f) != recorded[f]]
+    return report
+
+
+# -- read-only: no writes into a registry except through register() -------------------------------
+def registered_version_at(path: str | os.PathLike[str]) -> RegisteredVersion | None:
+    """The registered version whose folder is ``path`` or holds it (its manifest's release record
+    names the folder), else None."""
+    p = Path(path).expanduser().resolve()
+    for d in (p, *p.parents):
+        if _SEMVER.match(d.name) and (d / MANIFEST).is_file():
+            try:
+                rel = json.loads((d / MANIFEST).read_text(encoding="utf-8")).get("release") or {}
+            except (OSError, ValueError, AttributeError):
+                continue
+            if rel.get("version") == d.name and rel.get("name") == d.parent.name:
+                return RegisteredVersion(d.parent.name, d.name, d)
+    return None
+
+
+def _is_dataset_folder(d: Path) -> bool:
+    """``d`` holds at least one registered version (``<d>/<X.Y.Z>/`` with a release record)."""
+    try:
+        return any(_SEMVER.match(c.name) and c.is_dir() and registered_version_at(c) is not None for c in d.iterdir())
+    except OSError:
+        return False
+
+
+def check_writable(
+    path: str | os.PathLike[str], registry: str | os.PathLike[str] | None = None, *, flag: str = "--output"
+) -> None:
+    """Refuse ``path`` as an output when it is (inside) a registered version, a registry's dataset
+    folder, or the registry root: :class:`ReadOnlyError` naming the path and the way forward."""
+    try:
+        p = Path(path).expanduser().resolve()
+    except (OSError, ValueError) as e:
+        raise RegistryError(f"{flag} {str(path)[:200]!r} is not a usable path: {e}") from None
+    rv = registered_version_at(p)
+    root = Registry(registry).root.expanduser().resolve()
+    if rv is not None:
+        where = f"is the folder of the registered version {rv.ref}" if rv.path == p else f"is inside {rv.ref}"
+        raise ReadOnlyError(
+            f"{flag} {path} {where} ({rv.path}); registered versions are read-only. Register a new version "
+            f"instead (harness datasets build ... --name {rv.name} --version X.Y.Z or --bump patch|minor|major) "
+            f"or choose another {flag}"
+        )
+    folder = next((d for d in (p, *p.parents) if d == root or _is_dataset_folder(d)), None)
+    if folder is not None:
+        what = "the dataset registry" if folder == root else "a dataset folder of a registry"
+        raise ReadOnlyError(
+            f"{flag} {path} is inside {what} ({folder}), which only `harness datasets build` writes (a new "
+            f"version: --version X.Y.Z or --bump patch|minor|major); choose another {flag}"
+        )
+
+
+def verify_if_registered(path: str | os.PathLike[str]) -> None:
+    """A directory given by path that is a registered version's folder is checked like a
+    ``NAME@X.Y.Z`` reference: :class:`IntegrityError` when its files changed since registration."""
+    rv = registered_version_at(path)
+    if rv is not None and rv.path == Path(path).expanduser().resolve():
+        report = verify_version(rv)
+        if not report.ok:
+            raise IntegrityError(report.message())

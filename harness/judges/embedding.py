@@ -44,9 +44,10 @@ import numpy as np
 
 from harness.backends.base import BackendStats
 from harness.cache import RequestCache
-from harness.encoders import encoder_from_options
+from harness.encoders import ENGINES, encoder_from_options
 from harness.encoders.baseline import ResponseBaseline, load_baseline
 from harness.judges.base import Judge, Verdict
+from harness.options import OptionError, check_option
 from harness.spec import JudgeSpec
 from harness.tasks import TaskSpec
 
@@ -66,22 +67,21 @@ class EmbeddingJudge(Judge):
                 f"embedding judge {spec.raw!r}: unsupported option(s) {sorted(unknown)}; "
                 f"supported: {', '.join(OPTIONS)}"
             )
-        self.encoder = encoder_from_options(spec.target, spec.revision, spec.options)
-        roles = spec.options.get("roles", DEFAULT_ROLES)
-        if roles not in ROLE_MODES:
-            raise ValueError(
-                f"embedding judge {spec.raw!r}: roles must be one of {', '.join(ROLE_MODES)}, got {roles!r}"
-            )
-        self.roles = str(roles)
+        owner = f"embedding judge {spec.raw or spec.to_string()!r}"
+        opts = dict(spec.options)
+        opts["batch_size"] = check_option(owner, "batch_size", opts.get("batch_size", 64), int, lo=1, hi=100_000)
+        if "engine" in opts:
+            opts["engine"] = check_option(owner, "engine", opts["engine"], str, choices=ENGINES)
+        self.encoder = encoder_from_options(spec.target, spec.revision, opts)
+        self.roles = check_option(owner, "roles", spec.options.get("roles", DEFAULT_ROLES), str, choices=ROLE_MODES)
         ct = spec.options.get("context_turns", 1)
         if ct in (None, "all", 0):
             self.context_turns: int | None = None
-        elif isinstance(ct, int) and ct > 0:
-            self.context_turns = ct
         else:
-            raise ValueError(
-                f"embedding judge {spec.raw!r}: context_turns must be a positive integer or 'all', got {ct!r}"
-            )
+            try:
+                self.context_turns = check_option(owner, "context_turns", ct, int, lo=1, hi=10_000)
+            except OptionError as e:
+                raise OptionError(f"{e} or 'all'") from None
         self.baseline: ResponseBaseline | None = None
         ref = spec.options.get("baseline")
         if ref not in (None, "", "none", False):

@@ -15,6 +15,7 @@ from typing import Any
 from harness.backends.base import create_backend
 from harness.cache import CachedBackend, RequestCache
 from harness.judges.base import Judge, Verdict
+from harness.options import check_option
 from harness.spec import JudgeSpec
 from harness.tasks import TaskSpec, load_hook
 from harness.types import GenerationConfig, Response
@@ -35,7 +36,7 @@ JUDGE_OPTIONS = ("reasoning", "n_calls")
 class LLMJudge(Judge):
     def __init__(self, spec: JudgeSpec, cache: RequestCache, seed: int | None = None) -> None:
         super().__init__(spec, cache, seed)
-        self.reasoning = bool(spec.options.get("reasoning", False))
+        self.reasoning = check_option(f"{spec.kind} judge", "reasoning", spec.options.get("reasoning", False), bool)
         backend_spec = dataclasses.replace(
             spec, options={k: v for k, v in spec.options.items() if k not in JUDGE_OPTIONS}
         )

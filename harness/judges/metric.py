@@ -25,6 +25,7 @@ import pandas as pd
 from harness.backends.base import BackendStats
 from harness.cache import RequestCache
 from harness.judges.base import Judge, Verdict
+from harness.options import check_option
 from harness.spec import JudgeSpec
 from harness.tasks import TaskSpec
 
@@ -184,15 +185,16 @@ class MetricJudge(Judge):
             )
         self.metric = spec.target
         self.family = metric_family(self.metric)
-        o = spec.options
+        o, owner = spec.options, f"metric judge {spec.raw!r}"
+        check_option(owner, "num_layers", o.get("num_layers"), int, lo=1, hi=1000, allow_none=True)
         self.features = ReferenceFeatures(
             cache,
             model=o.get("model"),
             num_layers=o.get("num_layers"),
-            batch_size=int(o.get("batch_size", 64)),
+            batch_size=check_option(owner, "batch_size", o.get("batch_size", 64), int, lo=1, hi=100_000),
             device=o.get("device"),
-            use_stemmer=bool(o.get("use_stemmer", False)),
-            show_progress=bool(o.get("show_progress", False)),
+            use_stemmer=check_option(owner, "use_stemmer", o.get("use_stemmer", False), bool),
+            show_progress=check_option(owner, "show_progress", o.get("show_progress", False), bool),
         )
 
     def identity(self) -> dict[str, Any]:

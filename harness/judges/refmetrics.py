@@ -39,6 +39,7 @@ import numpy as np
 
 from harness.backends.hf_templates import resolve_device
 from harness.encoders import PACKAGED_ALIASES, fingerprint_model_dir, resolve_encoder
+from harness.models import is_local_dir, locate_model
 
 ROUGE_METRICS = ("rouge1", "rouge2", "rougeL", "rougeLsum")
 BERTSCORE_METRICS = ("bert_score_precision", "bert_score_recall", "bert_score_F1")
@@ -177,12 +178,17 @@ def _resolve_model(model: str | None) -> tuple[str, str, str, str | None]:
     """
     target = str(model) if model else DEFAULT_ENCODER
     revision = None
-    if "@" in target and not Path(target).exists():
+    if "@" in target and not is_local_dir(target):
         target, revision = target.rsplit("@", 1)
     display, path = resolve_encoder(target)
     if revision is not None and Path(path).exists():
         raise ValueError(f"model {model!r}: a @revision applies to Hub ids, not to local model {path}")
     return target, display, path, revision
+
+
+def _locate(path: str, revision: str | None) -> None:
+    """A model that is not here and cannot be downloaded now: one clear error, not retries."""
+    locate_model(path, revision, owner="reference-metric model", local_form="model=/path/to/model")
 
 
 def _encoder_info(display: str, path: str, revision: str | None, device: str) -> dict[str, Any]:
@@ -257,6 +263,7 @@ def _load_bert(path: str, revision: str | None, num_layers: int, device: str) ->
     def load():
         from bert_score.utils import get_model, get_tokenizer
 
+        _locate(path, revision)
         local = path
         if revision is not None:  # bert-score loads by name only: resolve the pinned snapshot
             from huggingface_hub import snapshot_download
@@ -349,6 +356,7 @@ def _load_sentence_transformer(path: str, revision: str | None, device: str) -> 
     def load():
         from sentence_transformers import SentenceTransformer
 
+        _locate(path, revision)
         kwargs = {"revision": revision} if revision else {}
         return SentenceTransformer(path, device=device, **kwargs)
 

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from harness.cache import RequestCache, default_cache_path
+from harness.data.registry import check_writable
 from harness.data.resolve import DatasetHandle, load_items, prepare_dataset
 from harness.executors import ExecutorConfig, ExecutorScope, executor_scope
 from harness.judges.base import Judge
@@ -43,7 +44,7 @@ from harness.run.partial import RunIncomplete, incomplete_marker, incomplete_mes
 from harness.run.results import SCHEMA_VERSION, write_results
 from harness.spec import parse_spec
 from harness.tasks import TaskSpec, load_hook, resolve_tasks
-from harness.types import BackendError, LogprobsUnavailableError
+from harness.types import BackendConfigError, BackendError, LogprobsUnavailableError
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +90,8 @@ class RunConfig:
         if self.alt_scale not in ("auto", "raw", "zscore", "rank", "discretize"):
             raise ValueError(f"--alt-scale {self.alt_scale!r}: expected auto, raw, zscore, rank or discretize")
         self.languages = normalize_languages(self.languages)
+        if self.output_dir is not None:
+            check_writable(self.output_dir)  # never into a registered dataset version (read-only)
         parse_spec(self.judge)  # fail fast on a malformed judge spec, before any data is built
 
 
@@ -312,8 +315,8 @@ def _score_tasks(
                     batch = items[i : i + step]
                     try:
                         verdicts = judge.score(spec, batch)
-                    except LogprobsUnavailableError:
-                        raise  # the judge cannot do this task at all: a usage error, nothing to keep
+                    except (LogprobsUnavailableError, BackendConfigError):
+                        raise  # the judge cannot do this task / is misconfigured: a usage error, not a resume
                     except BackendError as e:
                         log.error("task %s: scoring stopped at item %d: %s", spec.name, i, e)
                         failure = {"task": spec.name, "item": i, "error": f"{type(e).__name__}: {e}"}

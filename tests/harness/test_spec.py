@@ -36,7 +36,7 @@ def test_decoding_overrides_and_options_are_separated():
         ("gguf:model", "unknown judge kind"),
         ("hf:", "no target"),
         ("hf:m,temperature", "key=value"),
-        ("hf:m,temperature=-1", "temperature must be >= 0"),
+        ("hf:m,temperature=-1", "temperature=-1 must be a finite number >= 0"),
         ("hf:m,top_p=0", "top_p"),
         ("openai:gpt-4o,api_key=sk-123", "looks like a secret"),
         ("openai:gpt-4o,hf_token=abc", "looks like a secret"),

