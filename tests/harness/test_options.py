@@ -72,7 +72,7 @@ def test_bad_values_name_the_option_type_and_range(value, kind, limits, fragment
         ("hf:m,timeout=inf", "timeout=inf must be a finite number > 0"),
         ("hf:m,max_tokens=1e30", "max_tokens=1e+30 must be an integer from 1 to 1_000_000"),
         ("hf:m,max_tokens=2.5", "max_tokens=2.5 must be an integer"),
-        ("hf:m,top_k=0", "top_k=0 must be an integer from 1"),
+        ("hf:m,top_k=-2", "top_k=-2 must be an integer from -1"),
         ("hf:m,seed=-1", "seed=-1 must be an integer from 0"),
         ("hf:m,logprobs=maybe", "logprobs='maybe' must be true or false"),
         ("hf:m,presence_penalty=9", "presence_penalty=9 must be a finite number from -2 to 2"),
