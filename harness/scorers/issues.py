@@ -14,7 +14,7 @@ from harness.verdicts.issues_json import parse_issue_verdict, verdict_schema
 from harness.verdicts.score import Score
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class IssuesJSON(Scorer):
     """``{"<label>": {"label": 0|1, "comment": ""}, ..., "<overall_key>": {"label": lo..hi}}``.
 

@@ -26,7 +26,7 @@ def _labels_problems(labels: Any) -> list[str]:
     return []
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PYes(Scorer):
     """P(yes) / (P(yes) + P(no)) from the log-probs of the two label words at the start of the reply."""
 
@@ -52,7 +52,7 @@ class PYes(Scorer):
         return {"labels": list(self.labels)}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ExpectedScore(Scorer):
     """The probability-weighted digit score sum_d d·p(d) over 1-5 (G-Eval), from the digit labels'
     log-probs or the top alternatives of the first generated digit (token log-probs are requested)."""
@@ -77,7 +77,7 @@ class ExpectedScore(Scorer):
         return (1.0, 5.0)  # digit labels 1-5 (choices are never sent)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GPTScore(Scorer):
     """GPTScore: nothing is generated; the backend scores ``continuation`` echoed after the prompt and
     the score is the log-prob of ``target`` inside it (MEEP §5.3: "Yes" in "Answer: Yes.")."""

@@ -16,7 +16,7 @@ from harness.verdicts.scale import parse_scale_score
 from harness.verdicts.written import parse_likert, parse_yes_no
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ParseYesNo(Scorer):
     """A written yes/no verdict: 1.0 for ``labels[0]``, 0.0 for ``labels[1]``."""
 
@@ -39,7 +39,7 @@ class ParseYesNo(Scorer):
         return {"labels": list(self.labels)}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ParseLikert(Scorer):
     """A written integer verdict on ``range`` (default 1-5, UPHELD App. H)."""
 
@@ -60,7 +60,7 @@ class ParseLikert(Scorer):
         return (float(self.range[0]), float(self.range[1]))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ParseScore(Scorer):
     """A number on ``range`` written anywhere in the reply (numerals and number words of the item's
     language); out of range is a parse failure, not clipped; ``integer``: only whole points count."""
