@@ -23,12 +23,12 @@ def ls(
     if what not in ("all", *LISTINGS):
         fail(f"unknown listing {what!r}: use {', '.join(LISTINGS)} or all")
     if what in ("all", "tasks"):
-        from harness.tasks import TASKS
+        from harness.tasks import all_tasks
 
         t = Table(title="tasks")
         for col in ("task", "group", "level", "dimension", "dataset", "languages", "scoring"):
             t.add_column(col)
-        for _, s, _, _ in TASKS.listing():
+        for s in all_tasks().values():
             t.add_row(
                 s.name, s.group or "", s.level, s.dimension, s.builder, ",".join(s.languages), s.scoring
             )
