@@ -274,12 +274,6 @@ def test_scale_1_3_and_dialogue_tasks_end_to_end(tmp_path, judge, dataset):
 
 
 def test_gptscore_end_to_end_with_replay(tmp_path, judge, dataset):
-    from harness.backends.replay import ReplayBackend
-
-    if not ReplayBackend.capabilities.continuation_logprobs:
-        pytest.skip(
-            "the replay backend does not score Request.continuation yet (continuation_logprobs=False)"
-        )
     out = _run(tmp_path, judge, dataset, ["meep-gptscore"])
     s = out.samples.set_index("id")
     first = s.loc["fed-turn-en-0"]
@@ -303,10 +297,6 @@ def test_tiny_hf_model_written_score_task_end_to_end(tmp_path, tiny_qwen2, datas
 
 
 def test_tiny_hf_model_gptscore_end_to_end(tmp_path, tiny_qwen2, dataset):
-    from harness.backends.hf import HFBackend
-
-    if not HFBackend.capabilities.continuation_logprobs:
-        pytest.skip("the hf backend does not score Request.continuation yet (continuation_logprobs=False)")
     out = _run(
         tmp_path,
         f"hf:{tiny_qwen2}",
