@@ -37,6 +37,7 @@ from harness import plugins
 T = TypeVar("T")
 
 CORE = "core"
+DIRECT = "a register() call"  # the origin of an entry registered outside discovery
 #: names of tasks, builders and scorers; judge and backend kinds use a stricter pattern
 DEFAULT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
@@ -88,7 +89,7 @@ class Registry(Generic[T]):
         self._summary = summary or (lambda obj: "")
         self._entries: dict[str, T] = {}
         self._origins: dict[str, str] = {}
-        self._origin = CORE
+        self._origin = DIRECT
         self._discovered = False
 
     # -- registering ------------------------------------------------------------------------------
@@ -197,7 +198,8 @@ class Registry(Generic[T]):
         return dict(self._entries)
 
     def origin(self, name: str) -> str:
-        """Where the entry came from: ``core`` or the plug-in (entry point) that registered it."""
+        """Where the entry came from: ``core``, the plug-in (entry point) that registered it, or a
+        direct ``register()`` call (a script, a test)."""
         self.discover()
         return self._origins[name]
 
