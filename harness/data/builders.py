@@ -51,9 +51,12 @@ def _summary(cls: type) -> str:
 
 #: name -> builder class (:class:`harness.registry.Registry`; entry-point group ``dialeval_harness.builders``)
 BUILDERS: Registry[type] = Registry(
-    "dataset builder", plugins.BUILDERS, name_of=lambda cls: getattr(cls, "name", None), accepts=_is_builder,
+    "dataset builder",
+    plugins.BUILDERS,
+    name_of=lambda cls: getattr(cls, "name", None),
+    accepts=_is_builder,
     summary=_summary,
-)  # fmt: skip
+)
 
 
 def register_builder(cls: type) -> type:

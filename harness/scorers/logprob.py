@@ -20,7 +20,11 @@ DIGITS = tuple(str(d) for d in range(1, 6))
 
 
 def _labels_problems(labels: Any) -> list[str]:
-    ok = isinstance(labels, tuple) and len(labels) == 2 and all(isinstance(x, str) and x.strip() for x in labels)
+    ok = (
+        isinstance(labels, tuple)
+        and len(labels) == 2
+        and all(isinstance(x, str) and x.strip() for x in labels)
+    )
     if not ok or labels[0] == labels[1]:
         return [f"labels must be two different non-empty words (yes, no), got {labels!r}"]
     return []
@@ -92,8 +96,7 @@ class GPTScore(Scorer):
     def check(self) -> list[str]:
         if not self.continuation or not self.target or self.target not in self.continuation:
             return [
-                "needs a continuation containing its target "
-                f"(got {self.continuation!r} / {self.target!r})"
+                f"needs a continuation containing its target (got {self.continuation!r} / {self.target!r})"
             ]
         return []
 

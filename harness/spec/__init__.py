@@ -130,7 +130,10 @@ def panel_members(spec: str | JudgeSpec) -> tuple[list[JudgeSpec], dict[str, Any
     """The member specs and the panel's own options (``vote``, default ``mean``; ``quorum``, default
     ``None`` = more than half of the members) of a ``panel:`` spec."""
     js = _composite(spec, "panel")
-    return list(js.members), {"vote": str(js.options.get("vote", "mean")).lower(), "quorum": js.options.get("quorum")}
+    return list(js.members), {
+        "vote": str(js.options.get("vote", "mean")).lower(),
+        "quorum": js.options.get("quorum"),
+    }
 
 
 def language_routes(spec: str | JudgeSpec) -> dict[str, JudgeSpec]:

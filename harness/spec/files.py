@@ -95,7 +95,9 @@ def _node(obj: Any, path: str) -> JudgeSpec:
         except SpecError as e:
             raise SpecError(f"{path}: {e.message}", e.text, e.column) from None
     if not isinstance(obj, Mapping):
-        raise SpecError(f"{path}: expected a mapping with 'kind' or a spec string, got {type(obj).__name__} {obj!r}")
+        raise SpecError(
+            f"{path}: expected a mapping with 'kind' or a spec string, got {type(obj).__name__} {obj!r}"
+        )
     unknown = [k for k in obj if k not in KEYS]
     if unknown:
         raise SpecError(f"{path}: unknown key(s) {unknown}; a judge mapping has {', '.join(KEYS)}")
@@ -112,11 +114,15 @@ def _node(obj: Any, path: str) -> JudgeSpec:
     wrong = [k for k in ("target", "revision", "members", "routes") if k in obj and k not in allowed]
     if wrong:
         sort = jk.composite or "plain"
-        raise SpecError(f"{path}: a '{kind}:' judge ({sort}) takes {', '.join(allowed)}, not {', '.join(wrong)}")
+        raise SpecError(
+            f"{path}: a '{kind}:' judge ({sort}) takes {', '.join(allowed)}, not {', '.join(wrong)}"
+        )
     if jk.composite == "members":
         members = obj.get("members")
         if not isinstance(members, list) or len(members) < 2:
-            raise SpecError(f"{path}.members: a '{kind}:' judge needs a list of at least two members, got {members!r}")
+            raise SpecError(
+                f"{path}.members: a '{kind}:' judge needs a list of at least two members, got {members!r}"
+            )
         bad = [k for k in options if k not in jk.own_options]
         if bad:
             raise SpecError(
@@ -128,9 +134,13 @@ def _node(obj: Any, path: str) -> JudgeSpec:
     if jk.composite == "routes":
         routes = obj.get("routes")
         if not isinstance(routes, Mapping) or not routes:
-            raise SpecError(f"{path}.routes: expected a mapping of language codes ('en', 'en,de', '*') to judges")
+            raise SpecError(
+                f"{path}.routes: expected a mapping of language codes ('en', 'en,de', '*') to judges"
+            )
         if options:
-            raise SpecError(f"{path}.options: a '{kind}:' judge has no options of its own; put them in a route")
+            raise SpecError(
+                f"{path}.options: a '{kind}:' judge has no options of its own; put them in a route"
+            )
         out = tuple(
             (tuple(c.strip() for c in str(codes).split(",")), _node(m, f"{path}.routes[{codes!r}]"))
             for codes, m in routes.items()
@@ -138,11 +148,15 @@ def _node(obj: Any, path: str) -> JudgeSpec:
         return JudgeSpec(kind=kind, target="", routes=out)
     target, revision = obj.get("target"), obj.get("revision")
     if not isinstance(target, str) or not target.strip():
-        raise SpecError(f"{path}.target: a '{kind}:' judge needs a target (model id, path, name), got {target!r}")
+        raise SpecError(
+            f"{path}.target: a '{kind}:' judge needs a target (model id, path, name), got {target!r}"
+        )
     if revision is not None and not isinstance(revision, str | int):
         raise SpecError(f"{path}.revision: expected a string, got {revision!r}")
     if "," in target or (revision is not None and ("," in str(revision) or "/" in str(revision))):
-        raise SpecError(f"{path}: target {target!r} / revision {revision!r} cannot be written in a spec string (',' or a '/' in the revision)")
+        raise SpecError(
+            f"{path}: target {target!r} / revision {revision!r} cannot be written in a spec string (',' or a '/' in the revision)"
+        )
     decoding, opts = {}, {}
     for k, v in options.items():
         v = tuple(v) if k == "stop" and isinstance(v, list) else v
@@ -162,7 +176,9 @@ def _check_writable(path: str, key: str, value: Any) -> None:
     if key == "stop" and isinstance(value, tuple):
         bad = [v for v in value if not isinstance(v, str) or not v or "|" in v or "," in v]
         if bad:
-            raise SpecError(f"{path}: stop sequences {bad!r} cannot be written in a spec string (empty, or holding '|' or ',')")
+            raise SpecError(
+                f"{path}: stop sequences {bad!r} cannot be written in a spec string (empty, or holding '|' or ',')"
+            )
         return
     text = str(value)
     back = coerce(text)

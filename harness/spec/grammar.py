@@ -163,7 +163,9 @@ class _Parser:
         for k, v in decoding.items():
             self.check_decoding(raw, {k: v}, where[k])
         self.check_decoding(raw, decoding, h_lo)
-        return JudgeSpec(kind=kind, target=head, revision=revision, decoding=decoding, options=options, raw=raw)
+        return JudgeSpec(
+            kind=kind, target=head, revision=revision, decoding=decoding, options=options, raw=raw
+        )
 
     def split_commas(self, lo: int, hi: int) -> list[tuple[int, int]]:
         out, start = [], lo
@@ -223,13 +225,25 @@ class _Parser:
                     tail = self.text[opts_lo:m_hi].strip()
                     if tail:
                         if not (last and jk.own_options and tail.startswith(",")):
-                            owned = f"; only its own options ({', '.join(jk.own_options)}) may follow the last member" if jk.own_options else ""
+                            owned = (
+                                f"; only its own options ({', '.join(jk.own_options)}) may follow the last member"
+                                if jk.own_options
+                                else ""
+                            )
                             raise self.error(
                                 f"judge spec {raw!r}: unexpected {tail!r} after the brackets of member {k}: "
                                 f"a member's options go inside its brackets{owned}",
                                 opts_lo,
                             )
-                        self.own_options(jk, raw, opts_lo + self.text[opts_lo:m_hi].index(",") + 1, m_hi, own, where, strict=True)
+                        self.own_options(
+                            jk,
+                            raw,
+                            opts_lo + self.text[opts_lo:m_hi].index(",") + 1,
+                            m_hi,
+                            own,
+                            where,
+                            strict=True,
+                        )
                 else:
                     pieces = self.split_commas(m_lo, m_hi)
                     keep = []
@@ -248,12 +262,16 @@ class _Parser:
                     if len(keep) == len(pieces) - 1:
                         member = self.member(jk, m_lo, m_hi, f"judge spec {raw!r}: member {k}")
                     else:  # own options taken out of the member's text
-                        part = ",".join([self.text[pieces[0][0] : pieces[0][1]]] + [self.text[a:b] for a, b in keep]).strip()
+                        part = ",".join(
+                            [self.text[pieces[0][0] : pieces[0][1]]] + [self.text[a:b] for a, b in keep]
+                        ).strip()
                         member = self.sub(jk, part, m_lo, f"judge spec {raw!r}: member {k}")
             except SpecError as e:
                 if e.message.startswith(f"judge spec {raw!r}"):
                     raise
-                raise SpecError(f"judge spec {raw!r}: member {k} {part!r}: {e.message}", e.text, e.column) from None
+                raise SpecError(
+                    f"judge spec {raw!r}: member {k} {part!r}: {e.message}", e.text, e.column
+                ) from None
             members.append(member)
         if len(members) < 2:
             raise self.error(
@@ -272,7 +290,9 @@ class _Parser:
         except SpecError as e:
             raise SpecError(e.message, self.text, at + 1) from None
 
-    def own_options(self, jk: JudgeKind, raw: str, lo: int, hi: int, own: dict, where: dict, strict: bool) -> None:
+    def own_options(
+        self, jk: JudgeKind, raw: str, lo: int, hi: int, own: dict, where: dict, strict: bool
+    ) -> None:
         for p_lo, p_hi in self.split_commas(lo, hi) if strict else [(lo, hi)]:
             p_lo, p_hi = self.strip(p_lo, p_hi)
             piece = self.text[p_lo:p_hi]
@@ -287,7 +307,9 @@ class _Parser:
             own[key] = coerce(value.strip())
             where[key] = p_lo + 1
 
-    def run_check(self, jk: JudgeKind, js: JudgeSpec, cols: list[int], where: dict[str, int], at: int) -> None:
+    def run_check(
+        self, jk: JudgeKind, js: JudgeSpec, cols: list[int], where: dict[str, int], at: int
+    ) -> None:
         if not jk.check:
             return
         module, _, attr = jk.check.partition(":")
@@ -334,7 +356,9 @@ class _Parser:
             except SpecError as e:
                 if e.message.startswith(f"judge spec {raw!r}"):
                     raise
-                raise SpecError(f"judge spec {raw!r}: route {codes.strip()!r}: {e.message}", e.text, e.column) from None
+                raise SpecError(
+                    f"judge spec {raw!r}: route {codes.strip()!r}: {e.message}", e.text, e.column
+                ) from None
             got = []
             offset = r_lo
             for code_text in codes.split(","):

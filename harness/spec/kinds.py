@@ -59,15 +59,30 @@ class BackendKind:
 
 
 BUILTIN_BACKENDS: tuple[BackendKind, ...] = (
-    BackendKind("hf", "harness.backends.hf:HFBackend", "hf:Qwen/Qwen2.5-7B-Instruct@main,adapter=PATH",
-                "transformers; P(Yes) from exact label log-probs"),  # fmt: skip
-    BackendKind("vllm", "harness.backends.vllm_backend:VLLMBackend",
-                "vllm:meta-llama/Llama-3.1-8B-Instruct,tensor_parallel_size=2",
-                "optional extra: pip install 'dialeval-harness[vllm]'"),  # fmt: skip
-    BackendKind("openai", "harness.backends.openai_api:OpenAIBackend",
-                "openai:gpt-4o-mini,base_url=http://localhost:8000/v1", "key from $OPENAI_API_KEY (api_key_env=...)"),  # fmt: skip
-    BackendKind("replay", "harness.backends.replay:ReplayBackend", "replay:path/to/responses.jsonl",
-                "deterministic scripted responses (tests)"),  # fmt: skip
+    BackendKind(
+        "hf",
+        "harness.backends.hf:HFBackend",
+        "hf:Qwen/Qwen2.5-7B-Instruct@main,adapter=PATH",
+        "transformers; P(Yes) from exact label log-probs",
+    ),
+    BackendKind(
+        "vllm",
+        "harness.backends.vllm_backend:VLLMBackend",
+        "vllm:meta-llama/Llama-3.1-8B-Instruct,tensor_parallel_size=2",
+        "optional extra: pip install 'dialeval-harness[vllm]'",
+    ),
+    BackendKind(
+        "openai",
+        "harness.backends.openai_api:OpenAIBackend",
+        "openai:gpt-4o-mini,base_url=http://localhost:8000/v1",
+        "key from $OPENAI_API_KEY (api_key_env=...)",
+    ),
+    BackendKind(
+        "replay",
+        "harness.backends.replay:ReplayBackend",
+        "replay:path/to/responses.jsonl",
+        "deterministic scripted responses (tests)",
+    ),
 )
 
 BUILTIN_KINDS: tuple[JudgeKind, ...] = (
@@ -118,7 +133,9 @@ BUILTIN_KINDS: tuple[JudgeKind, ...] = (
 
 def _check_judge_kind(kind: object) -> bool:
     if isinstance(kind, JudgeKind) and kind.composite not in ("", "members", "routes"):
-        raise ValueError(f"judge kind {kind.name!r}: composite={kind.composite!r}; expected '', 'members' or 'routes'")
+        raise ValueError(
+            f"judge kind {kind.name!r}: composite={kind.composite!r}; expected '', 'members' or 'routes'"
+        )
     if isinstance(kind, JudgeKind) and kind.composite == "routes" and kind.own_options:
         raise ValueError(f"judge kind {kind.name!r}: a 'routes' kind has no options of its own")
     return isinstance(kind, JudgeKind)
@@ -141,7 +158,9 @@ JUDGE_KINDS: Registry[JudgeKind] = Registry(
 
 
 def _llm_kind(b: BackendKind) -> None:
-    JUDGE_KINDS.register(JudgeKind(b.name, LLM_JUDGE, b.example, b.notes), origin=BACKEND_KINDS.origin(b.name))
+    JUDGE_KINDS.register(
+        JudgeKind(b.name, LLM_JUDGE, b.example, b.notes), origin=BACKEND_KINDS.origin(b.name)
+    )
 
 
 BACKEND_KINDS: Registry[BackendKind] = Registry(

@@ -28,27 +28,57 @@ def plugin_site(tmp_path_factory) -> Path:
     src = shutil.copytree(PACKAGE, tmp / "src")
     site = tmp / "site"
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--no-build-isolation",
-         "--disable-pip-version-check", "--target", str(site), str(src)],
-        check=True, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-index",
+            "--no-build-isolation",
+            "--disable-pip-version-check",
+            "--target",
+            str(site),
+            str(src),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert (site / "dialeval_plugin_demo-0.1.0.dist-info" / "entry_points.txt").is_file()
     return site
 
 
 def _harness(site: Path, tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)]), "DIALEVAL_HOME": str(tmp_path / "home"),
-           "COLUMNS": "250"}  # fmt: skip
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=600)  # fmt: skip
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)]),
+        "DIALEVAL_HOME": str(tmp_path / "home"),
+        "COLUMNS": "250",
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli", *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_an_installed_package_adds_to_every_registry(plugin_site, tmp_path):
     r = _harness(plugin_site, tmp_path, "ls")
     assert r.returncode == 0, r.stderr
     out = " ".join(r.stdout.split())
-    for name, origin in [("plugdemo-turn", None), ("lenratio", "plug-in 'lenratio'"), ("overlap", "plug-in 'overlap'"),
-                         ("letter_grade", "plug-in 'letter_grade'"), ("plugdemo", "plug-in 'plugdemo'")]:  # fmt: skip
+    for name, origin in [
+        ("plugdemo-turn", None),
+        ("lenratio", "plug-in 'lenratio'"),
+        ("overlap", "plug-in 'overlap'"),
+        ("letter_grade", "plug-in 'letter_grade'"),
+        ("plugdemo", "plug-in 'plugdemo'"),
+    ]:
         assert f"│ {name} " in out, name
         assert origin is None or origin in out
     r = _harness(plugin_site, tmp_path, "validate")
@@ -57,8 +87,20 @@ def test_an_installed_package_adds_to_every_registry(plugin_site, tmp_path):
 
 def test_harness_run_scores_the_plugin_task_with_the_plugin_judges(plugin_site, tmp_path):
     judge = "panel:overlap:v1+[lenratio:words]"  # the plug-in backend (an LLM judge) and judge kind
-    r = _harness(plugin_site, tmp_path, "run", "--task", "plugdemo", "--judge", judge, "--output", "out", "-q",
-                 "--bootstrap", "100")  # fmt: skip
+    r = _harness(
+        plugin_site,
+        tmp_path,
+        "run",
+        "--task",
+        "plugdemo",
+        "--judge",
+        judge,
+        "--output",
+        "out",
+        "-q",
+        "--bootstrap",
+        "100",
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     results = json.loads((tmp_path / "out" / "results.json").read_text())
     task = results["tasks"]["plugdemo-turn"]
@@ -72,6 +114,8 @@ def test_harness_run_scores_the_plugin_task_with_the_plugin_judges(plugin_site, 
     grades = {m[0]["score"] for m in members}  # the overlap backend's 'Grade: X', read by letter_grade
     assert grades <= {1.0, 2.0, 3.0, 4.0, 5.0} and len(grades) > 1
     assert all(0 <= m[1]["score"] <= 1 for m in members)  # lenratio
-    assert all(m[0]["normalised"] == pytest.approx((m[0]["score"] - 1) / 4) for m in members)  # letter_grade's range
+    assert all(
+        m[0]["normalised"] == pytest.approx((m[0]["score"] - 1) / 4) for m in members
+    )  # letter_grade's range
     rho = results["results"]["plugdemo-turn"]["en"]["spearman"]["value"]
     assert rho is not None and rho > 0  # the rule grades relevant responses higher, as the ratings do

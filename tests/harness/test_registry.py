@@ -38,15 +38,21 @@ def broken_registrar() -> None:
     REG.register(Thing("a", "green"))  # a different entry under a taken name
 
 
-REG: Registry[Thing] = Registry("thing", GROUP, accepts=lambda t: isinstance(t, Thing), builtins=lambda: [A],
-                                summary=lambda t: t.colour)  # fmt: skip
+REG: Registry[Thing] = Registry(
+    "thing", GROUP, accepts=lambda t: isinstance(t, Thing), builtins=lambda: [A], summary=lambda t: t.colour
+)
 
 
 def _eps(monkeypatch, **targets: str) -> Registry[Thing]:
     """A fresh registry whose group holds ``name=value`` entry points of this module."""
     global REG
-    REG = Registry("thing", GROUP, accepts=lambda t: isinstance(t, Thing), builtins=lambda: [A],
-                   summary=lambda t: t.colour)  # fmt: skip
+    REG = Registry(
+        "thing",
+        GROUP,
+        accepts=lambda t: isinstance(t, Thing),
+        builtins=lambda: [A],
+        summary=lambda t: t.colour,
+    )
     eps = [EntryPoint(name=n, value=f"{__name__}:{v}", group=GROUP) for n, v in sorted(targets.items())]
     real = plugins.group
     monkeypatch.setattr(plugins, "group", lambda g: eps if g == GROUP else real(g))
@@ -58,14 +64,19 @@ def test_builtins_then_entry_points_with_their_origin(monkeypatch):
     assert reg.names() == ["a", "b", "c"]  # built-ins first, then entry points in name order
     assert reg.origin("a") == "core" and reg.origin("b") == f"plug-in 'b' ({__name__}:B)"
     assert reg.origin("c") == f"plug-in 'more' ({__name__}:register_b_and_c)"
-    assert [(n, s, o) for n, _, s, o in reg.listing()][:2] == [("a", "red", "core"), ("b", "blue", reg.origin("b"))]
+    assert [(n, s, o) for n, _, s, o in reg.listing()][:2] == [
+        ("a", "red", "core"),
+        ("b", "blue", reg.origin("b")),
+    ]
     assert reg.register(Thing("a")) is A  # an equal entry again: a no-op
 
 
 def test_one_duplicate_rule_for_every_registry(monkeypatch):
     reg = _eps(monkeypatch)
     assert reg.names() == ["a"]
-    with pytest.raises(DuplicateError, match=r"thing 'a' is already registered \(from core: .*\); a register\(\) call tries"):
+    with pytest.raises(
+        DuplicateError, match=r"thing 'a' is already registered \(from core: .*\); a register\(\) call tries"
+    ):
         reg.register(Thing("a", "green"))
     early = _eps(monkeypatch)
     early.register(Thing("a", "green"))  # before discovery: the built-in then clashes with it
@@ -81,7 +92,9 @@ def test_one_duplicate_rule_for_every_registry(monkeypatch):
 
 def test_plugin_errors_name_the_entry_point(monkeypatch):
     reg = _eps(monkeypatch, clash="broken_registrar")
-    with pytest.raises(plugins.PluginError, match=r"plug-in 'clash' of group .* failed to register: DuplicateError"):
+    with pytest.raises(
+        plugins.PluginError, match=r"plug-in 'clash' of group .* failed to register: DuplicateError"
+    ):
         reg.discover()
     reg = _eps(monkeypatch, wrong="B")
     with pytest.raises(plugins.PluginError, match="entry point 'wrong' .* names the thing 'b'"):
@@ -109,7 +122,9 @@ def test_unknown_names_and_bad_names(monkeypatch):
 
 def test_a_backend_kind_brings_its_llm_judge_kind():
     with BACKEND_KINDS.isolated(), JUDGE_KINDS.isolated():
-        BACKEND_KINDS.register(BackendKind("echo2", "harness.backends.replay:ReplayBackend", "echo2:x", "test"))
+        BACKEND_KINDS.register(
+            BackendKind("echo2", "harness.backends.replay:ReplayBackend", "echo2:x", "test")
+        )
         kind = judge_kinds()["echo2"]
         assert kind.judge == "harness.judges.llm:LLMJudge" and kind.example == "echo2:x"
         with pytest.raises(DuplicateError, match="backend kind 'echo2' is already registered"):

@@ -18,17 +18,44 @@ from pathlib import Path
 from typing import Any
 
 GOLDEN = Path(__file__).with_name("task_golden.json")
-TEXTS = ["Yes", "No", "Score: 4", "72", "I rate this 2.5 out of 3", "Engagingness: 85/100", "4", "yes, it is",
-         json.dumps({"overall": {"label": 4, "comment": ""}}), "garbage",
-         json.dumps({"overall_quality_rating": {"label": 3, "comment": "ok"}, "unsafe": {"label": 1, "comment": ""}})]  # fmt: skip
+TEXTS = [
+    "Yes",
+    "No",
+    "Score: 4",
+    "72",
+    "I rate this 2.5 out of 3",
+    "Engagingness: 85/100",
+    "4",
+    "yes, it is",
+    json.dumps({"overall": {"label": 4, "comment": ""}}),
+    "garbage",
+    json.dumps(
+        {"overall_quality_rating": {"label": 3, "comment": "ok"}, "unsafe": {"label": 1, "comment": ""}}
+    ),
+]
 
 
 def _item(level: str, lang: str) -> dict[str, Any]:
     if level == "turn":
-        return {"id": "i1", "language": lang, "response": "Fine, thanks.", "reference": "Great, and you?",
-                "context": [{"role": "user", "text": "Hello there"}, {"role": "assistant", "text": "Hi! How are you?"}]}  # fmt: skip
-    return {"id": "d1", "language": lang, "turns": [{"role": "user", "text": "Hello there"},
-            {"role": "assistant", "text": "Hi! How are you?"}, {"role": "user", "text": "Fine."}]}  # fmt: skip
+        return {
+            "id": "i1",
+            "language": lang,
+            "response": "Fine, thanks.",
+            "reference": "Great, and you?",
+            "context": [
+                {"role": "user", "text": "Hello there"},
+                {"role": "assistant", "text": "Hi! How are you?"},
+            ],
+        }
+    return {
+        "id": "d1",
+        "language": lang,
+        "turns": [
+            {"role": "user", "text": "Hello there"},
+            {"role": "assistant", "text": "Hi! How are you?"},
+            {"role": "user", "text": "Fine."},
+        ],
+    }
 
 
 def _responses() -> list[Any]:
@@ -36,10 +63,18 @@ def _responses() -> list[Any]:
 
     out = [Response(text=t) for t in TEXTS]
     out.append(Response(text="Yes", choice_logprobs={"Yes": -0.2, "No": -1.9}))
-    out.append(Response(text="3", token_logprobs=[TokenLogprob("3", -0.5, {"3": -0.5, "4": -1.2, "2": -2.0})]))
+    out.append(
+        Response(text="3", token_logprobs=[TokenLogprob("3", -0.5, {"3": -0.5, "4": -1.2, "2": -2.0})])
+    )
     out.append(Response(text="", choice_logprobs={"1": -3.0, "2": -2.0, "3": -1.0, "4": -0.5, "5": -2.5}))
-    out.append(Response(text="", token_logprobs=[TokenLogprob("Answer:", -1.0), TokenLogprob(" Yes.", -0.3)],
-                        continuation_logprob=-1.3, finish_reason="continuation"))  # fmt: skip
+    out.append(
+        Response(
+            text="",
+            token_logprobs=[TokenLogprob("Answer:", -1.0), TokenLogprob(" Yes.", -0.3)],
+            continuation_logprob=-1.3,
+            finish_reason="continuation",
+        )
+    )
     out.append(Response(text="Yes", raw={"system_role": "prefixed"}))
     return out
 
@@ -82,7 +117,11 @@ def snapshot() -> dict[str, dict[str, Any]]:
     replay.write_text('{"default": {"text": "Yes"}}\n')
     judge = load_judge(f"replay:{replay}", RequestCache(enabled=False))
     reasoning = load_judge(f"replay:{replay},reasoning=true", RequestCache(enabled=False))
-    tasks = {**all_tasks(), "translation-adequacy": adequacy_task(["de", "fr"]), "medal-for-it": medal_task_for(["it", "en"])}
+    tasks = {
+        **all_tasks(),
+        "translation-adequacy": adequacy_task(["de", "fr"]),
+        "medal-for-it": medal_task_for(["it", "en"]),
+    }
     out: dict[str, dict[str, Any]] = {}
     for name, t in sorted(tasks.items()):
         requests, verdicts = {}, {}
@@ -90,8 +129,13 @@ def snapshot() -> dict[str, dict[str, Any]]:
         for lang in [lang for lang in t.languages if lang in t.templates][:3]:
             item = _item(t.level, lang)
             req = t.build_request(item, cfg)
-            requests[lang] = [req.prompt_hash(), sha256_json(req.payload()), req.choices, req.continuation,
-                              sha256_json(req.json_schema) if req.json_schema else None]  # fmt: skip
+            requests[lang] = [
+                req.prompt_hash(),
+                sha256_json(req.payload()),
+                req.choices,
+                req.continuation,
+                sha256_json(req.json_schema) if req.json_schema else None,
+            ]
             if not t.procedure:
                 verdicts[lang] = [_verdict(judge, t, item, req, resp) for resp in _responses()]
         out[name] = {
@@ -109,7 +153,9 @@ def test_every_task_requests_and_scores_as_before_the_scorer_objects():
     golden = json.loads(GOLDEN.read_text(encoding="utf-8"))
     now = snapshot()
     assert sorted(now) == sorted(golden)
-    changed = {f"{t}.{k}": (golden[t][k], now[t][k]) for t in golden for k in golden[t] if golden[t][k] != now[t][k]}
+    changed = {
+        f"{t}.{k}": (golden[t][k], now[t][k]) for t in golden for k in golden[t] if golden[t][k] != now[t][k]
+    }
     assert not changed, changed
 
 

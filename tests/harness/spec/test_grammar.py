@@ -34,7 +34,10 @@ def test_a_panel_of_a_bylang_and_a_mean_judge():
         ("mean:[panel:embed:a+embed:b,vote=median]+embed:c", ["panel", "embed"]),
         ("panel:[panel:embed:a+embed:b]+[panel:embed:c+embed:d],quorum=1", ["panel", "panel"]),
         ("bylang:en=[bylang:en=embed:a;*=embed:b];*=embed:c", ["bylang", "embed"]),
-        ("bylang:en=[mean:embed:a+embed:b];de,fr=[panel:embed:a+embed:c];*=embed:d", ["mean", "panel", "embed"]),
+        (
+            "bylang:en=[mean:embed:a+embed:b];de,fr=[panel:embed:a+embed:c];*=embed:d",
+            ["mean", "panel", "embed"],
+        ),
         (" [ mean:embed:a+embed:b ] ", ["embed", "embed"]),  # a whole spec in brackets
         ("mean:[replay:runs/a+b.jsonl]+embed:c", ["replay", "embed"]),  # brackets protect a '+' in a path
         ("mean:replay:x[1].jsonl+embed:c", ["replay", "embed"]),  # balanced brackets inside a member
@@ -51,7 +54,11 @@ def test_composites_nest_through_brackets(spec, shape):
 def test_brackets_keep_a_members_text_and_options():
     js = parse_spec("mean:[replay:runs/a+b.jsonl,temperature=0]+embed:c,batch_size=4")
     a, b = js.members
-    assert (a.target, a.decoding, str(a)) == ("runs/a+b.jsonl", {"temperature": 0}, "replay:runs/a+b.jsonl,temperature=0")
+    assert (a.target, a.decoding, str(a)) == (
+        "runs/a+b.jsonl",
+        {"temperature": 0},
+        "replay:runs/a+b.jsonl,temperature=0",
+    )
     assert (b.target, b.options) == ("c", {"batch_size": 4})
     assert js.to_string() == "mean:[replay:runs/a+b.jsonl,temperature=0]+embed:c,batch_size=4"
 
@@ -68,7 +75,11 @@ def test_brackets_keep_a_members_text_and_options():
         ("panel:embed:a+embed:a", "member 2 'embed:a' is the same judge as member 1", 15),
         ("panel:embed:a+embed:b,vote=loudest", "vote='loudest'", 23),
         ("panel:embed:a,vote=mean+embed:b", "go after the last member only", 15),
-        ("mean:embed:a+mean:embed:b+embed:c", "they cannot nest without brackets: write it as [mean:...]", 14),
+        (
+            "mean:embed:a+mean:embed:b+embed:c",
+            "they cannot nest without brackets: write it as [mean:...]",
+            14,
+        ),
         ("panel:embed:a+mean:embed:b+embed:c", "is itself a 'mean:' spec; they cannot nest", 15),
         ("bylang:*=bylang:en=embed:a", "cannot nest", 10),
         ("bylang:en=embed:a;en=embed:b", "language 'en' is routed twice", 19),
@@ -105,8 +116,13 @@ def test_a_nested_judge_scores_as_its_members_do_alone(tmp_path):
     ctx = [{"role": "user", "text": "Do you like tea?"}]
     items = [
         {"id": "a-en", "language": "en", "context": ctx, "response": "Yes, green tea."},
-        {"id": "a-de", "language": "de", "context": [{"role": "user", "text": "Magst du Tee?"}], "response": "Ja, grünen Tee."},
-    ]  # fmt: skip
+        {
+            "id": "a-de",
+            "language": "de",
+            "context": [{"role": "user", "text": "Magst du Tee?"}],
+            "response": "Ja, grünen Tee.",
+        },
+    ]
     judge = load_judge(NESTED, cache)
     assert isinstance(judge, PanelJudge)
     router, mean = judge.members
