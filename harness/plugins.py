@@ -9,10 +9,15 @@ Each registry names an entry-point group (declared in ``pyproject.toml``)::
     builtin = "tasks:register_all"
     [project.entry-points."dialeval_harness.judges"]       # judge kinds (``kind:target`` specs)
     evaluator = "finetune.evaluator_judge:KIND"
+    [project.entry-points."dialeval_harness.backends"]     # backends (each is also an LLM judge kind)
+    [project.entry-points."dialeval_harness.scorers"]      # scoring methods of LLM judges
 
 A third-party package adds its own entry points to the same groups and is found the same way
-once installed. :func:`load_group` loads every entry point of a group in name order and wraps a
-failing plug-in's error with the entry point that raised it; each registry loads its group once.
+once installed (``tests/fixtures/plugin_pkg`` is one that adds to all five). Every registry is a
+:class:`harness.registry.Registry`: an entry point names an entry (a ``JudgeKind``, a
+``BackendKind``, a ``Scorer`` class, a builder class, a ``TaskSpec``) registered under the entry
+point's name, or a function that registers entries itself. :func:`load` wraps a failing plug-in's
+error with the entry point that raised it; each registry loads its group once.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from typing import Any
 BUILDERS = "dialeval_harness.builders"
 TASKS = "dialeval_harness.tasks"
 JUDGES = "dialeval_harness.judges"
+BACKENDS = "dialeval_harness.backends"
+SCORERS = "dialeval_harness.scorers"
 
 
 class PluginError(ImportError):

@@ -2,10 +2,12 @@
 
 A task says *what* is judged and *how* it is scored against humans: which dataset (builder +
 configs), which level (turn / dialogue) and quality dimension, which prompt template per
-language, which scoring method an LLM judge uses (P(Yes), expected score) and which method an
-embedding judge uses, and which correlation metrics are reported. Task definitions live in the
-``tasks/`` package (one sub-package per task family, next to its ``evaluate`` module folder) and
-register themselves here when the registry is first queried (:func:`discover`).
+language, which scoring method an LLM judge uses (a :class:`~harness.scorers.Scorer`: P(Yes), a
+written score on a scale, MEDAL's JSON issues, ... — each owns its parameters, range and parsing)
+and which method an embedding judge uses, and which correlation metrics are reported. Task
+definitions live in the ``tasks/`` package (one sub-package per task family, next to its
+``evaluate`` module folder) or in any installed package, and register themselves in :data:`TASKS`
+when the registry is first queried (entry-point group ``dialeval_harness.tasks``).
 """
 
 from __future__ import annotations
@@ -20,18 +22,11 @@ from typing import Any
 
 from harness import plugins
 from harness.languages import LANGUAGES, SPEAKER_TAGS
+from harness.registry import Registry
+from harness.scorers import SCORERS, PYes, Scorer
 from harness.types import ChatMessage, GenerationConfig, Request
 
 LEVELS = ("turn", "dialogue")
-SCORING_METHODS = (
-    "p_yes",  # P(Yes) from label log-probs (xDial-Eval)
-    "expected_score",  # probability-weighted digit score (G-Eval style)
-    "parse_yes_no",  # written yes/no verdict (UPHELD App. H)
-    "parse_likert",  # written integer 1-5 verdict (UPHELD App. H)
-    "parse_score",  # a number on TaskSpec.score_range written anywhere in free text (MEEP, G-Eval)
-    "gptscore",  # log-prob of TaskSpec.continuation_target inside the echoed continuation (GPTScore)
-    "issues_json",  # JSON verdict: binary issue labels + overall score (MEDAL Table 11)
-)
 EMBEDDING_METHODS = ("context_response_cosine", "adjacent_turn_cosine")
 #: ``TaskSpec.configs == (ANY_CONFIG,)``: every config of the dataset whose rows are at the task's
 #: input level (any common-schema dataset, e.g. CPDScore over UPHELD or an imported ComperDial).
@@ -102,8 +97,8 @@ class TaskSpec:
     dimension: str
     languages: tuple[str, ...]
     templates: Mapping[str, PromptTemplate]  # language code -> template
-    scoring: str = "p_yes"
-    labels: tuple[str, str] = ("Yes", "No")
+    # How an LLM judge scores: a registered scoring method with its parameters (harness.scorers).
+    scorer: Scorer = field(default_factory=PYes)
     embedding_method: str = "context_response_cosine"
     metrics: tuple[str, ...] = ("pearson", "spearman")
     generation: GenerationConfig = field(
@@ -112,21 +107,6 @@ class TaskSpec:
     group: str | None = None
     evaluate_module: str | None = None  # path of the evaluate module folder, relative to the repo root
     citation: str = ""
-    # parse_score: the scale a written score must lie on (out-of-range = parse failure, not clipped),
-    # and whether it must be an integer point of it.
-    score_range: tuple[float, float] | None = None
-    score_integer: bool = False
-    # gptscore: the text echoed after the prompt and the word inside it whose log-prob is the score.
-    continuation: str | None = None
-    continuation_target: str | None = None
-    # issues_json: the binary issue dimensions the judge labels (meta-evaluated as classification),
-    # the key of the overall score and its scale, and the JSON schema sent for guided decoding.
-    issue_labels: tuple[str, ...] = ()
-    extra_labels: tuple[str, ...] = ()  # labelled by the judge but not by humans (MEDAL "other")
-    overall_key: str = "overall"
-    # short display names of judged labels in reports, e.g. MEDAL Table 1 abbreviations ("!Int")
-    label_names: Mapping[str, str] = field(default_factory=dict)
-    json_schema: Mapping[str, Any] | None = None
     # Generation budget of reasoning judges (spec option reasoning=true), e.g. MEDAL §5.3.1: 32,768.
     reasoning_max_tokens: int | None = None
     # A multi-call / multi-step protocol an LLM judge runs instead of one request per item
@@ -150,6 +130,27 @@ class TaskSpec:
     @property
     def any_config(self) -> bool:
         return tuple(self.configs) == (ANY_CONFIG,)
+
+    # -- what the scorer decides (read-only views, so callers need not know the method) -------------
+    @property
+    def scoring(self) -> str:
+        """The scoring method's registry name (``p_yes``, ``parse_score``, ...)."""
+        return self.scorer.name
+
+    @property
+    def issue_labels(self) -> tuple[str, ...]:
+        """Binary labels the judge writes that humans labelled too (meta-evaluated as classification)."""
+        return tuple(self.scorer.issue_labels)
+
+    @property
+    def judged_labels(self) -> tuple[str, ...]:
+        """Every label the judge writes besides the score."""
+        return tuple(self.scorer.judged_labels)
+
+    @property
+    def label_names(self) -> Mapping[str, str]:
+        """Short display names of the judged labels in reports, e.g. MEDAL Table 1 abbreviations ("!Int")."""
+        return self.scorer.label_names
 
     # -- prompts --------------------------------------------------------------------------------
     def template_for(self, language: str) -> PromptTemplate:
@@ -198,19 +199,11 @@ class TaskSpec:
 
     def build_request(self, item: Mapping[str, Any], config: GenerationConfig | None = None) -> Request:
         tpl = self.template_for(item["language"])
-        choices = tuple(self.labels) if self.scoring == "p_yes" else None  # written verdicts: free text
         return Request(
             messages=tpl.render(self.fields(item)),
             config=config or self.generation,
-            choices=choices,
-            json_schema=dict(self.json_schema) if self.json_schema is not None else None,
-            continuation=self.continuation if self.scoring == "gptscore" else None,
+            **self.scorer.request_fields(),  # label choices, a JSON schema, a continuation to score
         )
-
-    @property
-    def judged_labels(self) -> tuple[str, ...]:
-        """Every label an issues_json judge writes besides the overall score."""
-        return tuple(self.issue_labels) + tuple(self.extra_labels)
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -220,24 +213,13 @@ class TaskSpec:
             "level": self.level,
             "dimension": self.dimension,
             "languages": list(self.languages),
-            "scoring": self.scoring,
-            "labels": list(self.labels),
+            "scoring": self.scorer.name,
+            "scorer": {"name": self.scorer.name, **self.scorer.params()},
+            **self.scorer.describe(),  # labels / score_range / continuation / issue_labels, ...
             "embedding_method": self.embedding_method,
             "metrics": list(self.metrics),
             "templates": {lang: t.describe() for lang, t in sorted(self.templates.items())},
             "evaluate_module": self.evaluate_module,
-            **({"score_range": list(self.score_range)} if self.score_range else {}),
-            **(
-                {"continuation": self.continuation, "continuation_target": self.continuation_target}
-                if self.scoring == "gptscore"
-                else {}
-            ),
-            **(
-                {"issue_labels": list(self.issue_labels), "extra_labels": list(self.extra_labels)}
-                if self.issue_labels
-                else {}
-            ),
-            **({"label_names": dict(self.label_names)} if self.label_names else {}),
             **{k: v for k, v in (("procedure", self.procedure), ("prepare", self.prepare)) if v},
             **({"input_level": self.input_level} if self.input_level else {}),
             **({"levels": list(self.levels)} if self.levels else {}),
@@ -259,35 +241,29 @@ def load_hook(path: str) -> Any:
 
 
 # -- registry ------------------------------------------------------------------------------------
-_TASKS: dict[str, TaskSpec] = {}
-_DUPLICATES: list[str] = []
-_DISCOVERED = False
+#: task name -> spec (:class:`harness.registry.Registry`; entry-point group ``dialeval_harness.tasks``)
+TASKS: Registry[TaskSpec] = Registry(
+    "task", plugins.TASKS, accepts=lambda t: isinstance(t, TaskSpec), summary=lambda t: t.description
+)
 
 
 def register_task(spec: TaskSpec) -> TaskSpec:
-    """Register a task. A second task with the same name is recorded and reported by ``validate``."""
-    if spec.name in _TASKS and _TASKS[spec.name] is not spec:
-        _DUPLICATES.append(spec.name)
-    else:
-        _TASKS[spec.name] = spec
-    return spec
+    """Register a task. The same spec again is a no-op; another spec with a taken name is a
+    :class:`~harness.registry.DuplicateError` naming both plug-ins."""
+    if not isinstance(spec, TaskSpec):
+        raise TypeError(f"register_task expects a TaskSpec, got {spec!r}")
+    return TASKS.register(spec)
 
 
 def discover() -> None:
     """Call every installed task-family plug-in's registrar once (entry-point group
     ``dialeval_harness.tasks``, :mod:`harness.plugins`): the ``tasks`` package imports each of
     its family sub-packages, which register their specs with :func:`register_task`."""
-    global _DISCOVERED
-    if _DISCOVERED:
-        return
-    _DISCOVERED = True
-    for register_all in plugins.load_group(plugins.TASKS).values():
-        register_all()
+    TASKS.discover()
 
 
 def all_tasks() -> dict[str, TaskSpec]:
-    discover()
-    return dict(_TASKS)
+    return TASKS.entries()
 
 
 def groups() -> dict[str, list[str]]:
@@ -329,7 +305,7 @@ def validate(specs: Iterable[TaskSpec] | None = None, repo_root: Path | None = N
     """Check task definitions; returns a list of problems (empty = valid)."""
     from harness.data.builders import list_builders
 
-    problems = [f"duplicate task id {name!r}" for name in _DUPLICATES]
+    problems: list[str] = []
     specs = list(specs) if specs is not None else list(all_tasks().values())
     names = {s.name for s in specs}
     builders = set(list_builders())
@@ -340,8 +316,7 @@ def validate(specs: Iterable[TaskSpec] | None = None, repo_root: Path | None = N
         if s.level not in LEVELS:
             problems.append(f"{where}: level {s.level!r} not in {LEVELS}")
             continue
-        if s.scoring not in SCORING_METHODS:
-            problems.append(f"{where}: scoring {s.scoring!r} not in {SCORING_METHODS}")
+        problems += [f"{where}: {p}" for p in _scorer_problems(s)]
         if s.embedding_method not in EMBEDDING_METHODS:
             problems.append(f"{where}: embedding_method {s.embedding_method!r} not in {EMBEDDING_METHODS}")
         if s.builder not in builders:
@@ -384,7 +359,6 @@ def validate(specs: Iterable[TaskSpec] | None = None, repo_root: Path | None = N
                     f"{where}: template {tpl.name!r} ({lang}) has no placeholder: the item never reaches the judge"
                 )
             problems += [f"{where}: template {tpl.name!r} ({lang}) {p}" for p in unfilled_placeholders(tpl, s.level)]
-        problems += [f"{where}: {p}" for p in _scoring_problems(s)]
         if s.evaluate_module and repo_root is not None:
             mod_dir = repo_root / s.evaluate_module
             if not (mod_dir / f"{mod_dir.name}.py").is_file():
@@ -415,19 +389,14 @@ def unfilled_placeholders(tpl: PromptTemplate, level: str) -> list[str]:
     return out
 
 
-def _scoring_problems(s: TaskSpec) -> list[str]:
+def _scorer_problems(s: TaskSpec) -> list[str]:
+    if not isinstance(s.scorer, Scorer):
+        return [f"scorer {s.scorer!r} is not a harness.scorers.Scorer"]
     out = []
-    if s.scoring == "parse_score":
-        if not s.score_range or not s.score_range[0] < s.score_range[1]:
-            out.append(f"scoring 'parse_score' needs score_range=(lo, hi), got {s.score_range!r}")
-    if s.scoring == "gptscore":
-        if not s.continuation or not s.continuation_target or s.continuation_target not in s.continuation:
-            out.append(
-                "scoring 'gptscore' needs a continuation containing its continuation_target "
-                f"(got {s.continuation!r} / {s.continuation_target!r})"
-            )
-    if s.scoring == "issues_json" and not s.issue_labels:
-        out.append("scoring 'issues_json' needs issue_labels")
-    if s.issue_labels and s.scoring != "issues_json":
-        out.append(f"issue_labels are only meta-evaluated with scoring 'issues_json', not {s.scoring!r}")
-    return out
+    registered = SCORERS.entries().get(s.scorer.name)
+    if registered is not type(s.scorer):
+        out.append(
+            f"scoring method {s.scorer.name!r} ({type(s.scorer).__qualname__}) is not registered; register the "
+            "class (entry-point group dialeval_harness.scorers, or harness.scorers.register_scorer)"
+        )
+    return out + list(s.scorer.problems(s))

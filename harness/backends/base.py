@@ -16,7 +16,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from harness.spec import JudgeSpec
+from harness.spec import BACKEND_KINDS, BackendKind, JudgeSpec, register_backend_kind
 from harness.types import LogprobsUnavailableError, Request, Response
 
 
@@ -140,26 +140,23 @@ class Backend(ABC):
         return {}
 
 
-# kind -> "module:Class"; modules are imported lazily so optional extras (vllm) stay optional.
-_REGISTRY: dict[str, str] = {
-    "hf": "harness.backends.hf:HFBackend",
-    "openai": "harness.backends.openai_api:OpenAIBackend",
-    "vllm": "harness.backends.vllm_backend:VLLMBackend",
-    "replay": "harness.backends.replay:ReplayBackend",
-}
-
-
-def register_backend(kind: str, path: str) -> None:
-    """Register a backend class by import path (``"package.module:Class"``)."""
-    _REGISTRY[kind] = path
+def register_backend(kind: str, path: str, example: str = "", notes: str = "") -> BackendKind:
+    """Register a backend class by import path (``"package.module:Class"``) under ``kind``; the LLM
+    judge kind ``kind:`` comes with it. Plug-ins use the entry-point group
+    ``dialeval_harness.backends`` instead (naming a :class:`~harness.spec.BackendKind`)."""
+    return register_backend_kind(BackendKind(kind, path, example or f"{kind}:MODEL", notes))
 
 
 def backend_class(kind: str) -> type[Backend]:
-    if kind not in _REGISTRY:
-        raise ValueError(f"no backend registered for kind {kind!r}; known: {sorted(_REGISTRY)}")
-    mod_name, cls_name = _REGISTRY[kind].split(":")
-    mod = importlib.import_module(mod_name)
-    return getattr(mod, cls_name)
+    """The :class:`Backend` subclass registered as ``kind`` (imported on first use, so optional
+    extras such as vllm stay optional)."""
+    if kind not in BACKEND_KINDS:
+        raise ValueError(f"no backend registered for kind {kind!r}; known: {sorted(BACKEND_KINDS.names())}")
+    mod_name, _, cls_name = BACKEND_KINDS.get(kind).backend.partition(":")
+    cls = getattr(importlib.import_module(mod_name), cls_name)
+    if not (isinstance(cls, type) and issubclass(cls, Backend)):
+        raise TypeError(f"backend kind {kind!r} names {BACKEND_KINDS.get(kind).backend}, which is not a Backend subclass")
+    return cls
 
 
 #: Spec options that size an executor's workers (``num_gpus=1``), never passed to a backend.
@@ -196,4 +193,4 @@ def create_local_backend(spec: JudgeSpec) -> Backend:
 
 
 def registered_backends() -> list[str]:
-    return sorted(_REGISTRY)
+    return sorted(BACKEND_KINDS.names())

@@ -13,7 +13,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from harness.cli.console import console, error_message, fail
+from harness.cli.console import console, error_message, fail, judge_arg
 
 
 def _fmt(x: float | None, spec: str = "{:.3f}") -> str:
@@ -66,7 +66,7 @@ def chatbot_eval(
         ),
     ],
     judge: Annotated[
-        list[str], typer.Option("--judge", "-j", help="Judge spec, repeatable (metric:rougeL, hf:..., ...)")
+        list[str], typer.Option("--judge", "-j", help="Judge spec or @FILE.yaml, repeatable (metric:rougeL, hf:..., ...)", callback=judge_arg)
     ],
     task: Annotated[
         list[str],

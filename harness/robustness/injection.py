@@ -36,8 +36,6 @@ from harness.tasks import TaskSpec
 SCHEMA_VERSION = "1.0"
 POSITIONS = ("last_assistant", "every_assistant", "response")
 SUFFIX = "::inject"
-PROBABILITY_SCORINGS = ("p_yes", "parse_yes_no")  # scores in [0, 1], 1 = best
-LIKERT_SCORINGS = ("parse_likert", "expected_score")  # 1-5 scales
 PROBABILITY_TOLERANCE = 0.01  # P(Yes) >= 0.99 counts as "at the maximum"
 
 
@@ -142,13 +140,11 @@ def inject(
 
 
 def scale_max(task: TaskSpec, observed: Sequence[float]) -> tuple[float | None, str, float]:
-    """(maximum, where it comes from, tolerance) of the task's score scale."""
-    if task.score_range:
-        return float(task.score_range[1]), "score_range", 1e-9
-    if task.scoring in PROBABILITY_SCORINGS:
-        return 1.0, "probability", PROBABILITY_TOLERANCE
-    if task.scoring in LIKERT_SCORINGS:
-        return 5.0, "likert", 1e-9
+    """(maximum, where it comes from, tolerance) of the task's score scale: its scorer's fixed range
+    (a probability, a Likert scale, a declared score range), else the largest observed score."""
+    rng, scale = task.scorer.score_range(), task.scorer.scale
+    if rng is not None and scale:
+        return float(rng[1]), scale, PROBABILITY_TOLERANCE if scale == "probability" else 1e-9
     return (max(observed) if observed else None), "observed", 1e-9
 
 
@@ -411,7 +407,7 @@ def run_injection_suite(
         identity, decoding, method = judge.identity(), judge.decoding(task), judge.method(task)
         usage, backend = judge.usage.to_dict(), judge.backend_stats()
         executor_info = scope.describe()
-    dims = list(task.judged_labels) if task.scoring == "issues_json" else []
+    dims = list(task.judged_labels)  # labels an issue judge writes (MEDAL); none for other scorers
     pairs = []
     for item, item_inj, vo, vi in zip(
         originals, injected, verdicts["original"], verdicts["injected"], strict=True

@@ -28,12 +28,11 @@ from scipy import stats
 from harness.cache import CachedBackend, RequestCache
 from harness.executors import ExecutorConfig, executor_scope
 from harness.provenance import environment, harness_info, redact
-from harness.spec import JudgeSpec, parse_spec
+from harness.spec import BACKEND_KINDS, JudgeSpec, parse_spec
 from harness.tasks import PromptTemplate
 from harness.types import GenerationConfig, Request
 
 SCHEMA_VERSION = "1.0"
-LLM_KINDS = ("hf", "vllm", "openai", "replay")
 JUDGE_ONLY_OPTIONS = ("reasoning",)
 
 DEFAULT_PAIRWISE_TEMPLATE = PromptTemplate(
@@ -358,9 +357,10 @@ def run_pairwise(
     if repeats < 1 or batch_size < 1:
         raise ValueError(f"repeats and batch_size must be >= 1, got {repeats} and {batch_size}")
     js = parse_spec(judge_spec) if isinstance(judge_spec, str) else judge_spec
-    if js.kind not in LLM_KINDS:
+    llm_kinds = BACKEND_KINDS.names()  # hf, vllm, openai, replay and any plug-in backend
+    if js.kind not in llm_kinds:
         raise ValueError(
-            f"pairwise judging needs a generative judge ({', '.join(LLM_KINDS)}), not {js.kind!r}"
+            f"pairwise judging needs a generative judge ({', '.join(llm_kinds)}), not {js.kind!r}"
         )
     if not {"first", "second"} <= template.placeholders():
         raise ValueError(f"pairwise template {template.name!r} needs the fields {{first}} and {{second}}")

@@ -61,7 +61,7 @@ def add_task_extras(
     if labels.empty:
         return None, None
     judge_range = _range(judge, spec)
-    notes = add_human_metrics(task_results, sub, spec.metrics, dims, judge_range, yes_no=tuple(spec.labels),
+    notes = add_human_metrics(task_results, sub, spec.metrics, dims, judge_range, yes_no=tuple(getattr(spec.scorer, "labels", ("Yes", "No"))),
                               language_order=spec.languages, **boot)  # fmt: skip
     info = notes.get("label_scale") or label_info(None, labels["value"].tolist())
     alt = alt_test_from_samples(sub, info, judge_range, epsilon=cfg.alt_epsilon, q=cfg.alt_q, scale=cfg.alt_scale)

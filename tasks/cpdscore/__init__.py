@@ -20,6 +20,7 @@ dataset's headline rating (UPHELD: content).
 """
 
 from harness.languages import LANGUAGES
+from harness.scorers import ParseScore
 from harness.tasks import PromptTemplate, TaskSpec, register_task
 from harness.types import GenerationConfig
 from tasks.cpdscore.prompts import DIALOGUE, PAPER, TURN_PROMPTS
@@ -70,8 +71,7 @@ def _task(name: str) -> TaskSpec:
         dimension="overall",
         languages=ALL_LANGUAGES,
         templates=dict.fromkeys(ALL_LANGUAGES, tpl),
-        scoring="parse_score",
-        score_range=(1.0, 5.0),
+        scorer=ParseScore(range=(1.0, 5.0)),
         metrics=("pearson", "spearman", "kendall"),
         generation=GenerationConfig(temperature=DEFAULT_TEMPERATURE, max_tokens=DEFAULT_MAX_TOKENS),
         group="cpdscore",

@@ -28,9 +28,9 @@ from dataset_builders.medal_labels import (
     MEDAL_OVERALL_RANGE,
 )
 from harness.languages import LANGUAGES
+from harness.scorers import IssuesJSON
 from harness.tasks import TaskSpec, register_task
 from harness.types import GenerationConfig
-from harness.verdicts.issues_json import verdict_schema
 from tasks.medal.templates import MEDAL_DIALOGUE_EVALUATION
 
 # MEDAL's six languages first; the prompt is English for every language (as in the paper), so the
@@ -52,16 +52,16 @@ MEDAL_TASK = register_task(
         dimension=MEDAL_OVERALL,
         languages=LANGUAGES_ALL,
         templates={lang: MEDAL_DIALOGUE_EVALUATION for lang in LANGUAGES_ALL},
-        scoring="issues_json",
+        scorer=IssuesJSON(
+            issue_labels=MEDAL_ISSUES,
+            extra_labels=(MEDAL_OTHER,),
+            overall_key=MEDAL_OVERALL_KEY,
+            range=MEDAL_OVERALL_RANGE,
+            label_names=ISSUE_ABBREVIATIONS,
+        ),  # its JSON schema (guided decoding) is verdict_schema(JUDGED_LABELS, key, range)
         metrics=("pearson", "spearman"),
         generation=GenerationConfig(temperature=0.0, top_p=1.0, max_tokens=8192),
         reasoning_max_tokens=32768,
-        issue_labels=MEDAL_ISSUES,
-        extra_labels=(MEDAL_OTHER,),
-        label_names=ISSUE_ABBREVIATIONS,
-        overall_key=MEDAL_OVERALL_KEY,
-        score_range=MEDAL_OVERALL_RANGE,
-        json_schema=verdict_schema(JUDGED_LABELS, MEDAL_OVERALL_KEY, MEDAL_OVERALL_RANGE),
         evaluate_module="tasks/medal",
         citation=MEDAL_CITATION,
     )

@@ -16,6 +16,7 @@ Scoring: the 0-100 prompts parse a score written anywhere in the reply (``parse_
 with one outside the scale, is a parse failure (``None``, counted), never clipped and never 0.
 """
 
+from harness.scorers import GPTScore, ParseScore, Scorer
 from harness.tasks import TaskSpec, register_task
 from harness.types import GenerationConfig
 from tasks.meep import templates as T
@@ -47,8 +48,8 @@ WRITTEN_SCORE_GENERATION = GenerationConfig(temperature=0.0, top_p=1.0, max_toke
 # GPTScore generates nothing: it scores the echoed continuation (Request.continuation).
 GPTSCORE_GENERATION = GenerationConfig(temperature=0.0, top_p=1.0, max_tokens=1)
 
-SCALE_0_100 = dict(scoring="parse_score", score_range=(0.0, 100.0), score_integer=False)
-SCALE_1_3 = dict(scoring="parse_score", score_range=(1.0, 3.0), score_integer=True)
+SCALE_0_100 = ParseScore(range=(0.0, 100.0), integer=False)
+SCALE_1_3 = ParseScore(range=(1.0, 3.0), integer=True)
 
 
 def _task(
@@ -58,7 +59,7 @@ def _task(
     *,
     level: str = "turn",
     group: str,
-    scoring: dict,
+    scorer: Scorer,
     generation: GenerationConfig = WRITTEN_SCORE_GENERATION,
     **extra,
 ) -> TaskSpec:
@@ -79,7 +80,7 @@ def _task(
             evaluate_module="tasks/meep",
             citation=MEEP_CITATION,
             embedding_method="context_response_cosine" if turn else "adjacent_turn_cosine",
-            **scoring,
+            scorer=scorer,
             **extra,
         )
     )
@@ -103,14 +104,14 @@ for code, tpl, label, scale, table in [
     ("meep-sa", T.MEEP_SA, "MEEP+SA", SCALE_0_100, 8),
     ("meep-sa-r", T.MEEP_SA_R, "MEEP+SA+R", SCALE_0_100, 8),
 ]:
-    lo, hi = scale["score_range"]
+    lo, hi = scale.range
     TASKS[code] = _task(
         f"meep-{code}",
         f"MEEP {label} prompt (App. A Table {table}, English for every language): turn-level "
         f"engagingness score {lo:g}-{hi:g} parsed from the reply vs the human engagingness rating.",
         _same(tpl),
         group="meep",
-        scoring=scale,
+        scorer=scale,
     )
 
 for code, (es, zh, en), label in [
@@ -123,7 +124,7 @@ for code, (es, zh, en), label in [
         "(Spanish / Chinese; English items keep the Table 8 prompt), turn-level engagingness 0-100.",
         {"en": en, "es": es, "zh": zh},
         group="meep",
-        scoring=SCALE_0_100,
+        scorer=SCALE_0_100,
     )
 
 TASKS["geval"] = _task(
@@ -132,7 +133,7 @@ TASKS["geval"] = _task(
     "judge after the evaluation form, parsed from the reply.",
     _same(T.GEVAL),
     group="meep-baselines",
-    scoring=SCALE_1_3,
+    scorer=SCALE_1_3,
 )
 TASKS["gptscore"] = _task(
     "meep-gptscore",
@@ -140,10 +141,8 @@ TASKS["gptscore"] = _task(
     "echoed continuation 'Answer: Yes.' after the prompt (needs the hf or vllm backend).",
     _same(T.GPTSCORE),
     group="meep-baselines",
-    scoring=dict(scoring="gptscore"),
+    scorer=GPTScore(continuation=T.GPTSCORE_CONTINUATION, target=T.GPTSCORE_TARGET),
     generation=GPTSCORE_GENERATION,
-    continuation=T.GPTSCORE_CONTINUATION,
-    continuation_target=T.GPTSCORE_TARGET,
 )
 
 for code, tpl, label, scale, group in [
@@ -151,7 +150,7 @@ for code, tpl, label, scale, group in [
     ("meep-sa-r-dial", T.MEEP_SA_R_DIAL, "MEEP+SA+R-DIAL", SCALE_0_100, "meep-dial"),
     ("geval-dial", T.GEVAL_DIAL, "G-EVAL-DIAL", SCALE_1_3, "meep-baselines"),
 ]:
-    lo, hi = scale["score_range"]
+    lo, hi = scale.range
     TASKS[code] = _task(
         f"meep-{code}",
         f"{label} prompt (App. A Table 10, English for every language): dialogue-level engagingness "
@@ -159,7 +158,7 @@ for code, tpl, label, scale, group in [
         _same(tpl, DIALOGUE_LANGUAGES),
         level="dialogue",
         group=group,
-        scoring=scale,
+        scorer=scale,
     )
 
 #: evaluate-module config name -> task

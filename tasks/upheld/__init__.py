@@ -34,7 +34,7 @@ SHORT = {
 
 
 def _task(name: str, dimension: str, feature: str, group: str) -> TaskSpec:
-    template, scoring, max_tokens = JUDGE_PROMPTS[feature]
+    template, scorer, max_tokens = JUDGE_PROMPTS[feature]
     return TaskSpec(
         name=name,
         description=f"UPHELD {DIMENSIONS[dimension]}; LLM judges use the App. H {feature} prompt.",
@@ -44,7 +44,7 @@ def _task(name: str, dimension: str, feature: str, group: str) -> TaskSpec:
         dimension=dimension,
         languages=("en",),
         templates={"en": template},
-        scoring=scoring,
+        scorer=scorer,
         metrics=("pearson", "spearman", "kendall"),
         generation=GenerationConfig(temperature=0.0, max_tokens=max_tokens),
         group=group,

@@ -9,6 +9,7 @@ the continuation "seems natural and human generated") — is kept as published, 
 would change the metric.
 """
 
+from harness.scorers import ParseLikert, ParseYesNo
 from harness.tasks import PromptTemplate
 
 SOURCE = "UPHELD (2025) App. H, LLM-as-a-judge prompts"
@@ -68,8 +69,8 @@ LIKERT_EXPLAIN = PromptTemplate(
 
 # feature name (the paper's row) -> (template, scoring method, generation budget)
 JUDGE_PROMPTS = {
-    "llm_judge_yes_no": (YES_NO, "parse_yes_no", 16),
-    "llm_judge_yes_no_explain": (YES_NO_EXPLAIN, "parse_yes_no", 256),
-    "llm_judge_likert_1_5": (LIKERT, "parse_likert", 16),
-    "llm_judge_likert_1_5_explain": (LIKERT_EXPLAIN, "parse_likert", 256),
+    "llm_judge_yes_no": (YES_NO, ParseYesNo(), 16),
+    "llm_judge_yes_no_explain": (YES_NO_EXPLAIN, ParseYesNo(), 256),
+    "llm_judge_likert_1_5": (LIKERT, ParseLikert(range=(1, 5)), 16),
+    "llm_judge_likert_1_5_explain": (LIKERT_EXPLAIN, ParseLikert(range=(1, 5)), 256),
 }

@@ -140,8 +140,8 @@ def _turn(line):
 
 
 def _lo(task):
-    return 1.0 if task.scoring == "parse_likert" else 0.0
+    return task.scorer.score_range()[0]  # yes/no 0-1, Likert 1-5
 
 
 def _hi(task):
-    return 5.0 if task.scoring == "parse_likert" else 1.0
+    return task.scorer.score_range()[1]

@@ -5,6 +5,7 @@ over datasets and the overall average over languages (end of §4; Tables 4–5).
 
 from dataset_builders.xdial_eval import XDIAL_CITATION, XDIAL_SETS
 from harness.languages import XDIAL_LANGUAGES
+from harness.scorers import PYes
 from harness.tasks import TaskSpec, register_task
 from tasks.xdial_eval.templates import DIALOGUE_COHERENCE, TURN_RELEVANCE
 
@@ -28,7 +29,7 @@ def xdial_style_tasks(
     common = dict(
         builder=builder,
         languages=languages,
-        scoring="p_yes",
+        scorer=PYes(),
         group=group,
         evaluate_module="tasks/xdial_eval",
         citation=citation,

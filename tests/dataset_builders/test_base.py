@@ -262,21 +262,22 @@ def test_registry_lists_and_instantiates():
         builder_registry.get_builder("nope")
 
 
-def test_register_builder(monkeypatch, toy_source, tmp_path):
-    monkeypatch.setattr(builder_registry, "_REGISTRY", dict(builder_registry._REGISTRY))
-    assert builder_registry.register_builder(_ToyBuilder) is _ToyBuilder
-    builder_registry.register_builder(_ToyBuilder)  # idempotent
-    assert "toy" in builder_registry.list_builders()
+def test_register_builder(toy_source, tmp_path):
+    with builder_registry.BUILDERS.isolated():
+        assert builder_registry.register_builder(_ToyBuilder) is _ToyBuilder
+        builder_registry.register_builder(_ToyBuilder)  # idempotent
+        assert "toy" in builder_registry.list_builders()
 
-    class Other(_ToyBuilder):
-        name = "toy"
+        class Other(_ToyBuilder):
+            name = "toy"
 
-    with pytest.raises(ValueError, match="already registered"):
-        builder_registry.register_builder(Other)
-    with pytest.raises(TypeError):
-        builder_registry.register_builder(dict)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="dataset builder 'toy' is already registered"):
+            builder_registry.register_builder(Other)
+        with pytest.raises(TypeError):
+            builder_registry.register_builder(dict)  # type: ignore[arg-type]
 
-    res = builder_registry.build_dataset(
-        "toy", toy_source, tmp_path / "out", languages="de", show_progress=False
-    )
-    assert res.configs == {"a-turn": 2, "b-dial": 1}
+        res = builder_registry.build_dataset(
+            "toy", toy_source, tmp_path / "out", languages="de", show_progress=False
+        )
+        assert res.configs == {"a-turn": 2, "b-dial": 1}
+    assert "toy" not in builder_registry.list_builders()

@@ -163,10 +163,7 @@ def test_demo_missing_source(tmp_path):
 
 def test_demo_default_source_is_packaged(tmp_path):
     present = [p for p in ("turn.jsonl", "dial.jsonl") if (PACKAGED_DATA / p).is_file()]
-    if not present:
-        with pytest.raises(SourceUnavailableError, match="demo_data"):
-            DemoBuilder().build(None, tmp_path / "out", show_progress=False)
-        pytest.skip("packaged demo data not written yet")
+    assert present == ["turn.jsonl", "dial.jsonl"], f"packaged demo data missing in {PACKAGED_DATA}"
     res = DemoBuilder().build(None, tmp_path / "out", show_progress=False)
     expected = {"turn.jsonl": "demo-turn", "dial.jsonl": "demo-dial"}
     assert set(res.configs) == {expected[p] for p in present}

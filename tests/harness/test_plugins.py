@@ -7,13 +7,13 @@ from importlib.metadata import EntryPoint
 
 import pytest
 
-import harness.spec as spec_mod
 from harness import plugins
 from harness.data.builders import builder_class, list_builders
 from harness.judges import load_judge
 from harness.judges.base import Judge, Verdict
 from harness.judges.loader import judge_class
-from harness.spec import JudgeKind, SpecError, judge_kinds, parse_spec, register_judge_kind
+from harness.registry import DuplicateError
+from harness.spec import JUDGE_KINDS, JudgeKind, SpecError, judge_kinds, parse_spec, register_judge_kind
 from harness.tasks import all_tasks
 
 
@@ -52,26 +52,27 @@ class _EchoJudge(Judge):
         return {"backend": "echo"}
 
 
-def test_a_new_judge_kind_plugs_in(monkeypatch):
-    monkeypatch.setattr(spec_mod, "_KINDS", dict(spec_mod._KINDS))
-    kind = register_judge_kind(JudgeKind("echo", f"{__name__}:_EchoJudge", "echo:x", "test kind"))
-    assert register_judge_kind(kind) is kind  # idempotent
-    js = parse_spec("echo:anything,threshold=2")
-    assert js.kind == "echo" and js.options == {"threshold": 2}
-    judge = load_judge("echo:x")
-    assert isinstance(judge, _EchoJudge) and judge.score(None, [{}, {}])[1].score == 1.0
-    with pytest.raises(ValueError, match="already registered"):
-        register_judge_kind(JudgeKind("echo", "elsewhere:Other", "echo:y"))
-    with pytest.raises(ValueError, match="lower-case"):
-        register_judge_kind(JudgeKind("Bad Kind", "m:C", "x"))
-    with pytest.raises(TypeError):
-        register_judge_kind("echo")  # type: ignore[arg-type]
+def test_a_new_judge_kind_plugs_in():
+    with JUDGE_KINDS.isolated():
+        kind = register_judge_kind(JudgeKind("echo", f"{__name__}:_EchoJudge", "echo:x", "test kind"))
+        assert register_judge_kind(kind) is kind  # idempotent
+        js = parse_spec("echo:anything,threshold=2")
+        assert js.kind == "echo" and js.options == {"threshold": 2}
+        judge = load_judge("echo:x")
+        assert isinstance(judge, _EchoJudge) and judge.score(None, [{}, {}])[1].score == 1.0
+        with pytest.raises(DuplicateError, match="judge kind 'echo' is already registered"):
+            register_judge_kind(JudgeKind("echo", "elsewhere:Other", "echo:y"))
+        with pytest.raises(ValueError, match="must match"):
+            register_judge_kind(JudgeKind("Bad Kind", "m:C", "x"))
+        with pytest.raises(TypeError):
+            register_judge_kind("echo")  # type: ignore[arg-type]
+    assert "echo" not in judge_kinds()  # isolated() undid the registration
 
 
-def test_unknown_kinds_and_non_judge_targets_are_clear_errors(monkeypatch):
+def test_unknown_kinds_and_non_judge_targets_are_clear_errors():
     with pytest.raises(SpecError, match="unknown judge kind 'nope'.*evaluator"):
         parse_spec("nope:x")
-    monkeypatch.setattr(spec_mod, "_KINDS", dict(spec_mod._KINDS))
-    register_judge_kind(JudgeKind("notajudge", "harness.spec:JudgeKind", "notajudge:x"))
-    with pytest.raises(TypeError, match="not a Judge subclass"):
-        judge_class("notajudge")
+    with JUDGE_KINDS.isolated():
+        register_judge_kind(JudgeKind("notajudge", "harness.spec:JudgeKind", "notajudge:x"))
+        with pytest.raises(TypeError, match="not a Judge subclass"):
+            judge_class("notajudge")

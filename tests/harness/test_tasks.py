@@ -4,6 +4,8 @@ from pathlib import Path
 import pytest
 
 from harness import tasks as T
+from harness.registry import DuplicateError
+from harness.scorers import GPTScore, IssuesJSON, ParseScore, PYes, make_scorer
 from harness.tasks import PromptTemplate, get_task, resolve_tasks, validate
 
 REPO = Path(__file__).resolve().parents[2]
@@ -71,11 +73,14 @@ def test_validate_reports_each_problem():
     assert "evaluate module" in text
 
 
-def test_duplicate_ids_are_reported(monkeypatch):
-    monkeypatch.setattr(T, "_DUPLICATES", [])
+def test_a_duplicate_task_id_is_an_error_naming_both():
     spec = get_task("demo-turn")
-    T.register_task(dataclasses.replace(spec))  # same name, different object
-    assert any("duplicate task id 'demo-turn'" in p for p in validate(repo_root=REPO))
+    with T.TASKS.isolated():
+        assert T.register_task(dataclasses.replace(spec)) is spec  # an equal spec again: a no-op
+        with pytest.raises(DuplicateError, match="task 'demo-turn' is already registered .*from plug-in 'builtin'"):
+            T.register_task(dataclasses.replace(spec, description="another demo"))
+        with pytest.raises(TypeError, match="expects a TaskSpec"):
+            T.register_task("demo-turn")  # type: ignore[arg-type]
 
 
 def test_template_hash_changes_with_content():
@@ -105,19 +110,28 @@ def test_validate_reports_placeholders_left_unfilled():
     assert "template 'sys' (fr) leaves placeholder '[Dialogue Context]' unfilled in its system message" in text
 
 
-def test_validate_checks_scoring_requirements():
-    base = get_task("demo-turn")
-    bad = [
-        dataclasses.replace(base, name="s1", scoring="parse_score", score_range=None),
-        dataclasses.replace(base, name="s2", scoring="gptscore", continuation="Answer: No.", continuation_target="Yes"),
-        dataclasses.replace(base, name="s3", scoring="issues_json"),
-        dataclasses.replace(base, name="s4", issue_labels=("unsafe",)),
-    ]
-    text = "\n".join(validate(bad, repo_root=REPO))
-    assert "'s1': scoring 'parse_score' needs score_range" in text
-    assert "'s2': scoring 'gptscore' needs a continuation containing" in text
-    assert "'s3': scoring 'issues_json' needs issue_labels" in text
-    assert "'s4': issue_labels are only meta-evaluated with scoring 'issues_json'" in text
+def test_scorers_check_their_parameters_when_made():
+    with pytest.raises(ValueError, match="scoring 'parse_score': score_range must be \\(lo, hi\\) with lo < hi"):
+        ParseScore(range=(5, 1))
+    with pytest.raises(ValueError, match="scoring 'gptscore': needs a continuation containing its target"):
+        GPTScore(continuation="Answer: No.", target="Yes")
+    with pytest.raises(ValueError, match="scoring 'issues_json': needs issue_labels"):
+        IssuesJSON()
+    with pytest.raises(ValueError, match="scoring 'p_yes': labels must be two different"):
+        PYes(labels=("Yes", "Yes"))
+    assert make_scorer("parse_score", range=[1, 3], integer=True) == ParseScore(range=(1, 3), integer=True)
+    with pytest.raises(ValueError, match="unknown parameter\\(s\\) \\['score_range'\\]"):
+        make_scorer("parse_score", score_range=[1, 3])
+
+
+def test_validate_reports_an_unregistered_scorer():
+    @dataclasses.dataclass(frozen=True)
+    class Unregistered(PYes):
+        name = "not_registered"
+
+    bad = dataclasses.replace(get_task("demo-turn"), name="s1", scorer=Unregistered())
+    text = "\n".join(validate([bad], repo_root=REPO))
+    assert "'s1': scoring method 'not_registered' (" in text and "is not registered" in text
 
 
 def test_dialogue_level_conversation_field_uses_role_names():

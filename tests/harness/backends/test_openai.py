@@ -12,6 +12,7 @@ import pytest
 from scipy.special import logsumexp
 
 from harness.backends.base import backend_class
+from harness.backends.hf import HFBackend
 from harness.backends.openai_api import OpenAIBackend
 from harness.backends.openai_http import parse_retry_after, sanitize_base_url
 from harness.cache import CachedBackend, RequestCache
@@ -373,7 +374,6 @@ PARITY_PROMPTS = [
 
 
 def test_p_yes_parity_with_hf_backend(tiny_qwen2):
-    hf_mod = pytest.importorskip("harness.backends.hf", reason="harness/backends/hf.py not available yet")
     from transformers import AutoTokenizer
 
     vocab = len(AutoTokenizer.from_pretrained(str(tiny_qwen2)))
@@ -388,7 +388,7 @@ def test_p_yes_parity_with_hf_backend(tiny_qwen2):
         opts = dict(base_url=srv.base_url, choice_top_logprobs=vocab, **FAST)
         exact = OpenAIBackend(str(tiny_qwen2), **opts).generate(reqs)  # default: exact label tokens
         merged = OpenAIBackend(str(tiny_qwen2), choice_match="normalized", **opts).generate(reqs)
-    hf = hf_mod.HFBackend(str(tiny_qwen2))
+    hf = HFBackend(str(tiny_qwen2))
     try:
         hf_out = hf.generate(reqs)
         # The hf backend's full next-token distribution, for the variant-merging comparison.

@@ -42,7 +42,7 @@ def test_tasks_are_registered_and_valid():
     assert validate(specs) == []
     assert set(PROTOCOLS) == set(GROUP)
     t = get_task("cpdscore-d-noref")
-    assert t.configs == ("*",) and t.levels == ("dialogue", "system") and t.procedure and t.score_range == (1.0, 5.0)
+    assert t.configs == ("*",) and t.levels == ("dialogue", "system") and t.procedure and t.scorer.score_range() == (1.0, 5.0)
     g = get_task("cpdscore-dial-turns")
     assert g.level == "dialogue" and g.input_level == "turn" and g.prepare and g.levels == ("system",)
 

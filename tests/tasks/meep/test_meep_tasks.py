@@ -12,6 +12,7 @@ from scipy import stats
 from harness.cache import RequestCache
 from harness.judges import load_judge
 from harness.run.runner import RunConfig, run
+from harness.scorers import GPTScore, ParseScore
 from harness.tasks import LEVEL_FIELDS, get_task, groups, resolve_tasks, unfilled_placeholders, validate
 from tasks.meep import CONFIGS, TASKS
 from tasks.meep import templates as T
@@ -163,7 +164,7 @@ def test_gptscore_request_scores_the_answer_continuation():
         "Dialogue context: Hi!\nHiii! How are you?\nI am good\nResponse: " + ITEM["response"] + "\n"
     )
     assert "Answer: Yes." not in req.messages[-1].content
-    assert task.continuation_target == "Yes"
+    assert task.scorer == GPTScore(continuation="Answer: Yes.", target="Yes")
 
 
 # -- registry ------------------------------------------------------------------------------------
@@ -186,8 +187,7 @@ def test_tasks_registered_with_groups_scoring_and_validate():
             assert s.configs == ("kdconv-dial", "lccc-dial") and s.languages == ("en", "zh")
         if s.scoring == "parse_score":
             scale_1_3 = s.name in ("meep-hd", "meep-hd-r", "meep-geval", "meep-geval-dial")
-            assert s.score_range == ((1, 3) if scale_1_3 else (0, 100))
-            assert s.score_integer is scale_1_3
+            assert s.scorer == ParseScore(range=(1, 3) if scale_1_3 else (0, 100), integer=scale_1_3)
             assert (
                 s.generation.max_tokens == 256
                 and s.generation.temperature == 0.0
@@ -274,12 +274,6 @@ def test_scale_1_3_and_dialogue_tasks_end_to_end(tmp_path, judge, dataset):
 
 
 def test_gptscore_end_to_end_with_replay(tmp_path, judge, dataset):
-    from harness.backends.replay import ReplayBackend
-
-    if not ReplayBackend.capabilities.continuation_logprobs:
-        pytest.skip(
-            "the replay backend does not score Request.continuation yet (continuation_logprobs=False)"
-        )
     out = _run(tmp_path, judge, dataset, ["meep-gptscore"])
     s = out.samples.set_index("id")
     first = s.loc["fed-turn-en-0"]
@@ -303,10 +297,6 @@ def test_tiny_hf_model_written_score_task_end_to_end(tmp_path, tiny_qwen2, datas
 
 
 def test_tiny_hf_model_gptscore_end_to_end(tmp_path, tiny_qwen2, dataset):
-    from harness.backends.hf import HFBackend
-
-    if not HFBackend.capabilities.continuation_logprobs:
-        pytest.skip("the hf backend does not score Request.continuation yet (continuation_logprobs=False)")
     out = _run(
         tmp_path,
         f"hf:{tiny_qwen2}",

