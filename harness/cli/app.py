@@ -23,7 +23,6 @@ from harness.cli import chatbot, ls, report, run
 from harness.cli.console import err, error_message, escape
 from harness.cli.datasets import datasets_app
 from harness.cli.finetune import finetune_app
-from harness.cli.models import models_app
 from harness.cli.reproduce import reproduce_app
 from harness.cli.robustness import robustness_app
 
@@ -86,7 +85,7 @@ app.command("chatbot-eval")(chatbot.chatbot_eval)
 app.add_typer(robustness_app, name="robustness")
 app.add_typer(datasets_app, name="datasets")
 app.add_typer(finetune_app, name="finetune")
-app.add_typer(models_app, name="models")
+app.add_typer(ls.models_app, name="models")
 app.add_typer(reproduce_app, name="reproduce")
 
 

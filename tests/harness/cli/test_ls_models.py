@@ -1,4 +1,4 @@
-"""``harness models materialize|ls`` (harness/cli/models.py)."""
+"""``harness models materialize|ls`` (harness/cli/ls.py)."""
 
 from __future__ import annotations
 
