@@ -43,7 +43,9 @@ def replace_between_markers(doc: Path, name: str, body: str) -> None:
     pat = _pattern(name)
     if not pat.search(text):
         raise SystemExit(f"{doc}: no '<!-- bench:{name}:start -->' ... '<!-- bench:{name}:end -->' markers")
-    doc.write_text(pat.sub(lambda m: m.group(1) + body.rstrip("\n") + "\n" + m.group(3), text), encoding="utf-8")
+    doc.write_text(
+        pat.sub(lambda m: m.group(1) + body.rstrip("\n") + "\n" + m.group(3), text), encoding="utf-8"
+    )
 
 
 def expected_block(module: str) -> str:

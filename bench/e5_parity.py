@@ -34,8 +34,18 @@ sys.path.insert(0, str(ROOT))
 DEFAULT_SOURCE = ROOT.parent / "shared" / "data" / "xdial-eval"
 RESULTS = ROOT / "bench" / "results" / "e5_parity.json"
 DOC = ROOT / "docs" / "encoders.md"
-LANGS = {"en": "english", "zh": "chinese", "es": "spanish", "de": "german", "fr": "french", "ja": "japanese",
-         "ko": "korean", "hi": "hindi", "ar": "arabic", "ru": "russian"}  # fmt: skip
+LANGS = {
+    "en": "english",
+    "zh": "chinese",
+    "es": "spanish",
+    "de": "german",
+    "fr": "french",
+    "ja": "japanese",
+    "ko": "korean",
+    "hi": "hindi",
+    "ar": "arabic",
+    "ru": "russian",
+}
 SPECIAL_STRINGS = ("<unk>", "<s>", "</s>", "<pad>", "<mask>")
 
 
@@ -110,13 +120,29 @@ def judge_pearson(source: Path, out: Path) -> dict:
     from harness.run.runner import RunConfig, run
 
     res = {}
-    for name, spec in (("engine", "embed:multilingual-e5-small"), ("torch", "embed:multilingual-e5-small,engine=torch")):
+    for name, spec in (
+        ("engine", "embed:multilingual-e5-small"),
+        ("torch", "embed:multilingual-e5-small,engine=torch"),
+    ):
         t0 = time.perf_counter()
-        run(RunConfig(judge=spec, tasks=["xdial-eval-turn", "xdial-eval-dialogue"], source=str(source),
-                      output_dir=out / name, n_bootstrap=0, show_progress=True, human_meta=False))  # fmt: skip
+        run(
+            RunConfig(
+                judge=spec,
+                tasks=["xdial-eval-turn", "xdial-eval-dialogue"],
+                source=str(source),
+                output_dir=out / name,
+                n_bootstrap=0,
+                show_progress=True,
+                human_meta=False,
+            )
+        )
         results = json.loads((out / name / "results.json").read_text("utf-8"))["results"]
         res[name] = {
-            level: {lang: m["pearson"]["value"] for lang, m in results[f"xdial-eval-{level}"].items() if lang in LANGS}
+            level: {
+                lang: m["pearson"]["value"]
+                for lang, m in results[f"xdial-eval-{level}"].items()
+                if lang in LANGS
+            }
             for level in ("turn", "dialogue")
         }
         res[name]["seconds"] = time.perf_counter() - t0
@@ -164,7 +190,9 @@ def main() -> None:
     ap.add_argument("--texts", type=int, default=12000, help="texts for step 1, an even sample (0 = all)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "e5_parity")
     ap.add_argument("--write-docs", action="store_true", help="write the tables into docs/encoders.md")
-    ap.add_argument("--docs-only", action="store_true", help="rewrite the docs from bench/results/e5_parity.json")
+    ap.add_argument(
+        "--docs-only", action="store_true", help="rewrite the docs from bench/results/e5_parity.json"
+    )
     args = ap.parse_args()
     if args.docs_only:
         write_docs(json.loads(RESULTS.read_text("utf-8")))

@@ -66,20 +66,36 @@ def build_model_dir(root: Path, size: str, seed: int) -> tuple[Path, dict[str, A
     if size == "small":
         tok = build_tokenizer(root)
         config = LlamaConfig(
-            vocab_size=len(tok), hidden_size=256, intermediate_size=1024, num_hidden_layers=4,
-            num_attention_heads=4, num_key_value_heads=4, head_dim=64, max_position_embeddings=2048,
-            bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
+            vocab_size=len(tok),
+            hidden_size=256,
+            intermediate_size=1024,
+            num_hidden_layers=4,
+            num_attention_heads=4,
+            num_key_value_heads=4,
+            head_dim=64,
+            max_position_embeddings=2048,
+            bos_token_id=tok.bos_token_id,
+            eos_token_id=tok.eos_token_id,
+            pad_token_id=tok.pad_token_id,
             tie_word_embeddings=False,
-        )  # fmt: skip
+        )
         info = {"pad_id": tok.pad_token_id, "answer_ids": tok.convert_tokens_to_ids(["Yes", "No"])}
         dtype = torch.float32
     elif size == "0.5b":  # Qwen2-0.5B's shape (random weights, no tokenizer needed)
         config = Qwen2Config(
-            vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
-            num_attention_heads=14, num_key_value_heads=2, max_position_embeddings=32768,
-            rope_theta=1_000_000.0, tie_word_embeddings=True, bos_token_id=151643, eos_token_id=151645,
+            vocab_size=151936,
+            hidden_size=896,
+            intermediate_size=4864,
+            num_hidden_layers=24,
+            num_attention_heads=14,
+            num_key_value_heads=2,
+            max_position_embeddings=32768,
+            rope_theta=1_000_000.0,
+            tie_word_embeddings=True,
+            bos_token_id=151643,
+            eos_token_id=151645,
             pad_token_id=151643,
-        )  # fmt: skip
+        )
         info = {"pad_id": 151643, "answer_ids": [9454, 2753]}
         dtype = torch.bfloat16
     else:
@@ -139,8 +155,14 @@ def run_raw(model_dir: Path, batches: list[dict], loss_fn, args, device: str) ->
     dtype = torch.bfloat16 if args.bf16 else torch.float32
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=dtype)
     model.config.use_cache = False
-    config = LoraConfig(task_type="CAUSAL_LM", r=LORA["r"], lora_alpha=LORA["alpha"],
-                        lora_dropout=LORA["dropout"], target_modules=LORA["target_modules"], bias="none")  # fmt: skip
+    config = LoraConfig(
+        task_type="CAUSAL_LM",
+        r=LORA["r"],
+        lora_alpha=LORA["alpha"],
+        lora_dropout=LORA["dropout"],
+        target_modules=LORA["target_modules"],
+        bias="none",
+    )
     torch.manual_seed(args.seed)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=FutureWarning)
@@ -177,19 +199,41 @@ def run_harness(model_dir: Path, rows: list[dict], collate, loss_fn, args, total
         str(model_dir), LoraSettings(**LORA), dtype="bfloat16" if args.bf16 else "float32", seed=args.seed
     )
     settings = TrainSettings(
-        seed=args.seed, learning_rate=LR, batch_size=args.batch_size, grad_accum=1, max_steps=total,
-        checkpoint_every=10**9, log_every=10, mixed_precision="bf16" if args.bf16 else "no", resume=False,
-    )  # fmt: skip
+        seed=args.seed,
+        learning_rate=LR,
+        batch_size=args.batch_size,
+        grad_accum=1,
+        max_steps=total,
+        checkpoint_every=10**9,
+        log_every=10,
+        mixed_precision="bf16" if args.bf16 else "no",
+        resume=False,
+    )
     times: list[float] = []
     with tempfile.TemporaryDirectory(prefix="ft-bench-") as out:
         t_call = time.perf_counter()
-        result = train(model, rows, collate, loss_fn, settings, out, progress=False,
-                       description="bench", on_step=lambda s, loss: times.append(time.perf_counter()))  # fmt: skip
+        result = train(
+            model,
+            rows,
+            collate,
+            loss_fn,
+            settings,
+            out,
+            progress=False,
+            description="bench",
+            on_step=lambda s, loss: times.append(time.perf_counter()),
+        )
         t_end = time.perf_counter()
         ckpts = [p.name for p in (Path(out) / "checkpoints").glob("step-*")]
     del model
-    return {"t_call": t_call, "times": times, "losses": result.losses, "t_end": t_end,
-            "train_seconds": result.train_seconds, "checkpoints": ckpts}  # fmt: skip
+    return {
+        "t_call": t_call,
+        "times": times,
+        "losses": result.losses,
+        "t_end": t_end,
+        "train_seconds": result.train_seconds,
+        "checkpoints": ckpts,
+    }
 
 
 def step_seconds(run: dict[str, Any]) -> list[float]:
@@ -248,7 +292,10 @@ def main() -> int:
         model_dir, info = build_model_dir(Path(tmp), args.size, args.seed)
         rows = synthetic_rows(args.examples, args.seq_len, info["vocab_size"], info["answer_ids"], args.seed)
         collate = make_left_pad_collate(info["pad_id"])
-        batches = [collate([rows[i] for i in idx]) for idx in data_order(len(rows), args.batch_size, total, args.seed)]  # fmt: skip
+        batches = [
+            collate([rows[i] for i in idx])
+            for idx in data_order(len(rows), args.batch_size, total, args.seed)
+        ]
         loss_fn = None
         for rep in range(args.repeats):
             # ABBA order (raw, harness, harness, raw, …): a slow drift of the machine's load hits both
@@ -273,8 +320,11 @@ def main() -> int:
                     run["peak_gpu_mb"] = torch.cuda.max_memory_allocated() / 2**20
                 run |= rates(run, args.warmup, args.steps, args.batch_size)
                 runs[side].append(run)
-                print(f"  repeat {rep + 1} {side:<8} {run['samples_per_s']:8.2f} samples/s "
-                      f"(incl. final step {run['samples_per_s_incl_final']:.2f})", flush=True)  # fmt: skip
+                print(
+                    f"  repeat {rep + 1} {side:<8} {run['samples_per_s']:8.2f} samples/s "
+                    f"(incl. final step {run['samples_per_s_incl_final']:.2f})",
+                    flush=True,
+                )
 
     def med(side: str, key: str) -> float:
         return statistics.median(r[key] for r in runs[side])
@@ -323,11 +373,11 @@ def main() -> int:
         "final_step_s": {
             "raw": round(med("raw", "final_step_s"), 4),
             "harness": round(med("harness", "final_step_s"), 4),
-        },  # fmt: skip
+        },
         "first_step_s": {
             "raw": round(med("raw", "first_step_s"), 4),
             "harness": round(med("harness", "first_step_s"), 4),
-        },  # fmt: skip
+        },
         "harness_checkpoints_written": runs["harness"][0]["checkpoints"],
         "loss_max_abs_diff_first_5": loss_diff_first,
         "loss_max_abs_diff_all_steps": max(diffs),
@@ -335,7 +385,7 @@ def main() -> int:
         "first_losses": {
             "raw": runs["raw"][0]["losses"][:LOSS_CHECK_STEPS],
             "harness": runs["harness"][0]["losses"][:LOSS_CHECK_STEPS],
-        },  # fmt: skip
+        },
         "goal": GOAL,
         "goal_met": ratio >= GOAL,
         "losses_match": losses_ok,
@@ -346,9 +396,11 @@ def main() -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=1) + "\n")
 
-    print(f"\n{info['model_type']} {args.size}, {device}, {out['precision']}, batch {args.batch_size} × "
-          f"{args.seq_len} tokens, {args.steps} timed steps after {args.warmup} warm-up, "
-          f"{args.repeats} repeats interleaved\n")  # fmt: skip
+    print(
+        f"\n{info['model_type']} {args.size}, {device}, {out['precision']}, batch {args.batch_size} × "
+        f"{args.seq_len} tokens, {args.steps} timed steps after {args.warmup} warm-up, "
+        f"{args.repeats} repeats interleaved\n"
+    )
     print(f"| {'':<32} | {'raw':>9} | {'harness':>9} | {'harness/raw':>11} |")
     print(f"|{'-' * 34}|{'-' * 11}|{'-' * 11}|{'-' * 13}|")
     print(f"| {'samples/s (median)':<32} | {raw_sps:9.2f} | {har_sps:9.2f} | {ratio:11.3f} |")
@@ -356,13 +408,19 @@ def main() -> int:
         f"| {'samples/s from median step time':<32} | {raw_mst:9.2f} | {har_mst:9.2f} | {har_mst / raw_mst:11.3f} |"
     )
     print(f"| {'samples/s incl. final step':<32} | {raw_fin:9.2f} | {har_fin:9.2f} | {ratio_fin:11.3f} |")
-    print(f"| {'final step (s; harness: + ckpt)':<32} | {out['final_step_s']['raw']:9.3f} | "
-          f"{out['final_step_s']['harness']:9.3f} | {'':>11} |")  # fmt: skip
-    print(f"| {'call → first step done (s)':<32} | {out['first_step_s']['raw']:9.3f} | "
-          f"{out['first_step_s']['harness']:9.3f} | {'':>11} |")  # fmt: skip
+    print(
+        f"| {'final step (s; harness: + ckpt)':<32} | {out['final_step_s']['raw']:9.3f} | "
+        f"{out['final_step_s']['harness']:9.3f} | {'':>11} |"
+    )
+    print(
+        f"| {'call → first step done (s)':<32} | {out['first_step_s']['raw']:9.3f} | "
+        f"{out['first_step_s']['harness']:9.3f} | {'':>11} |"
+    )
     print(f"\nper-repeat harness/raw: {', '.join(f'{x:.3f}' for x in paired)}")
-    print(f"loss max |Δ| first {LOSS_CHECK_STEPS} steps: {loss_diff_first:.2e} (all steps {max(diffs):.2e}; "
-          f"tolerance {loss_tol:g}): {'OK' if losses_ok else 'MISMATCH'}")  # fmt: skip
+    print(
+        f"loss max |Δ| first {LOSS_CHECK_STEPS} steps: {loss_diff_first:.2e} (all steps {max(diffs):.2e}; "
+        f"tolerance {loss_tol:g}): {'OK' if losses_ok else 'MISMATCH'}"
+    )
     print(f"harness / raw = {ratio:.3f} vs goal ≥ {GOAL}: {'OK' if ratio >= GOAL else 'MISSED'}")
     print(f"benchmark wall time {wall:.1f} s; wrote {args.out}")
     return 0 if ok else 1

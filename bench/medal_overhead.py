@@ -32,8 +32,15 @@ LANGS = ["zh", "en", "de", "fr", "pt", "es"]
 def write_inputs(root: Path, n_scenes: int) -> Path:
     from dataset_builders.medal_labels import MEDAL_ISSUES
 
-    scenes = [{"id": f"s{i}", "head": f"PersonX plans trip number {i}", "relation": "xWant", "tail": f"to visit place {i}"}
-              for i in range(n_scenes)]  # fmt: skip
+    scenes = [
+        {
+            "id": f"s{i}",
+            "head": f"PersonX plans trip number {i}",
+            "relation": "xWant",
+            "tail": f"to visit place {i}",
+        }
+        for i in range(n_scenes)
+    ]
     (root / "scenes.jsonl").write_text("".join(json.dumps(s) + "\n" for s in scenes))
     personas = [
         {"input persona": f"A hobby photographer from town {i} who collects old maps."}

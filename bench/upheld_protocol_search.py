@@ -60,9 +60,18 @@ def main() -> None:
                             app_b_correlation(h[m], h["human"], sc, method=method, levels=levels).value
                         )
                     ref = np.array([paper.TABLES[dim][1][m][config][0] for m in paper.TOKEN])
-                    rows.append({"config": config, "dimension": dim, "target": target, "method": method,
-                                 "systems": sub_name, "stemmer": stem, "values": np.round(vals, 3),
-                                 "max_abs_diff": float(np.max(np.abs(np.array(vals) - ref)))})  # fmt: skip
+                    rows.append(
+                        {
+                            "config": config,
+                            "dimension": dim,
+                            "target": target,
+                            "method": method,
+                            "systems": sub_name,
+                            "stemmer": stem,
+                            "values": np.round(vals, 3),
+                            "max_abs_diff": float(np.max(np.abs(np.array(vals) - ref))),
+                        }
+                    )
     df = pd.DataFrame(rows)
     pd.set_option("display.width", 200)
     for (config, dim), g in df.groupby(["config", "dimension"], sort=False):

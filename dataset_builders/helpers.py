@@ -191,12 +191,20 @@ def read_csv_records(path: Path) -> list[list[str]]:
         except csv.Error as e:
             row = "header" if not records else len(records)
             raise DataValidationError(
-                path, row, "<record>", f"the csv module cannot read it (line {reader.line_num} of the file): {e}"
+                path,
+                row,
+                "<record>",
+                f"the csv module cannot read it (line {reader.line_num} of the file): {e}",
             ) from None
 
 
-def undecodable_cell(path: Path, row: int | str, header: Sequence[str], cells: Sequence[str],
-                     columns: Iterable[int] | None = None) -> DataValidationError | None:  # fmt: skip
+def undecodable_cell(
+    path: Path,
+    row: int | str,
+    header: Sequence[str],
+    cells: Sequence[str],
+    columns: Iterable[int] | None = None,
+) -> DataValidationError | None:
     """A :class:`DataValidationError` for the first cell (of ``columns``, default all) holding bytes
     that are not UTF-8 — naming file, row, column, the byte and its position — else None."""
     for j in range(len(cells)) if columns is None else columns:
@@ -205,8 +213,10 @@ def undecodable_cell(path: Path, row: int | str, header: Sequence[str], cells: S
             byte = ord(m.group()) - 0xDC00
             column = header[j] if j < len(header) else f"<field {j + 1}>"
             return DataValidationError(
-                path, row, column,
+                path,
+                row,
+                column,
                 f"invalid UTF-8 byte 0x{byte:02x} at character {m.start() + 1} of the cell: the file must be UTF-8 "
                 "(convert it, e.g. iconv -f latin1 -t utf-8, or leave such rows out with --skip-invalid)",
-            )  # fmt: skip
+            )
     return None

@@ -50,8 +50,14 @@ BENCHMARK = "benchmark"
 #: What the paper reports for the human-labelled benchmark (§5.1, App. B): dialogues and annotators.
 PAPER_DIALOGUES_PER_LANGUAGE = 100
 PAPER_ANNOTATORS: dict[str, int] = {lang: 1 if lang in ("de", "es") else 2 for lang in MEDAL_LANGUAGES}
-LANGUAGE_NAMES = {"zh": "Chinese", "en": "English", "de": "German", "fr": "French", "pt": "Portuguese",
-                  "es": "Spanish"}  # fmt: skip
+LANGUAGE_NAMES = {
+    "zh": "Chinese",
+    "en": "English",
+    "de": "German",
+    "fr": "French",
+    "pt": "Portuguese",
+    "es": "Spanish",
+}
 
 MEDAL_DIMENSIONS: tuple[Dimension, ...] = (
     *(
@@ -74,7 +80,7 @@ MEDAL_DIMENSIONS: tuple[Dimension, ...] = (
         5,
         {1.0: "Very bad", 5.0: "Very good"},
         "MEDAL Table 11 / §5.2",
-    ),  # fmt: skip
+    ),
 )
 
 
@@ -217,18 +223,35 @@ class MedalBuilder(CommonSchemaBuilder):
         records = [r for r in records if not languages or r["language"] in languages]
         if src.level == "table":
             return ConfigData(
-                src.config, "table", records, title="seed contexts", source=src,
-                extra={"file": src.path.name}, features=publish.SEED_FEATURES, column_docs=publish.SEED_DOCS,
-            )  # fmt: skip
+                src.config,
+                "table",
+                records,
+                title="seed contexts",
+                source=src,
+                extra={"file": src.path.name},
+                features=publish.SEED_FEATURES,
+                column_docs=publish.SEED_DOCS,
+            )
         for r in records:
             r["aggregates"] = aggregates_for(r["labels"], self.dimensions)
-        titles = {"dialogues": "generated dialogues (not malformed)", "auto_labels": "automatic MEDAL labels",
-                  "malformed": "malformed dialogues", "curated": "curated for annotation",
-                  "benchmark": "human-annotated benchmark"}  # fmt: skip
+        titles = {
+            "dialogues": "generated dialogues (not malformed)",
+            "auto_labels": "automatic MEDAL labels",
+            "malformed": "malformed dialogues",
+            "curated": "curated for annotation",
+            "benchmark": "human-annotated benchmark",
+        }
         return ConfigData(
-            src.config, "dialogue", records, dimension=MEDAL_OVERALL, title=titles.get(src.config), source=src,
-            extra={"file": src.path.name}, features=publish.DIALOGUE_EXTRA_FEATURES, column_docs=publish.EXTRA_DOCS,
-        )  # fmt: skip
+            src.config,
+            "dialogue",
+            records,
+            dimension=MEDAL_OVERALL,
+            title=titles.get(src.config),
+            source=src,
+            extra={"file": src.path.name},
+            features=publish.DIALOGUE_EXTRA_FEATURES,
+            column_docs=publish.EXTRA_DOCS,
+        )
 
     def card_sections(self, configs: list[ConfigData], languages: tuple[str, ...]) -> list[str]:
         if self._pipeline is not None:

@@ -364,7 +364,9 @@ class XDialEvalBuilder(Builder):
         if dupes:
             raise DataValidationError(path, "header", dupes[0], f"duplicate column(s) {dupes}")
         col = {c: i for i, c in enumerate(header)}
-        required = [RATING_COLUMN] + [f"{LANGUAGE_NAMES[lang]}_{sfx}" for lang in languages for sfx in suffixes]
+        required = [RATING_COLUMN] + [
+            f"{LANGUAGE_NAMES[lang]}_{sfx}" for lang in languages for sfx in suffixes
+        ]
         absent = [c for c in required if c not in col]
         if absent:
             why = f"missing column(s) {absent} required for a {level}-level set (header: {header})"
@@ -385,7 +387,9 @@ class XDialEvalBuilder(Builder):
         kept = [(i, data[i - 1]) for i in ratings]
 
         dimension = DEFAULT_DIMENSION[level]
-        en_counts = {i: len(split_utterances(row[english])) for i, row in kept} if english is not None else None
+        en_counts = (
+            {i: len(split_utterances(row[english])) for i, row in kept} if english is not None else None
+        )
         mismatches: dict[str, list[int]] = {}
         records: list[dict[str, Any]] = []
         for lang in languages:
@@ -510,7 +514,9 @@ def _checked_row(path, i, row, header, col, languages, level, english) -> float:
             raise DataValidationError(path, i, text_column, f"empty {kind}")
         for k, u in enumerate(utts, start=1):
             if not u:
-                raise DataValidationError(path, i, text_column, f"empty utterance {k} of {len(utts)} inside the {kind}")
+                raise DataValidationError(
+                    path, i, text_column, f"empty utterance {k} of {len(utts)} inside the {kind}"
+                )
         if level == "turn" and not row[col[f"{LANGUAGE_NAMES[lang]}_res"]].strip():
             raise DataValidationError(path, i, f"{LANGUAGE_NAMES[lang]}_res", "empty response")
     return rating

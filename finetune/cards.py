@@ -77,8 +77,15 @@ def _normalise(meta: dict[str, Any], file: str) -> dict[str, Any]:
         out.setdefault("adapter_sha256", meta.get("sha256"))
         out.setdefault("base_revision", meta.get("revision"))
         if meta.get("eval"):
-            out.setdefault("train_result", {**(meta.get("train_result") or {}),
-                                            **{f"held_out_{k}": v for k, v in meta["eval"].items() if not isinstance(v, (dict, list))}})  # fmt: skip
+            out.setdefault(
+                "train_result",
+                {
+                    **(meta.get("train_result") or {}),
+                    **{
+                        f"held_out_{k}": v for k, v in meta["eval"].items() if not isinstance(v, (dict, list))
+                    },
+                },
+            )
     return out
 
 
@@ -94,8 +101,13 @@ def results_rows(results: Iterable[str | Path | Mapping[str, Any]]) -> list[dict
             for lang, metrics in per_lang.items():
                 if lang == "all" and len(per_lang) == 2:  # one language: "all" repeats it
                     continue
-                row = {"task": task, "language": lang, "run": run_id,
-                       "dataset": ds.get("builder") or ds.get("location"), "fingerprint": (ds.get("fingerprint") or "")[:12]}  # fmt: skip
+                row = {
+                    "task": task,
+                    "language": lang,
+                    "run": run_id,
+                    "dataset": ds.get("builder") or ds.get("location"),
+                    "fingerprint": (ds.get("fingerprint") or "")[:12],
+                }
                 for m in HEADLINE_METRICS:
                     if isinstance(metrics.get(m), Mapping) and metrics[m].get("value") is not None:
                         row[m] = metrics[m]["value"]
@@ -143,11 +155,22 @@ def render_card(
         "datasets": [data["name"]] if data.get("name") else None,
     }
     if rows:
-        front["model-index"] = [{"name": name, "results": [
-            {"task": {"type": "dialogue-evaluation", "name": r["task"]},
-             "dataset": {"name": str(r["dataset"]), "type": r["task"], "config": r["language"]},
-             "metrics": [{"type": m, "value": round(float(r[m]), 4)} for m in HEADLINE_METRICS if m in r]}
-            for r in rows if any(m in r for m in HEADLINE_METRICS)]}]  # fmt: skip
+        front["model-index"] = [
+            {
+                "name": name,
+                "results": [
+                    {
+                        "task": {"type": "dialogue-evaluation", "name": r["task"]},
+                        "dataset": {"name": str(r["dataset"]), "type": r["task"], "config": r["language"]},
+                        "metrics": [
+                            {"type": m, "value": round(float(r[m]), 4)} for m in HEADLINE_METRICS if m in r
+                        ],
+                    }
+                    for r in rows
+                    if any(m in r for m in HEADLINE_METRICS)
+                ],
+            }
+        ]
     front = {k: v for k, v in front.items() if v is not None}
     spec = JUDGE_SPEC.get(kind, "hf:{base},adapter={path}").format(path=f"<path to {name}>", base=base)
     hp = meta.get("hyperparameters") or {}
@@ -167,8 +190,14 @@ def render_card(
     if kind == "crosslingual-evaluator":
         out += _crosslingual_section(meta)
     else:
-        out += ["## Base model and adapter", "", "| | |", "|---|---|",
-                f"| base model | `{base}` |", f"| base revision | `{meta.get('base_revision') or 'unpinned'}` |"]  # fmt: skip
+        out += [
+            "## Base model and adapter",
+            "",
+            "| | |",
+            "|---|---|",
+            f"| base model | `{base}` |",
+            f"| base revision | `{meta.get('base_revision') or 'unpinned'}` |",
+        ]
     for k, v in (meta.get("adapter") or {}).items():
         out.append(f"| adapter `{k}` | `{v}` |")
     if meta.get("adapter_sha256") and kind != "crosslingual-evaluator":
@@ -204,18 +233,30 @@ def render_card(
     if rows:
         cols = [m for m in HEADLINE_METRICS if any(m in r for r in rows)]
         has_ci = any(r.get(m + "_ci") for r in rows for m in cols)
-        out += ["Correlation with human judgements from `harness run`"
-                + (" (95% bootstrap CI):" if has_ci else ":"), "",
-                "| task | language | n | " + " | ".join(cols) + " |", "|---|---|---:|" + "---:|" * len(cols)]  # fmt: skip
+        out += [
+            "Correlation with human judgements from `harness run`"
+            + (" (95% bootstrap CI):" if has_ci else ":"),
+            "",
+            "| task | language | n | " + " | ".join(cols) + " |",
+            "|---|---|---:|" + "---:|" * len(cols),
+        ]
         for r in rows:
-            cells = [f"{r[m]:.3f} [{r[m + '_ci'][0]:.2f}, {r[m + '_ci'][1]:.2f}]" if m in r and r.get(m + "_ci")
-                     else (f"{r[m]:.3f}" if m in r else "—") for m in cols]  # fmt: skip
+            cells = [
+                f"{r[m]:.3f} [{r[m + '_ci'][0]:.2f}, {r[m + '_ci'][1]:.2f}]"
+                if m in r and r.get(m + "_ci")
+                else (f"{r[m]:.3f}" if m in r else "—")
+                for m in cols
+            ]
             out.append(f"| {r['task']} | {r['language']} | {r.get('n', '')} | " + " | ".join(cells) + " |")
         out.append("")
         subs = [(r, k, v) for r in rows for k, v in sorted((r.get("per_dataset") or {}).items())]
         if subs:
-            out += ["Per dataset:", "", "| task | language | dataset | n | " + " | ".join(cols) + " |",
-                    "|---|---|---|---:|" + "---:|" * len(cols)]  # fmt: skip
+            out += [
+                "Per dataset:",
+                "",
+                "| task | language | dataset | n | " + " | ".join(cols) + " |",
+                "|---|---|---|---:|" + "---:|" * len(cols),
+            ]
             for r, k, v in subs:
                 cells = [f"{v[m]:.3f}" if v.get(m) is not None else "—" for m in cols]
                 out.append(
@@ -227,21 +268,34 @@ def render_card(
     out += ["## Intended use", "", intended_use or _default_use(kind), ""]
     lims = list(limitations) or _default_limits(kind, langs)
     out += ["## Limitations", "", *(f"- {x}" for x in lims), ""]
-    out += ["## License", "", f"`{lic}`. The adapter inherits the terms of its base model and of its training data "
-            f"({_fmt(data.get('license') or 'see the training data card')}).", ""]  # fmt: skip
+    out += [
+        "## License",
+        "",
+        f"`{lic}`. The adapter inherits the terms of its base model and of its training data "
+        f"({_fmt(data.get('license') or 'see the training data card')}).",
+        "",
+    ]
     out += ["## Citation", "", "```bibtex", (citation or XDIAL_CITATION).strip(), "```", ""]
     return "\n".join(out)
 
 
 def _crosslingual_section(meta: Mapping[str, Any]) -> list[str]:
     st, te = meta.get("student") or {}, meta.get("teacher") or {}
-    out = ["## Encoders and maps", "", "| | |", "|---|---|",
-           f"| student (runs at scoring time) | `{st.get('model')}` on `{st.get('engine')}`, {st.get('quantisation', 'full precision')} |",
-           f"| student weights sha256 | `{st.get('weights_sha256')}` |",
-           f"| teacher (English, training only) | `{te.get('model')}` |",
-           f"| maps sha256 (`maps.safetensors`) | `{meta.get('sha256')}` |", "",
-           "One map per fold: `all`, and one per left-out set trained without any text of that set.", "",
-           "| fold | utterance pairs | left out | turn-pair AUC | dialogue-pair AUC |", "|---|---:|---:|---:|---:|"]  # fmt: skip
+    out = [
+        "## Encoders and maps",
+        "",
+        "| | |",
+        "|---|---|",
+        f"| student (runs at scoring time) | `{st.get('model')}` on `{st.get('engine')}`, {st.get('quantisation', 'full precision')} |",
+        f"| student weights sha256 | `{st.get('weights_sha256')}` |",
+        f"| teacher (English, training only) | `{te.get('model')}` |",
+        f"| maps sha256 (`maps.safetensors`) | `{meta.get('sha256')}` |",
+        "",
+        "One map per fold: `all`, and one per left-out set trained without any text of that set.",
+        "",
+        "| fold | utterance pairs | left out | turn-pair AUC | dialogue-pair AUC |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for fold, f in (meta.get("folds") or {}).items():
         cal = f.get("calibration") or {}
         auc = [f"{cal[lvl]['auc']:.3f}" if lvl in cal else "—" for lvl in ("turn", "dialogue")]

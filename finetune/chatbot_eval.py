@@ -78,8 +78,9 @@ class ChatbotEvalConfig:
     show_progress: bool = True
 
 
-def load_targets(source: str | os.PathLike[str], *, max_context: int | None = None, limit: int | None = None,
-                 seed: int = 0) -> tuple[list[Target], dict[str, Any]]:  # fmt: skip
+def load_targets(
+    source: str | os.PathLike[str], *, max_context: int | None = None, limit: int | None = None, seed: int = 0
+) -> tuple[list[Target], dict[str, Any]]:
     """The withheld turns of ``source`` and a description of what was read (for the results)."""
     from dataset_builders.helpers import sha256_file
     from finetune.data.sources import JSONL_PREFIX, TOPICAL_CHAT_PREFIX, load_dialogues
@@ -97,8 +98,10 @@ def load_targets(source: str | os.PathLike[str], *, max_context: int | None = No
     elif text.startswith(TOPICAL_CHAT_PREFIX) or (turn_level := _turn_level_config(text, info)) is None:
         loaded = load_dialogues(text)
         info.update(kind="dialogues", report=loaded.report.to_dict())
-        dialogues = [(d.id, d.language, [{"role": r, "text": t} for r, t in zip(d.roles, d.turns, strict=True)])
-                     for d in loaded]  # fmt: skip
+        dialogues = [
+            (d.id, d.language, [{"role": r, "text": t} for r, t in zip(d.roles, d.turns, strict=True)])
+            for d in loaded
+        ]
     if turn_level is not None:
         targets = _turn_targets(*turn_level, max_context, info)
     elif not dialogues:
@@ -106,8 +109,10 @@ def load_targets(source: str | os.PathLike[str], *, max_context: int | None = No
     else:
         targets = [t for d in dialogues for t in _dialogue_targets(*d, max_context)]
     if not targets:
-        raise ValueError(f"{text}: no assistant turn after the first turn, so there is nothing to generate "
-                         "(targets are the assistant turns, their history the context)")  # fmt: skip
+        raise ValueError(
+            f"{text}: no assistant turn after the first turn, so there is nothing to generate "
+            "(targets are the assistant turns, their history the context)"
+        )
     info["targets_available"] = len(targets)
     if limit is not None and len(targets) > limit:
         targets = [targets[i] for i in sorted(random.Random(seed).sample(range(len(targets)), limit))]
@@ -138,7 +143,9 @@ def _read_jsonl(path: Path) -> list[tuple[str, str, list[dict[str, str]]]]:
         if (p := language_problem(lang)) is not None:
             raise ValueError(f"{where}: {p}")
         if turns and all(isinstance(t, str) for t in turns):
-            turns = [{"role": r, "text": t} for r, t in zip(dialogue_level_roles(len(turns)), turns, strict=True)]  # fmt: skip
+            turns = [
+                {"role": r, "text": t} for r, t in zip(dialogue_level_roles(len(turns)), turns, strict=True)
+            ]
         if not all(isinstance(t, dict) for t in turns):
             raise ValueError(f"{where}: a turn must be a {{role, text}} object")
         try:
@@ -148,11 +155,19 @@ def _read_jsonl(path: Path) -> list[tuple[str, str, list[dict[str, str]]]]:
         if did in seen:
             raise ValueError(f"{where}: duplicate dialogue id")
         seen.add(did)
-        out.append((did, lang, [{"role": m["role"], "text": m["content"].strip()} for m in msgs if m["content"].strip()]))  # fmt: skip
+        out.append(
+            (
+                did,
+                lang,
+                [{"role": m["role"], "text": m["content"].strip()} for m in msgs if m["content"].strip()],
+            )
+        )
     return out
 
 
-def _dialogue_targets(did: str, lang: str, turns: list[dict[str, str]], k_max: int | None) -> Iterator[Target]:  # fmt: skip
+def _dialogue_targets(
+    did: str, lang: str, turns: list[dict[str, str]], k_max: int | None
+) -> Iterator[Target]:
     system = [t for t in turns if t["role"] == "system"]  # kept in every context, not counted in K
     conv = [t for t in turns if t["role"] != "system"]
     for k, t in enumerate(conv):
@@ -172,7 +187,9 @@ def _turn_level_config(text: str, info: dict[str, Any]) -> tuple[Path, str] | No
     if config is None and levels and list(levels.values()).count("dialogue") != 1:
         turn = [c for c, lvl in levels.items() if lvl == "turn"]
         if len(turn) != 1 or "dialogue" in levels.values():
-            raise ValueError(f"{text}: name the config (DIR:CONFIG or NAME@X.Y.Z:CONFIG); configs: {', '.join(levels)}")  # fmt: skip
+            raise ValueError(
+                f"{text}: name the config (DIR:CONFIG or NAME@X.Y.Z:CONFIG); configs: {', '.join(levels)}"
+            )
         config = turn[0]
     if config is None or levels.get(config) != "turn":
         return None
@@ -185,20 +202,43 @@ def _turn_targets(directory: Path, config: str, k_max: int | None, info: dict[st
 
     ds = datasets.load_dataset(str(directory), config, split="test")
     if not {"context", "reference"} <= set(ds.column_names):
-        raise ValueError(f"{directory}:{config} has no context / reference columns: no withheld turn to compare with")  # fmt: skip
+        raise ValueError(
+            f"{directory}:{config} has no context / reference columns: no withheld turn to compare with"
+        )
     skipped: Counter[str] = Counter()
     out, seen = [], set()
     for row in ds:
         key, ref = str(row.get("item_id") or row["id"]), str(row.get("reference") or "").strip()
-        ctx = [{"role": t["role"], "text": t["text"]} for t in row.get("context") or [] if str(t.get("text") or "").strip()]  # fmt: skip
-        reason = ("same_item" if key in seen else "no_reference" if not ref else "empty_context" if not ctx
-                  else "user_turn" if (row.get("response_role") or "assistant") != "assistant" else None)  # fmt: skip
+        ctx = [
+            {"role": t["role"], "text": t["text"]}
+            for t in row.get("context") or []
+            if str(t.get("text") or "").strip()
+        ]
+        reason = (
+            "same_item"
+            if key in seen
+            else "no_reference"
+            if not ref
+            else "empty_context"
+            if not ctx
+            else "user_turn"
+            if (row.get("response_role") or "assistant") != "assistant"
+            else None
+        )
         if reason:
             skipped[reason] += 1
             continue
         seen.add(key)
-        out.append(Target(key, str(row.get("dialogue_id") or key), None, row.get("language") or "en",
-                          ctx[-(k_max or len(ctx)) :], ref))  # fmt: skip
+        out.append(
+            Target(
+                key,
+                str(row.get("dialogue_id") or key),
+                None,
+                row.get("language") or "en",
+                ctx[-(k_max or len(ctx)) :],
+                ref,
+            )
+        )
     info.update(kind="turn-items", path=str(directory), config=config, rows=len(ds), skipped=dict(skipped))
     return out
 
@@ -220,8 +260,14 @@ def mean_ci(vals: np.ndarray, n_bootstrap: int, seed: int, level: float = 0.95) 
     if vals.size < 2 or np.all(vals == vals[0]):  # no spread: a point interval (or none for n < 2)
         return [float(vals[0])] * 2 if vals.size >= 2 else None
     if n_bootstrap > 0:
-        r = stats.bootstrap((vals,), np.mean, n_resamples=n_bootstrap, method="percentile",
-                            confidence_level=level, rng=np.random.default_rng(seed))  # fmt: skip
+        r = stats.bootstrap(
+            (vals,),
+            np.mean,
+            n_resamples=n_bootstrap,
+            method="percentile",
+            confidence_level=level,
+            rng=np.random.default_rng(seed),
+        )
         return [float(r.confidence_interval.low), float(r.confidence_interval.high)]
     lo, hi = stats.t.interval(level, vals.size - 1, loc=vals.mean(), scale=stats.sem(vals))
     return [float(lo), float(hi)]
@@ -229,8 +275,13 @@ def mean_ci(vals: np.ndarray, n_bootstrap: int, seed: int, level: float = 0.95) 
 
 def summarize(scores: list[float | None], n_bootstrap: int, seed: int) -> dict[str, Any]:
     vals = np.array([s for s in scores if s is not None], dtype=np.float64)
-    return {"mean": float(vals.mean()) if vals.size else None, "ci": mean_ci(vals, n_bootstrap, seed),
-            "n": int(vals.size), "n_items": len(scores), "parse_failures": len(scores) - int(vals.size)}  # fmt: skip
+    return {
+        "mean": float(vals.mean()) if vals.size else None,
+        "ci": mean_ci(vals, n_bootstrap, seed),
+        "n": int(vals.size),
+        "n_items": len(scores),
+        "parse_failures": len(scores) - int(vals.size),
+    }
 
 
 def paired_difference(base: list, other: list, n_bootstrap: int, seed: int) -> dict[str, Any]:
@@ -238,8 +289,12 @@ def paired_difference(base: list, other: list, n_bootstrap: int, seed: int) -> d
     both = [(b, o) for b, o in zip(base, other, strict=True) if b is not None and o is not None]
     pairs = np.array(both, dtype=np.float64).reshape(-1, 2)
     mb, mo = (float(pairs[:, 0].mean()), float(pairs[:, 1].mean())) if both else (None, None)
-    return {"n": len(both), "diff": mo - mb if both else None, "relative": mo / mb - 1.0 if mb else None,
-            "ci": mean_ci(pairs[:, 1] - pairs[:, 0], n_bootstrap, seed)}  # fmt: skip
+    return {
+        "n": len(both),
+        "diff": mo - mb if both else None,
+        "relative": mo / mb - 1.0 if mb else None,
+        "ci": mean_ci(pairs[:, 1] - pairs[:, 0], n_bootstrap, seed),
+    }
 
 
 def _generate(cfg: ChatbotEvalConfig, targets, model_specs, cache, progress) -> tuple[dict, dict]:
@@ -263,14 +318,20 @@ def _generate(cfg: ChatbotEvalConfig, targets, model_specs, cache, progress) -> 
         finally:
             backend.close()
         candidates[spec] = resps
-        info[redact(spec)] = {"identity": ident, "decoding": gen.to_dict(), "backend": backend.stats.to_dict(),
-                              "generation_cache_hits": sum(r.cached for r in resps),
-                              "empty_responses": sum(not r.text.strip() for r in resps),
-                              "seconds": round(time.perf_counter() - t0, 3)}  # fmt: skip
+        info[redact(spec)] = {
+            "identity": ident,
+            "decoding": gen.to_dict(),
+            "backend": backend.stats.to_dict(),
+            "generation_cache_hits": sum(r.cached for r in resps),
+            "empty_responses": sum(not r.text.strip() for r in resps),
+            "seconds": round(time.perf_counter() - t0, 3),
+        }
     return candidates, info
 
 
-def _judge(cfg: ChatbotEvalConfig, targets, candidates, judge_specs, tasks, cache, progress) -> tuple[dict, dict]:  # fmt: skip
+def _judge(
+    cfg: ChatbotEvalConfig, targets, candidates, judge_specs, tasks, cache, progress
+) -> tuple[dict, dict]:
     """Verdicts per (model, judge, task); each judge is loaded once and scores every model."""
     from harness.judges import load_judge
 
@@ -282,9 +343,19 @@ def _judge(cfg: ChatbotEvalConfig, targets, candidates, judge_specs, tasks, cach
             for m, task in ((m, t) for m in cfg.models for t in jtasks):
                 # a task without a template for the dialogue's language is judged with its English one
                 langs = {t.language: t.language if t.language in task.templates else "en" for t in targets}
-                items = [{"id": t.id, "item_id": t.id, "dataset": "chatbot-eval", "language": langs[t.language],
-                          "level": "turn", "context": t.context, "response": r.text.strip(), "reference": t.reference}
-                         for t, r in zip(targets, candidates[m], strict=True)]  # fmt: skip
+                items = [
+                    {
+                        "id": t.id,
+                        "item_id": t.id,
+                        "dataset": "chatbot-eval",
+                        "language": langs[t.language],
+                        "level": "turn",
+                        "context": t.context,
+                        "response": r.text.strip(),
+                        "reference": t.reference,
+                    }
+                    for t, r in zip(targets, candidates[m], strict=True)
+                ]
                 name = f"judge {redact(m)} · {redact(spec)} · {task.name}"
                 bar = progress.add_task(name, total=len(items), rate="") if progress else None
                 out = []
@@ -294,10 +365,18 @@ def _judge(cfg: ChatbotEvalConfig, targets, candidates, judge_specs, tasks, cach
                         progress.update(bar, completed=len(out))
                 verdicts[(m, spec, task.name)] = out
             info[redact(spec)] = {
-                "identity": judge.identity(), "backend": judge.backend_stats(), "usage": judge.usage.to_dict(),
-                "tasks": {t.name: {"method": judge.method(t), "decoding": judge.decoding(t),
-                                   "templates": {k: v.describe() for k, v in t.templates.items()}} for t in jtasks},
-            }  # fmt: skip
+                "identity": judge.identity(),
+                "backend": judge.backend_stats(),
+                "usage": judge.usage.to_dict(),
+                "tasks": {
+                    t.name: {
+                        "method": judge.method(t),
+                        "decoding": judge.decoding(t),
+                        "templates": {k: v.describe() for k, v in t.templates.items()},
+                    }
+                    for t in jtasks
+                },
+            }
         finally:
             judge.close()
     return verdicts, info
@@ -332,28 +411,53 @@ def run_chatbot_eval(cfg: ChatbotEvalConfig) -> dict[str, Any]:
             candidates, models = _generate(cfg, targets, model_specs, cache, progress)
             verdicts, judges = _judge(cfg, targets, candidates, judge_specs, tasks, cache, progress)
     finally:
-        cache_info = {"enabled": cache.enabled, "path": str(cache.path) if cache.enabled else None, **cache.stats.to_dict()}  # fmt: skip
+        cache_info = {
+            "enabled": cache.enabled,
+            "path": str(cache.path) if cache.enabled else None,
+            **cache.stats.to_dict(),
+        }
         cache.close()
     results: dict[str, Any] = {}  # model -> judge -> task -> summary
     first = cfg.models[0]
     for (m, j, task), vs in verdicts.items():
         scores = [v.score if v.ok else None for v in vs]  # None = no score (counted, never 0)
-        entry = {**summarize(scores, cfg.n_bootstrap, cfg.seed), "statuses": dict(Counter(v.status for v in vs))}  # fmt: skip
+        entry = {
+            **summarize(scores, cfg.n_bootstrap, cfg.seed),
+            "statuses": dict(Counter(v.status for v in vs)),
+        }
         if m != first:
             base = [v.score if v.ok else None for v in verdicts[(first, j, task)]]
-            entry["vs_first"] = {"model": redact(first), **paired_difference(base, scores, cfg.n_bootstrap, cfg.seed)}  # fmt: skip
+            entry["vs_first"] = {
+                "model": redact(first),
+                **paired_difference(base, scores, cfg.n_bootstrap, cfg.seed),
+            }
         results.setdefault(redact(m), {}).setdefault(redact(j), {})[task] = entry
     doc = {
         "schema_version": SCHEMA_VERSION,
-        "run": {"id": run_id, "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
-                "command": redact(" ".join(sys.argv)), "seed": cfg.seed, "limit": cfg.limit,
-                "max_context": cfg.max_context, "max_tokens": cfg.max_tokens, "system_prompt": cfg.system_prompt,
-                "tasks": [t.name for t in tasks], "batch_size": cfg.batch_size, "n_bootstrap": cfg.n_bootstrap,
-                "ci": "95% percentile bootstrap" if cfg.n_bootstrap > 0 else "95% t-interval", "n_items": len(targets)},
-        "harness": harness_info(), "data": data_info, "models": models, "judges": judges,
-        "results": results, "cache": cache_info,
-        "timings": {"total_s": round(time.perf_counter() - t_start, 3)}, "environment": environment(),
-    }  # fmt: skip
+        "run": {
+            "id": run_id,
+            "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "command": redact(" ".join(sys.argv)),
+            "seed": cfg.seed,
+            "limit": cfg.limit,
+            "max_context": cfg.max_context,
+            "max_tokens": cfg.max_tokens,
+            "system_prompt": cfg.system_prompt,
+            "tasks": [t.name for t in tasks],
+            "batch_size": cfg.batch_size,
+            "n_bootstrap": cfg.n_bootstrap,
+            "ci": "95% percentile bootstrap" if cfg.n_bootstrap > 0 else "95% t-interval",
+            "n_items": len(targets),
+        },
+        "harness": harness_info(),
+        "data": data_info,
+        "models": models,
+        "judges": judges,
+        "results": results,
+        "cache": cache_info,
+        "timings": {"total_s": round(time.perf_counter() - t_start, 3)},
+        "environment": environment(),
+    }
     write_outputs(out_dir, doc, sample_rows(run_id, cfg.models, targets, candidates, verdicts))
     return {**doc, "output_dir": str(out_dir)}
 
@@ -363,14 +467,37 @@ def sample_rows(run_id: str, models: list[str], targets: list[Target], candidate
     rows = []
     for m in models:
         for i, (t, r) in enumerate(zip(targets, candidates[m], strict=True)):
-            js = [{"judge": redact(j), "task": task, "score": v[i].score if v[i].ok else None, "status": v[i].status,
-                   "raw": v[i].raw, "detail": v[i].detail, "cached": bool(v[i].cached)}
-                  for (mm, j, task), v in verdicts.items() if mm == m]  # fmt: skip
-            rows.append({"run_id": run_id, "model": redact(m), "dialogue_id": t.dialogue_id, "item_id": t.id,
-                         "turn": t.turn, "language": t.language, "context": t.context, "reference": t.reference,
-                         "candidate": r.text.strip(), "finish_reason": r.finish_reason, "cached": bool(r.cached),
-                         "prompt_tokens": r.usage.prompt_tokens, "completion_tokens": r.usage.completion_tokens,
-                         "judgments": js})  # fmt: skip
+            js = [
+                {
+                    "judge": redact(j),
+                    "task": task,
+                    "score": v[i].score if v[i].ok else None,
+                    "status": v[i].status,
+                    "raw": v[i].raw,
+                    "detail": v[i].detail,
+                    "cached": bool(v[i].cached),
+                }
+                for (mm, j, task), v in verdicts.items()
+                if mm == m
+            ]
+            rows.append(
+                {
+                    "run_id": run_id,
+                    "model": redact(m),
+                    "dialogue_id": t.dialogue_id,
+                    "item_id": t.id,
+                    "turn": t.turn,
+                    "language": t.language,
+                    "context": t.context,
+                    "reference": t.reference,
+                    "candidate": r.text.strip(),
+                    "finish_reason": r.finish_reason,
+                    "cached": bool(r.cached),
+                    "prompt_tokens": r.usage.prompt_tokens,
+                    "completion_tokens": r.usage.completion_tokens,
+                    "judgments": js,
+                }
+            )
     return rows
 
 
@@ -382,13 +509,39 @@ def write_outputs(out_dir: str | Path, doc: dict[str, Any], rows: list[dict[str,
     from harness.run.results import _atomic_write_bytes, _json_safe
 
     s, b, i64 = pa.string(), pa.bool_(), pa.int64()
-    schema = pa.schema([
-        ("run_id", s), ("model", s), ("dialogue_id", s), ("item_id", s), ("turn", i64), ("language", s),
-        ("context", pa.list_(pa.struct([("role", s), ("text", s)]))), ("reference", s), ("candidate", s),
-        ("finish_reason", s), ("cached", b), ("prompt_tokens", i64), ("completion_tokens", i64),
-        ("judgments", pa.list_(pa.struct([("judge", s), ("task", s), ("score", pa.float64()), ("status", s),
-                                          ("raw", s), ("detail", s), ("cached", b)]))),
-    ])  # fmt: skip
+    schema = pa.schema(
+        [
+            ("run_id", s),
+            ("model", s),
+            ("dialogue_id", s),
+            ("item_id", s),
+            ("turn", i64),
+            ("language", s),
+            ("context", pa.list_(pa.struct([("role", s), ("text", s)]))),
+            ("reference", s),
+            ("candidate", s),
+            ("finish_reason", s),
+            ("cached", b),
+            ("prompt_tokens", i64),
+            ("completion_tokens", i64),
+            (
+                "judgments",
+                pa.list_(
+                    pa.struct(
+                        [
+                            ("judge", s),
+                            ("task", s),
+                            ("score", pa.float64()),
+                            ("status", s),
+                            ("raw", s),
+                            ("detail", s),
+                            ("cached", b),
+                        ]
+                    )
+                ),
+            ),
+        ]
+    )
     out = Path(out_dir)
     buf = pa.BufferOutputStream()
     pq.write_table(pa.Table.from_pylist(rows, schema=schema), buf)

@@ -148,8 +148,13 @@ def _calibrate(xs: list[float], ys: list[int]) -> dict[str, float]:
             "score would be inverted; use random negatives (data.hard_negative_ratio: 0) or more pairs"
         )
     p = lr.predict_proba(x)[:, 1]
-    return {"a": float(lr.coef_[0, 0]), "b": float(lr.intercept_[0]), "n": len(y),
-            "accuracy": float(((p >= 0.5) == y).mean()), "auc": float(roc_auc_score(y, x[:, 0]))}  # fmt: skip
+    return {
+        "a": float(lr.coef_[0, 0]),
+        "b": float(lr.intercept_[0]),
+        "n": len(y),
+        "accuracy": float(((p >= 0.5) == y).mean()),
+        "auc": float(roc_auc_score(y, x[:, 0])),
+    }
 
 
 def train_crosslingual(
@@ -204,9 +209,14 @@ def train_crosslingual(
             if feats:
                 cal[level] = _calibrate([x for x, _ in feats], [y for _, y in feats])
         r2 = 1.0 - float(((xk @ W - yk) ** 2).sum() / ((yk - yk.mean(0)) ** 2).sum())
-        folds[fold] = {"pairs": int(keep.sum()), "excluded_pairs": int((~keep).sum()),
-                       "held_out_texts": len(banned), "calibration_examples": len(cal_ex),
-                       "fit_r2": round(r2, 4), "calibration": cal}  # fmt: skip
+        folds[fold] = {
+            "pairs": int(keep.sum()),
+            "excluded_pairs": int((~keep).sum()),
+            "held_out_texts": len(banned),
+            "calibration_examples": len(cal_ex),
+            "fit_r2": round(r2, 4),
+            "calibration": cal,
+        }
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     save_file(maps, str(out / MAPS_FILE))
@@ -227,14 +237,14 @@ def train_crosslingual(
             "student_role": config.student_role,
             "turn": "last context utterance vs response",
             "dialogue": "mean cosine of adjacent utterances",
-        },  # fmt: skip
+        },
         "score": "sigmoid(a·cos + b) in (0, 1), a and b per fold and level",
         "config": config.model_dump(mode="json"),
         "hyperparameters": {"ridge_alpha": config.ridge_alpha, "student_role": config.student_role},
         "levels": {
             "turn": any(e.level == "turn" for e in examples),
             "dialogue": any(e.level == "dialogue" for e in examples),
-        },  # fmt: skip
+        },
         "folds": folds,
         "data_version": dict(data_version) if data_version else None,
         "training_data": {**(dict(data_version) if data_version else {}), "languages": langs},
@@ -250,7 +260,7 @@ def train_crosslingual(
                 for k, v in folds.items()
                 if k == ALL
             },
-        },  # fmt: skip
+        },
         "sha256": maps_sha256(out),
     }
     (out / META_FILE).write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", "utf-8")

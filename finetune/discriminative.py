@@ -329,8 +329,13 @@ class DiscriminativeEvaluator:
             base, tok = load_encoder(base_path, meta.get("revision"))
             with quiet_peft():
                 enc = PeftModel.from_pretrained(base, str(p / ADAPTER_DIR), is_trainable=False)
-        head = build_head(int(head_cfg["in_features"]), int(head_cfg["hidden"]), head_cfg["activation"],
-                          float(head_cfg.get("dropout", 0.0)), head_cfg.get("kind", "mlp"))  # fmt: skip
+        head = build_head(
+            int(head_cfg["in_features"]),
+            int(head_cfg["hidden"]),
+            head_cfg["activation"],
+            float(head_cfg.get("dropout", 0.0)),
+            head_cfg.get("kind", "mlp"),
+        )
         head.load_state_dict(load_file(str(p / HEAD_FILE)))
         model = scorer_class()(enc, head, meta["input"]["pooling"], meta["input"].get("pair_mode", "cross"))
         for prm in model.parameters():
@@ -416,9 +421,17 @@ def train_discriminative(
     trainable = trainable_parameters(model)
     total_params = sum(p.numel() for p in model.parameters())
 
-    result = train(model, feats, coder.collate, _bce_loss, cfg.train, out, progress=progress,
-                   description=f"discriminative evaluator ({resolve_base_model(cfg.base_model)[0]})",
-                   lengths=[coder.length(f) for f in feats])  # fmt: skip
+    result = train(
+        model,
+        feats,
+        coder.collate,
+        _bce_loss,
+        cfg.train,
+        out,
+        progress=progress,
+        description=f"discriminative evaluator ({resolve_base_model(cfg.base_model)[0]})",
+        lengths=[coder.length(f) for f in feats],
+    )
     model = extract_model_from_parallel(model, keep_fp32_wrapper=False)
     model.eval()
     summary: dict[str, Any] = {

@@ -171,8 +171,14 @@ def scorer_class():
             import torch
 
             if self.pair_mode == "cosine":
-                mc = self.mean_cosine(input_ids, attention_mask, rest["pair_a"], rest["pair_b"],
-                                      rest["pair_owner"], token_type_ids)  # fmt: skip
+                mc = self.mean_cosine(
+                    input_ids,
+                    attention_mask,
+                    rest["pair_a"],
+                    rest["pair_b"],
+                    rest["pair_owner"],
+                    token_type_ids,
+                )
                 return self.head(mc.unsqueeze(-1).to(self.head.weight.dtype)).squeeze(-1)
             if self.pair_mode != "siamese":
                 return self.head(self._pool(input_ids, attention_mask, token_type_ids)).squeeze(-1)

@@ -87,7 +87,9 @@ class EvaluatorJudge(Judge):
         except ValueError as e:
             raise ValueError(f"evaluator judge {spec.raw!r}: {e}") from None
         owner = f"evaluator judge {spec.raw!r}"
-        self.batch_size = check_option(owner, "batch_size", spec.options.get("batch_size", 64), int, lo=1, hi=100_000)
+        self.batch_size = check_option(
+            owner, "batch_size", spec.options.get("batch_size", 64), int, lo=1, hi=100_000
+        )
         self.device = spec.options.get("device")
         self.any_level = check_option(owner, "any_level", spec.options.get("any_level", False), bool)
         self.crosslingual = self.meta.get("kind") == "crosslingual-evaluator"
@@ -169,13 +171,18 @@ class EvaluatorJudge(Judge):
             what = (
                 "last context utterance, response" if task.level == "turn" else "adjacent utterances (mean)"
             )
-            return (f"cross-lingual evaluator: sigmoid(a · cos(W·e5({what})) + b), W maps {base}; "
-                    f"fold {self.fold} (leave-one-set-out)")  # fmt: skip
+            return (
+                f"cross-lingual evaluator: sigmoid(a · cos(W·e5({what})) + b), W maps {base}; "
+                f"fold {self.fold} (leave-one-set-out)"
+            )
         inp = self.meta.get("input", {})
         if inp.get("pair_mode") == "cosine":
             k = inp.get("context_turns")
-            what = (f"cosine(context (last {k or 'all'} turns), response)" if task.level == "turn"
-                    else "mean adjacent-turn cosine")  # fmt: skip
+            what = (
+                f"cosine(context (last {k or 'all'} turns), response)"
+                if task.level == "turn"
+                else "mean adjacent-turn cosine"
+            )
             return f"discriminative evaluator: sigmoid(w · {what} + b), {base} + LoRA bi-encoder"
         what = "context <sep> response pair" if task.level == "turn" else "dialogue turns joined with <sep>"
         return f"discriminative evaluator: sigmoid(head(mean-pooled {base} + LoRA encoding of the {what}))"
@@ -219,8 +226,12 @@ class EvaluatorJudge(Judge):
     def _score_crosslingual(self, task: TaskSpec, items: Sequence[Mapping[str, Any]]) -> list[Verdict]:
         """Scores from embeddings cached per text (shared with ``embed:`` judges); a rerun embeds nothing."""
         payloads = [self._payload(task, it) for it in items]
-        payloads = [(None, "dialogue has fewer than 2 turns") if p and p["level"] == "dialogue" and len(p["turns"]) < 2
-                    else (p, why) for p, why in payloads]  # fmt: skip
+        payloads = [
+            (None, "dialogue has fewer than 2 turns")
+            if p and p["level"] == "dialogue" and len(p["turns"]) < 2
+            else (p, why)
+            for p, why in payloads
+        ]
         ok = [i for i, (p, _) in enumerate(payloads) if p is not None]
         folds = [self.evaluator.fold_for(items[i].get("dataset"), self.fold) for i in ok]
         fold_of = dict(zip(ok, folds, strict=True))
@@ -237,8 +248,17 @@ class EvaluatorJudge(Judge):
             texts = p["turns"] if p["level"] == "dialogue" else [*p["context"], p["response"]]
             val, cos = vals[i]
             fold = fold_of[i]
-            out.append(Verdict(val, "ok", f"cos={cos:.6f}", _hash(texts), detail=f"fold={fold} p={val:.6f}",
-                               cached=new == 0, extra={"fold": fold}))  # fmt: skip
+            out.append(
+                Verdict(
+                    val,
+                    "ok",
+                    f"cos={cos:.6f}",
+                    _hash(texts),
+                    detail=f"fold={fold} p={val:.6f}",
+                    cached=new == 0,
+                    extra={"fold": fold},
+                )
+            )
         return out
 
     def score(self, task: TaskSpec, items: Sequence[Mapping[str, Any]]) -> list[Verdict]:

@@ -59,9 +59,23 @@ from harness.backends.hf_templates import local_model_fingerprint
 log = logging.getLogger(__name__)
 
 # The data side (examples, prompts, tokenization, batching, DATA) lives in finetune.generative_data.
-__all__ = ["GenerativeConfig", "GenerativeExample", "LoraSettings", "PromptEncoder", "encode_examples",
-           "evaluate_generative", "example_for_item", "load_generative_data", "make_left_pad_collate",
-           "merge_adapter", "pad_batch", "prompt_for_item", "save_adapter", "train_generative", "xdial_prompt"]  # fmt: skip
+__all__ = [
+    "GenerativeConfig",
+    "GenerativeExample",
+    "LoraSettings",
+    "PromptEncoder",
+    "encode_examples",
+    "evaluate_generative",
+    "example_for_item",
+    "load_generative_data",
+    "make_left_pad_collate",
+    "merge_adapter",
+    "pad_batch",
+    "prompt_for_item",
+    "save_adapter",
+    "train_generative",
+    "xdial_prompt",
+]
 
 METADATA_FILE = "dialeval_adapter.json"
 ADAPTER_DIR = "adapter"
@@ -70,12 +84,18 @@ ADAPTER_DIR = "adapter"
 # practice for instruction tuning). Other architectures fall back to peft's own per-architecture
 # defaults, then to ``all-linear``.
 DEFAULT_TARGET_MODULES: dict[str, list[str]] = {
-    **{t: ["q_proj", "k_proj", "v_proj", "o_proj"]
-       for t in ("llama", "qwen2", "qwen3", "mistral", "mixtral", "gemma", "gemma2", "gemma3_text", "olmo2")},
-    "phi": ["q_proj", "k_proj", "v_proj", "dense"], "phi3": ["qkv_proj", "o_proj"], "baichuan": ["W_pack", "o_proj"],
-    "bloom": ["query_key_value", "dense"], "falcon": ["query_key_value", "dense"],
-    "gpt_neox": ["query_key_value", "dense"], "gpt2": ["c_attn", "c_proj"],
-}  # fmt: skip
+    **{
+        t: ["q_proj", "k_proj", "v_proj", "o_proj"]
+        for t in ("llama", "qwen2", "qwen3", "mistral", "mixtral", "gemma", "gemma2", "gemma3_text", "olmo2")
+    },
+    "phi": ["q_proj", "k_proj", "v_proj", "dense"],
+    "phi3": ["qkv_proj", "o_proj"],
+    "baichuan": ["W_pack", "o_proj"],
+    "bloom": ["query_key_value", "dense"],
+    "falcon": ["query_key_value", "dense"],
+    "gpt_neox": ["query_key_value", "dense"],
+    "gpt2": ["c_attn", "c_proj"],
+}
 
 
 class LoraSettings(BaseModel):
@@ -275,8 +295,9 @@ def evaluate_generative(
     lp: dict[str, list[tuple[float, int]]] = {}
     if scored:
         for word in (pos, neg):
-            rows, _ = encode_examples([GenerativeExample(e.prompt, word, e.system) for e in examples],
-                                      encoder, cfg.max_length)  # fmt: skip
+            rows, _ = encode_examples(
+                [GenerativeExample(e.prompt, word, e.system) for e in examples], encoder, cfg.max_length
+            )
             lp[word] = answer_logprobs(model, rows, pad, bs)
     if scored and not cfg.train_eos and all(e.answer in lp for e in examples):
         gold = [lp[e.answer][i] for i, e in enumerate(examples)]
@@ -312,8 +333,12 @@ def train_generative(
     if eval_examples is not None and len(eval_examples) == 0:
         raise ValueError("the evaluation set is empty (pass None for no evaluation)")
     out = Path(output_dir)
-    encoder = PromptEncoder(cfg.base_model, revision=cfg.revision, chat_template=cfg.chat_template,
-                            trust_remote_code=cfg.trust_remote_code)  # fmt: skip
+    encoder = PromptEncoder(
+        cfg.base_model,
+        revision=cfg.revision,
+        chat_template=cfg.chat_template,
+        trust_remote_code=cfg.trust_remote_code,
+    )
     rows, stats = encode_examples(examples, encoder, cfg.max_length, cfg.train_eos)
     model = _load(cfg)
     result = train(
@@ -344,9 +369,14 @@ def train_generative(
         "answers": stats["answers"],
         "truncated_prompts": stats["truncated_prompts"],
     }
-    hp = {"max_length": cfg.max_length, "train_eos": cfg.train_eos, "dtype": cfg.dtype,
-          "gradient_checkpointing": cfg.gradient_checkpointing, "trust_remote_code": cfg.trust_remote_code,
-          **cfg.train.model_dump()}  # fmt: skip
+    hp = {
+        "max_length": cfg.max_length,
+        "train_eos": cfg.train_eos,
+        "dtype": cfg.dtype,
+        "gradient_checkpointing": cfg.gradient_checkpointing,
+        "trust_remote_code": cfg.trust_remote_code,
+        **cfg.train.model_dump(),
+    }
     return save_adapter(
         model,
         out,
@@ -437,7 +467,7 @@ def save_adapter(
             "transformers": transformers.__version__,
             "peft": peft.__version__,
             "accelerate": accelerate.__version__,
-        },  # fmt: skip
+        },
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     if state.is_main_process:
@@ -468,8 +498,11 @@ def merge_adapter(adapter_dir: str | Path, out_dir: str | Path, *, dtype: str = 
     merged.save_pretrained(str(out))
     AutoTokenizer.from_pretrained(base, revision=revision, trust_remote_code=trust).save_pretrained(str(out))
     if meta:
-        merged_meta = {**meta, "merged_from": str(adapter_dir),
-                       "judge_spec": judge_spec(str(out), None, None, meta.get("chat_template"))}  # fmt: skip
+        merged_meta = {
+            **meta,
+            "merged_from": str(adapter_dir),
+            "judge_spec": judge_spec(str(out), None, None, meta.get("chat_template")),
+        }
         text = json.dumps(merged_meta, indent=2, ensure_ascii=False) + "\n"
         (out / "dialeval_merged.json").write_text(text, "utf-8")
     return out
@@ -497,11 +530,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = p.parse_args(argv)
     cfg = GenerativeConfig.model_validate(yaml.safe_load(Path(a.config).read_text("utf-8")))
     data = load_generative_data(a.data, labels=cfg.labels, registry_root=a.registry)
-    meta = train_generative(data.train, cfg, a.output_dir, data.version, progress=not a.no_progress,
-                            eval_examples=data.eval)  # fmt: skip
-    summary = {"adapter_dir": meta["adapter_dir"], "judge_spec": meta["judge_spec"],
-               "training_data": {k: meta["training_data"].get(k) for k in ("source", "name", "version", "fingerprint")},
-               **meta["train_result"]}  # fmt: skip
+    meta = train_generative(
+        data.train, cfg, a.output_dir, data.version, progress=not a.no_progress, eval_examples=data.eval
+    )
+    summary = {
+        "adapter_dir": meta["adapter_dir"],
+        "judge_spec": meta["judge_spec"],
+        "training_data": {
+            k: meta["training_data"].get(k) for k in ("source", "name", "version", "fingerprint")
+        },
+        **meta["train_result"],
+    }
     if meta.get("eval"):
         summary["eval"] = meta["eval"]
     print(json.dumps(summary, indent=2))

@@ -219,8 +219,13 @@ def example_to_generative(
         raise bad("roles", f"has {len(roles)} roles for {n} utterances")
     messages = [{"role": r, "text": t} for r, t in zip(roles, texts, strict=False)]
     if level == "turn":
-        item = {"language": ex.language, "context": messages, "response": ex.response,
-                "response_role": roles[-1], "reference": ex.reference}  # fmt: skip
+        item = {
+            "language": ex.language,
+            "context": messages,
+            "response": ex.response,
+            "response_role": roles[-1],
+            "reference": ex.reference,
+        }
     else:
         item = {"language": ex.language, "turns": messages}
     task = _get_task(PROMPT_TASKS[level])

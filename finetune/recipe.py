@@ -134,8 +134,13 @@ def build_examples(job: EvaluatorJob) -> tuple[list[Any], list[Any], dict[str, A
         out: list[Any] = []
         frac = 1.0 if side == "train" else d.eval_fraction / max(1e-9, 1 - d.eval_fraction)
         if d.turn_pairs and chosen:
-            rel = relevance_pairs(chosen, seed=d.seed, negatives_per_positive=d.negatives_per_positive,
-                                  hard_negative_ratio=d.hard_negative_ratio, max_context=d.max_context)  # fmt: skip
+            rel = relevance_pairs(
+                chosen,
+                seed=d.seed,
+                negatives_per_positive=d.negatives_per_positive,
+                hard_negative_ratio=d.hard_negative_ratio,
+                max_context=d.max_context,
+            )
             out += _sample(list(rel), max(2, int(d.turn_pairs * frac)), d.seed)
             reports[f"{side}_relevance"] = getattr(rel, "report", None)
         if d.dialogue_pairs and chosen:
@@ -143,8 +148,12 @@ def build_examples(job: EvaluatorJob) -> tuple[list[Any], list[Any], dict[str, A
             out += _sample(list(coh), max(2, int(d.dialogue_pairs * frac)), d.seed)
             reports[f"{side}_coherence"] = getattr(coh, "report", None)
         sides[side] = out
-    manifest = {"source": d.source, "held_out_dialogues": sorted(held), "settings": d.model_dump(mode="json"),
-                "reports": reports}  # fmt: skip
+    manifest = {
+        "source": d.source,
+        "held_out_dialogues": sorted(held),
+        "settings": d.model_dump(mode="json"),
+        "reports": reports,
+    }
     return sides["train"], sides["eval"], manifest
 
 
@@ -158,20 +167,35 @@ def run_crosslingual_job(job: EvaluatorJob, *, progress: bool = True) -> dict[st
     assert job.crosslingual is not None
     d, source = job.data, job.source()
     corpus = load_parallel(source, registry=job.path(job.registry))
-    examples = parallel_examples(corpus, turn_pairs=d.turn_pairs, dialogue_pairs=d.dialogue_pairs,
-                                 seed=d.seed, max_context=d.max_context, hard_negative_ratio=d.hard_negative_ratio,
-                                 languages=[d.language] if d.language else None)  # fmt: skip
+    examples = parallel_examples(
+        corpus,
+        turn_pairs=d.turn_pairs,
+        dialogue_pairs=d.dialogue_pairs,
+        seed=d.seed,
+        max_context=d.max_context,
+        hard_negative_ratio=d.hard_negative_ratio,
+        languages=[d.language] if d.language else None,
+    )
     held_out = {c: set_texts(source, c, registry=job.path(job.registry)) for c in corpus.report.configs}
-    manifest = {"source": d.source, "settings": d.model_dump(mode="json"), "reports": examples.report,
-                "leave_one_set_out": {c: len(t) for c, t in held_out.items()}}  # fmt: skip
+    manifest = {
+        "source": d.source,
+        "settings": d.model_dump(mode="json"),
+        "reports": examples.report,
+        "leave_one_set_out": {c: len(t) for c, t in held_out.items()},
+    }
     data_version: dict[str, Any] = {"name": None, "version": None, "source": d.source}
     if d.publish is not None:
         reg = register_training_data(
-            list(examples), d.publish.name, d.publish.version, registry_root=job.path(job.registry),
-            source_manifest=manifest, exist_ok=True, license="gpl-3.0",
+            list(examples),
+            d.publish.name,
+            d.publish.version,
+            registry_root=job.path(job.registry),
+            source_manifest=manifest,
+            exist_ok=True,
+            license="gpl-3.0",
             description=f"Parallel self-supervised evaluator pairs from {d.source} in every language, with "
             "their English versions (xDial-Eval §4, App. C.1; cross-lingual distillation).",
-        )  # fmt: skip
+        )
         data_version = {
             "name": reg.name,
             "version": reg.version,
@@ -180,8 +204,9 @@ def run_crosslingual_job(job: EvaluatorJob, *, progress: bool = True) -> dict[st
         }
     data_version.update(_sizes(examples))
     out = job.path(job.output)
-    summary = train_crosslingual(examples, job.crosslingual, out, held_out=held_out, data_version=data_version,
-                                 progress=progress)  # fmt: skip
+    summary = train_crosslingual(
+        examples, job.crosslingual, out, held_out=held_out, data_version=data_version, progress=progress
+    )
     return {"output": str(out), "card": _card(job, out), "data": data_version, "train": summary}
 
 
@@ -195,26 +220,46 @@ def run_evaluator_job(job: EvaluatorJob, *, progress: bool = True) -> dict[str, 
     data_version: dict[str, Any] = {"name": None, "version": None, "source": job.data.source}
     if job.data.publish is not None:
         reg = register_training_data(
-            train, job.data.publish.name, job.data.publish.version, test=held or None,
-            registry_root=job.path(job.registry), source_manifest=manifest, exist_ok=True,
+            train,
+            job.data.publish.name,
+            job.data.publish.version,
+            test=held or None,
+            registry_root=job.path(job.registry),
+            source_manifest=manifest,
+            exist_ok=True,
             description=f"Self-supervised evaluator training pairs from {job.data.source} (xDial-Eval §4, App. C.1).",
-        )  # fmt: skip
+        )
         license_ = reg.manifest.get("training_data", {}).get("license")
-        data_version = {"name": reg.name, "version": reg.version, "fingerprint": reg.fingerprint,
-                        "source": job.data.source, "license": license_}  # fmt: skip
+        data_version = {
+            "name": reg.name,
+            "version": reg.version,
+            "fingerprint": reg.fingerprint,
+            "source": job.data.source,
+            "license": license_,
+        }
     data_version.update(_sizes(train), eval_examples=len(held))
     out = job.path(job.output)
-    summary = train_discriminative(train, job.discriminative, out, data_version=data_version,
-                                   eval_examples=held or None, progress=progress)  # fmt: skip
+    summary = train_discriminative(
+        train,
+        job.discriminative,
+        out,
+        data_version=data_version,
+        eval_examples=held or None,
+        progress=progress,
+    )
     summary.pop("eval_scores", None)
     return {"output": str(out), "card": _card(job, out), "data": data_version, "train": summary}
 
 
 def _sizes(examples: Any) -> dict[str, Any]:
     """Example counts recorded with the training-data version (and in the model card)."""
-    return {"examples": len(examples), "languages": sorted({e.language for e in examples}),
-            "positives": sum(e.label == 1 for e in examples), "negatives": sum(e.label == 0 for e in examples),
-            "kinds": dict(sorted(_count(e.kind for e in examples).items()))}  # fmt: skip
+    return {
+        "examples": len(examples),
+        "languages": sorted({e.language for e in examples}),
+        "positives": sum(e.label == 1 for e in examples),
+        "negatives": sum(e.label == 0 for e in examples),
+        "kinds": dict(sorted(_count(e.kind for e in examples).items())),
+    }
 
 
 def _card(job: EvaluatorJob, out: Path) -> str | None:
@@ -224,7 +269,9 @@ def _card(job: EvaluatorJob, out: Path) -> str | None:
     if not job.card:
         return None
     results = [job.path(r) for r in job.results]
-    return str(write_card(out, job.path(job.card), name=job.name, results=[r for r in results if r and r.is_file()]))
+    return str(
+        write_card(out, job.path(job.card), name=job.name, results=[r for r in results if r and r.is_file()])
+    )
 
 
 def _count(xs: Any) -> dict[str, int]:

@@ -175,8 +175,17 @@ def encode_dialogues(
     truncation: str = "right",
     system_prompt: str | None = None,
 ) -> tuple[list[dict[str, list[int]]], dict[str, int]]:
-    rows, stats = [], {"dialogues": len(dialogues), "truncated": 0, "dropped_no_assistant": 0,
-                       "assistant_turns": 0, "assistant_tokens": 0, "tokens": 0}  # fmt: skip
+    rows, stats = (
+        [],
+        {
+            "dialogues": len(dialogues),
+            "truncated": 0,
+            "dropped_no_assistant": 0,
+            "assistant_turns": 0,
+            "assistant_tokens": 0,
+            "tokens": 0,
+        },
+    )
     for d in dialogues:
         msgs = to_messages(d, system_prompt)
         stats["assistant_turns"] += sum(m["role"] == "assistant" for m in msgs)
@@ -193,8 +202,12 @@ def encode_dialogues(
         stats["tokens"] += len(row["input_ids"])
         rows.append(row)
     if stats["truncated"] or stats["dropped_no_assistant"]:
-        log.warning("SFT data: %d dialogues truncated to %d tokens, %d dropped (no assistant tokens)",
-                    stats["truncated"], max_length, stats["dropped_no_assistant"])  # fmt: skip
+        log.warning(
+            "SFT data: %d dialogues truncated to %d tokens, %d dropped (no assistant tokens)",
+            stats["truncated"],
+            max_length,
+            stats["dropped_no_assistant"],
+        )
     return rows, stats
 
 
@@ -228,8 +241,12 @@ def train_chatbot(
     if len(dialogues) == 0:
         raise ValueError("the training set is empty")
     out = Path(output_dir)
-    encoder = ChatEncoder(cfg.base_model, revision=cfg.revision, chat_template=cfg.chat_template,
-                          trust_remote_code=cfg.trust_remote_code)  # fmt: skip
+    encoder = ChatEncoder(
+        cfg.base_model,
+        revision=cfg.revision,
+        chat_template=cfg.chat_template,
+        trust_remote_code=cfg.trust_remote_code,
+    )
     rows, stats = encode_dialogues(dialogues, encoder, cfg.max_length, cfg.truncation, cfg.system_prompt)
     if not rows:
         raise ValueError("the training set is empty: no dialogue has an assistant turn within max_length")
@@ -254,10 +271,16 @@ def train_chatbot(
         on_step=on_step,
     )
     data = {**(data_version or {}), "examples": len(rows), **stats}
-    hp = {"max_length": cfg.max_length, "truncation": cfg.truncation, "system_prompt": cfg.system_prompt,
-          "dtype": cfg.dtype, "gradient_checkpointing": cfg.gradient_checkpointing,
-          "trust_remote_code": cfg.trust_remote_code, "loss": "assistant tokens only",
-          **cfg.train.model_dump()}  # fmt: skip
+    hp = {
+        "max_length": cfg.max_length,
+        "truncation": cfg.truncation,
+        "system_prompt": cfg.system_prompt,
+        "dtype": cfg.dtype,
+        "gradient_checkpointing": cfg.gradient_checkpointing,
+        "trust_remote_code": cfg.trust_remote_code,
+        "loss": "assistant tokens only",
+        **cfg.train.model_dump(),
+    }
     return save_adapter(
         model,
         out,
@@ -295,8 +318,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     meta = train_chatbot(
         dialogues, cfg, a.output_dir, {"source": str(a.dialogues)}, progress=not a.no_progress
     )
-    print(json.dumps({"adapter_dir": meta["adapter_dir"], "judge_spec": meta["judge_spec"],
-                      **meta["train_result"]}, indent=2))  # fmt: skip
+    print(
+        json.dumps(
+            {"adapter_dir": meta["adapter_dir"], "judge_spec": meta["judge_spec"], **meta["train_result"]},
+            indent=2,
+        )
+    )
     return 0
 
 

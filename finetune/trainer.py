@@ -276,8 +276,14 @@ def train(
     per_epoch = math.ceil(micro_per_epoch / settings.grad_accum)
     total = settings.max_steps or max(1, math.ceil(per_epoch * settings.epochs))
     warmup = int(total * settings.warmup_ratio)
-    data_key = {"examples": n, "batch_size": settings.batch_size, "grad_accum": settings.grad_accum,
-                "num_processes": nproc, "seed": settings.seed, "shuffle": settings.shuffle}  # fmt: skip
+    data_key = {
+        "examples": n,
+        "batch_size": settings.batch_size,
+        "grad_accum": settings.grad_accum,
+        "num_processes": nproc,
+        "seed": settings.seed,
+        "shuffle": settings.shuffle,
+    }
     data_key["group_by_length"] = settings.group_by_length
 
     opt = torch.optim.AdamW(params, lr=settings.learning_rate, weight_decay=settings.weight_decay)
@@ -305,9 +311,14 @@ def train(
         epoch, window = divmod(first_step, per_epoch)
         skip = window * settings.grad_accum
         while True:
-            order = epoch_permutation(n, settings.seed, epoch, settings.shuffle,
-                                      lengths if settings.group_by_length else None,
-                                      settings.batch_size * nproc)  # fmt: skip
+            order = epoch_permutation(
+                n,
+                settings.seed,
+                epoch,
+                settings.shuffle,
+                lengths if settings.group_by_length else None,
+                settings.batch_size * nproc,
+            )
             shards = shard_batches(order, settings.batch_size, nproc, rank)[skip:]
             loader = DataLoader(
                 dataset,
@@ -324,16 +335,22 @@ def train(
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TextColumn("loss {task.fields[loss]}"), TimeElapsedColumn(),
-                   disable=not (progress and acc.is_main_process))  # fmt: skip
+    bar = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("loss {task.fields[loss]}"),
+        TimeElapsedColumn(),
+        disable=not (progress and acc.is_main_process),
+    )
     samples, t_train, since_log = 0, 0.0, []
     logf = (out / LOG_FILE).open("a", encoding="utf-8") if acc.is_main_process else None
     model.train()
     try:
         with bar:
-            task = bar.add_task(description, total=total, completed=step,
-                                loss=f"{losses[-1]:.4f}" if losses else "—")  # fmt: skip
+            task = bar.add_task(
+                description, total=total, completed=step, loss=f"{losses[-1]:.4f}" if losses else "—"
+            )
             stream = micro_batches(step) if step < total else iter(())
             while step < total:
                 t0 = time.perf_counter()
@@ -369,12 +386,21 @@ def train(
                 since_log.append(step_loss)
                 bar.update(task, completed=step, loss=f"{step_loss:.4f}")
                 if logf is not None and (step % settings.log_every == 0 or step == total):
-                    logf.write(json.dumps({
-                        "step": step, "epoch": round(step / per_epoch, 4), "loss": sum(since_log) / len(since_log),
-                        "step_loss": step_loss, "lr": lr,
-                        "grad_norm": float(grad_norm) if grad_norm is not None else None,
-                        "samples": samples, "time": round(time.perf_counter() - t_start, 3),
-                    }) + "\n")  # fmt: skip
+                    logf.write(
+                        json.dumps(
+                            {
+                                "step": step,
+                                "epoch": round(step / per_epoch, 4),
+                                "loss": sum(since_log) / len(since_log),
+                                "step_loss": step_loss,
+                                "lr": lr,
+                                "grad_norm": float(grad_norm) if grad_norm is not None else None,
+                                "samples": samples,
+                                "time": round(time.perf_counter() - t_start, 3),
+                            }
+                        )
+                        + "\n"
+                    )
                     logf.flush()
                     since_log = []
                 if step % settings.checkpoint_every == 0 or step == total:

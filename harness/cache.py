@@ -147,8 +147,12 @@ class RequestCache:
         log.warning(
             "request cache %s: %d cached value(s) ignored, recomputed: %s (first key %s); "
             "`harness cache check %s` lists them",
-            self.path, len(keys), why, keys[0][:16], self.path,
-        )  # fmt: skip
+            self.path,
+            len(keys),
+            why,
+            keys[0][:16],
+            self.path,
+        )
 
     def put_many(self, rows: Iterable[tuple[str, str, bytes]]) -> None:
         """Insert ``(key, namespace, value)`` rows (each with its checksum) in one committed transaction."""
@@ -240,8 +244,11 @@ class CachedBackend:
                     on_result(i, out[i])
         if undecodable:  # every occurrence was counted as a hit
             bad = set(undecodable)
-            self.cache.reject([k for k in keys if k in bad], "the value is not a response this harness can read",
-                              were_hits=True)  # fmt: skip
+            self.cache.reject(
+                [k for k in keys if k in bad],
+                "the value is not a response this harness can read",
+                were_hits=True,
+            )
         # Identical requests inside one batch are sent once.
         todo: dict[str, list[int]] = {}
         for i, k in enumerate(keys):
@@ -317,7 +324,9 @@ def _ensure_schema(path: Path, conn: sqlite3.Connection) -> None:
         conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         return
     if "entries" not in tables or "meta" not in tables:
-        raise CacheError(path, f"is a SQLite database but not a request cache (tables: {', '.join(sorted(tables))})")
+        raise CacheError(
+            path, f"is a SQLite database but not a request cache (tables: {', '.join(sorted(tables))})"
+        )
     columns = [r[1] for r in conn.execute("PRAGMA table_info(entries)")]
     row = conn.execute("SELECT v FROM meta WHERE k='schema_version'").fetchone()
     version = str(row[0]) if row else "?"
@@ -325,7 +334,9 @@ def _ensure_schema(path: Path, conn: sqlite3.Connection) -> None:
         _migrate_v1(path, conn)
         return
     if version != str(SCHEMA_VERSION):
-        raise CacheError(path, f"has schema version {version}; this harness reads {SCHEMA_VERSION} (and migrates 1)")
+        raise CacheError(
+            path, f"has schema version {version}; this harness reads {SCHEMA_VERSION} (and migrates 1)"
+        )
     if columns != list(COLUMNS):
         raise CacheError(path, f"table 'entries' has columns {columns}, expected {list(COLUMNS)}")
 
@@ -334,8 +345,12 @@ def _migrate_v1(path: Path, conn: sqlite3.Connection) -> None:
     """Schema 1 -> 2, in one transaction: add the checksum column and fill it for every row."""
     conn.execute("BEGIN IMMEDIATE")
     try:
-        if [r[1] for r in conn.execute("PRAGMA table_info(entries)")] == list(COLUMNS[:4]):  # not done meanwhile
-            log.warning("request cache %s: adding a checksum to every value (one-time migration to schema 2)", path)
+        if [r[1] for r in conn.execute("PRAGMA table_info(entries)")] == list(
+            COLUMNS[:4]
+        ):  # not done meanwhile
+            log.warning(
+                "request cache %s: adding a checksum to every value (one-time migration to schema 2)", path
+            )
             conn.execute("ALTER TABLE entries ADD COLUMN checksum TEXT")
             rows = conn.execute("SELECT key, namespace, value FROM entries").fetchall()
             conn.executemany(
@@ -372,7 +387,9 @@ class CacheReport:
 
     @property
     def ok(self) -> bool:
-        return self.problem is None and self.sqlite == ["ok"] and not self.bad_checksum and not self.undecodable
+        return (
+            self.problem is None and self.sqlite == ["ok"] and not self.bad_checksum and not self.undecodable
+        )
 
 
 def _undecodable(namespace: str, value: bytes) -> bool:
@@ -421,7 +438,10 @@ def check_cache(path: str | os.PathLike[str]) -> CacheReport:
 def _check_readable_schema(path: Path, conn: sqlite3.Connection) -> None:
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     if "entries" not in tables:
-        raise CacheError(path, f"is a SQLite database but not a request cache (tables: {', '.join(sorted(tables)) or 'none'})")
+        raise CacheError(
+            path,
+            f"is a SQLite database but not a request cache (tables: {', '.join(sorted(tables)) or 'none'})",
+        )
     columns = [r[1] for r in conn.execute("PRAGMA table_info(entries)")]
     if columns not in (list(COLUMNS), list(COLUMNS[:4])):
         raise CacheError(path, f"table 'entries' has columns {columns}, expected {list(COLUMNS)}")
@@ -452,7 +472,9 @@ def repair_cache(path: str | os.PathLike[str]) -> dict[str, Any]:
                     continue
                 for key, namespace, value, created, checksum in rows:
                     value = _as_bytes(value)
-                    if (has_sum and checksum != value_checksum(key, namespace, value)) or _undecodable(namespace, value):
+                    if (has_sum and checksum != value_checksum(key, namespace, value)) or _undecodable(
+                        namespace, value
+                    ):
                         dropped += 1
                     else:
                         good.append((key, namespace, value, float(created)))

@@ -67,7 +67,9 @@ def locate_model(
     instead (default ``<first word of owner>:/path/to/model``, e.g. ``hf:/path/to/model``)."""
     if is_local_dir(target):
         return ModelLocation(target, "local")
-    local_hint = f"point the spec at a local directory instead ({local_form or owner.split()[0] + ':/path/to/model'})"
+    local_hint = (
+        f"point the spec at a local directory instead ({local_form or owner.split()[0] + ':/path/to/model'})"
+    )
     if target.startswith(_PATH_PREFIXES):
         raise ModelUnavailableError(f"{owner} {_short(target)}: no such directory; {local_hint}")
     from huggingface_hub.utils import HFValidationError, validate_repo_id

@@ -40,7 +40,9 @@ LEVEL_FIELDS = {
     "dialogue": {"dialogue", "conversation"},
 }
 # Text that marks a placeholder the template author forgot to turn into a field.
-_UNFILLED = re.compile(r"\{[A-Za-z_][A-Za-z0-9_ ]*\}|<(?:dialogue|response|conversation|context|score)>|\[Dialogue Context\]")
+_UNFILLED = re.compile(
+    r"\{[A-Za-z_][A-Za-z0-9_ ]*\}|<(?:dialogue|response|conversation|context|score)>|\[Dialogue Context\]"
+)
 
 
 @dataclass(frozen=True)
@@ -358,7 +360,9 @@ def validate(specs: Iterable[TaskSpec] | None = None, repo_root: Path | None = N
                 problems.append(
                     f"{where}: template {tpl.name!r} ({lang}) has no placeholder: the item never reaches the judge"
                 )
-            problems += [f"{where}: template {tpl.name!r} ({lang}) {p}" for p in unfilled_placeholders(tpl, s.level)]
+            problems += [
+                f"{where}: template {tpl.name!r} ({lang}) {p}" for p in unfilled_placeholders(tpl, s.level)
+            ]
         if s.evaluate_module and repo_root is not None:
             mod_dir = repo_root / s.evaluate_module
             if not (mod_dir / f"{mod_dir.name}.py").is_file():

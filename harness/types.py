@@ -74,13 +74,19 @@ class GenerationConfig:
         def check(name: str, kind: type, **limits: Any) -> None:
             value = getattr(self, name)
             checked = check_option("decoding", name, value, kind, **limits)
-            if checked is not None and checked is not value and (kind in (int, bool) or isinstance(value, str)):
+            if (
+                checked is not None
+                and checked is not value
+                and (kind in (int, bool) or isinstance(value, str))
+            ):
                 # 256.0 -> 256, "true" -> True, "0.7" -> 0.7; numeric floats stay as given (cache keys)
                 object.__setattr__(self, name, checked)
 
         check("temperature", float, lo=0)
         check("top_p", float, lo=0, lo_open=True, hi=1)
-        check("top_k", int, lo=-1, hi=MAX_TOP_K, allow_none=True)  # 0 or -1 = no top-k (HF / vLLM conventions)
+        check(
+            "top_k", int, lo=-1, hi=MAX_TOP_K, allow_none=True
+        )  # 0 or -1 = no top-k (HF / vLLM conventions)
         check("max_tokens", int, lo=1, hi=MAX_NEW_TOKENS)
         check("seed", int, lo=0, hi=2**63 - 1, allow_none=True)
         check("presence_penalty", float, lo=-2, hi=2)

@@ -57,8 +57,10 @@ def main() -> int:
         s = res.summary
         gen = s["generation"]
         print(f"wall {time.time() - t0:.1f} s")
-        print(f"dialogues {gen['dialogues_with_turns']}, statuses {gen['statuses']}, "
-              f"first-turn pass rate {gen['first_turn_pass_rate']}, user-turn pass rate {gen['user_turn_pass_rate']}")  # fmt: skip
+        print(
+            f"dialogues {gen['dialogues_with_turns']}, statuses {gen['statuses']}, "
+            f"first-turn pass rate {gen['first_turn_pass_rate']}, user-turn pass rate {gen['user_turn_pass_rate']}"
+        )
         print(f"labels {s['labels']['statuses']}, rows {s['rows']}")
         ok = (
             gen["dialogues_with_turns"] > 0

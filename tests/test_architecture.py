@@ -102,7 +102,10 @@ def test_the_checker_sees_imports_inside_functions(tmp_path):
         "def f():\n    from tasks.upheld import X\n    import finetune.trainer\n"
     )
     assert [t for _, t in _imports(probe, "harness.probe")] == [
-        "typing", "tasks.meep", "tasks.upheld", "finetune.trainer"
+        "typing",
+        "tasks.meep",
+        "tasks.upheld",
+        "finetune.trainer",
     ]
     assert "tasks.meep" not in [t for _, t in _imports(probe, "harness.probe", runtime_only=True)]
 

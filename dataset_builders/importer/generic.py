@@ -292,7 +292,9 @@ class GenericImporter(Builder):
         extra = {"title": cfg.title, "headline": cfg.headline, "expected_instances": exp}
         return ConfigData(cfg.name, cfg.level, out, None, cfg.headline, cfg.title, src, extra)
 
-    def _read_row(self, cfg: ConfigSpec, t: _Table, rowno: int, row: dict, wide: dict, records: dict, first: dict) -> None:  # fmt: skip
+    def _read_row(
+        self, cfg: ConfigSpec, t: _Table, rowno: int, row: dict, wide: dict, records: dict, first: dict
+    ) -> None:
         where, ll = f"{t.row_label} {rowno} of {t.path.name}", cfg.long_labels
         rid = self._field(cfg.id, t, rowno, row, "id", required=True)
         labels = self._long_label(cfg, t, rowno, row) if ll else []
@@ -355,7 +357,11 @@ class GenericImporter(Builder):
                 if fmt == "json":
                     raise t.error(rowno, col, f"invalid JSON list: {e.msg}") from None
         if isinstance(items, str) and fmt != "list":
-            items = items.replace("\r\n", "\n").replace("\r", "\n").strip().split(spec.separator) if items.strip() else []
+            items = (
+                items.replace("\r\n", "\n").replace("\r", "\n").strip().split(spec.separator)
+                if items.strip()
+                else []
+            )
         items = [] if items is None or (isinstance(items, float) and math.isnan(items)) else items
         if not isinstance(items, list):
             raise t.error(rowno, col, f"expected a list of utterances, got {type(items).__name__}")

@@ -356,9 +356,12 @@ class DialogueGenerator:
                 prior = tried[-1] if tried else None
                 history = [(t.role, t.text) for t in d.turns]
                 msgs = user_turn_messages(
-                    ctx, self.names[ctx.language], history,
-                    prior.text if prior else "", prior.feedback if prior else "",
-                )  # fmt: skip
+                    ctx,
+                    self.names[ctx.language],
+                    history,
+                    prior.text if prior else "",
+                    prior.feedback if prior else "",
+                )
                 jobs.append((d.id, d.user_model, msgs, len(tried), history))
             attempt_no = 1 + max(job[3] for job in jobs)
             results = self._attempt_round(state, jobs, self.gen.user_turn.generation_config(), first=False)

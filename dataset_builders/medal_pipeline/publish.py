@@ -148,10 +148,22 @@ def dialogue_record(
         who = annotator or "judge"
         for name in (*MEDAL_ISSUES, MEDAL_OTHER):
             v = label.labels.get(name)
-            labels.append({"annotator": who, "dimension": name, "value": None if v is None else float(v),
-                           "raw": None if v is None else str(v)})  # fmt: skip
-        labels.append({"annotator": who, "dimension": MEDAL_OVERALL, "value": label.overall,
-                       "raw": None if label.overall is None else f"{label.overall:g}"})  # fmt: skip
+            labels.append(
+                {
+                    "annotator": who,
+                    "dimension": name,
+                    "value": None if v is None else float(v),
+                    "raw": None if v is None else str(v),
+                }
+            )
+        labels.append(
+            {
+                "annotator": who,
+                "dimension": MEDAL_OVERALL,
+                "value": label.overall,
+                "raw": None if label.overall is None else f"{label.overall:g}",
+            }
+        )
         rating = label.overall
     cur = curation or {}
     return {
@@ -225,8 +237,14 @@ def pipeline_card_sections(meta: Mapping[str, Any]) -> list[str]:
     out.append("")
     gen = meta.get("config", {}).get("generation", {})
     if gen:
-        out += ["Decoding (MEDAL App. C.2 defaults unless overridden):", "", "```json",
-                json.dumps(gen, indent=1, ensure_ascii=False), "```", ""]  # fmt: skip
+        out += [
+            "Decoding (MEDAL App. C.2 defaults unless overridden):",
+            "",
+            "```json",
+            json.dumps(gen, indent=1, ensure_ascii=False),
+            "```",
+            "",
+        ]
     out += meta.get("markdown", {}).get("generation", [])
     for key in ("warnings",):
         if meta.get(key):

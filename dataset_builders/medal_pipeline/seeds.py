@@ -59,8 +59,16 @@ happiness joy sadness sorrow grief fear anger rage anxiety excitement relief pri
 gratitude embarrassment jealousy envy loneliness frustration boredom disappointment
 """
 _AFFECT_PHRASES = (
-    "at ease", "on edge", "fed up", "feel good", "feels good", "felt good", "feel bad", "feels bad", "felt bad",
-)  # fmt: skip
+    "at ease",
+    "on edge",
+    "fed up",
+    "feel good",
+    "feels good",
+    "felt good",
+    "feel bad",
+    "feels bad",
+    "felt bad",
+)
 
 #: Affective-state keywords (lower case) for :func:`detect_affect`; includes every state of
 #: :data:`AFFECTIVE_STATES`. Single words match on word boundaries; phrases on any whitespace.
@@ -253,8 +261,10 @@ def _open_rows(source: str, *, split: str, kind: str) -> _Rows:
             rows = list(reader)
             header = tuple(reader.fieldnames or ())
         return _Rows(str(path), path.name, enumerate(rows, 1), "row", "column", header)
-    raise ValueError(f"{kind} source {source!r}: unsupported file type {suffix or '(none)'!r}; "
-                     "use .jsonl, .json, .csv, .tsv or .txt, or hf:org/name[:config]")  # fmt: skip
+    raise ValueError(
+        f"{kind} source {source!r}: unsupported file type {suffix or '(none)'!r}; "
+        "use .jsonl, .json, .csv, .tsv or .txt, or hf:org/name[:config]"
+    )
 
 
 def _text_value(rows: _Rows, rownum: int, rec: Mapping[str, Any], key: str) -> str:
@@ -334,8 +344,11 @@ def load_scenes(
         sid = explicit_id or stable_id("scene", text)
         if sid in seen:
             what = f"duplicate id {sid!r}" if explicit_id else "duplicate scene text"
-            raise rows.error(rownum, "id" if explicit_id else text_field,
-                             f"{what} (first seen on {rows.row_label} {seen[sid]}); scene ids must be unique")  # fmt: skip
+            raise rows.error(
+                rownum,
+                "id" if explicit_id else text_field,
+                f"{what} (first seen on {rows.row_label} {seen[sid]}); scene ids must be unique",
+            )
         seen[sid] = rownum
         out.append(Scene(sid, text, rows.name, relation))
     return out
@@ -448,8 +461,9 @@ def sample_seed_contexts(
     pool = [s for s in scenes if not neutral_scenes_only or detect_gender(s.text) is None]
     if len(pool) < n_scenes:
         which = "gender-neutral scenes" if neutral_scenes_only else "scenes"
-        raise ValueError(f"n_scenes={n_scenes} but only {len(pool)} {which} are available "
-                         f"(of {len(scenes)} scenes given)")  # fmt: skip
+        raise ValueError(
+            f"n_scenes={n_scenes} but only {len(pool)} {which} are available (of {len(scenes)} scenes given)"
+        )
 
     rng = random.Random(seed)
     chosen = rng.sample(pool, n_scenes)
@@ -471,13 +485,23 @@ def sample_seed_contexts(
         if scene_gender is None and detect_gender(persona.text) is None:
             gender = rng.choice(list(genders))
         for lang in langs:
-            out.append(SeedContext(
-                id=stable_id("seed", scene.id, persona.id, state, gender, lang),
-                scene_id=scene.id, scene=text, scene_source=scene.source,
-                persona_id=persona.id, persona=persona.text, persona_source=persona.source,
-                language=lang, affective_state=state, affect_quadrant=quadrant,
-                scene_affect=scene_affect, gender=gender, scene_gender=scene_gender,
-            ))  # fmt: skip
+            out.append(
+                SeedContext(
+                    id=stable_id("seed", scene.id, persona.id, state, gender, lang),
+                    scene_id=scene.id,
+                    scene=text,
+                    scene_source=scene.source,
+                    persona_id=persona.id,
+                    persona=persona.text,
+                    persona_source=persona.source,
+                    language=lang,
+                    affective_state=state,
+                    affect_quadrant=quadrant,
+                    scene_affect=scene_affect,
+                    gender=gender,
+                    scene_gender=scene_gender,
+                )
+            )
     return out
 
 

@@ -85,8 +85,12 @@ class Turn:
     attempts: list[Attempt] = field(default_factory=list)  # user turns: every attempt, the last accepted
 
     def to_dict(self) -> dict[str, Any]:
-        return {"role": self.role, "text": self.text, "model": self.model,
-                "attempts": [a.to_dict() for a in self.attempts]}  # fmt: skip
+        return {
+            "role": self.role,
+            "text": self.text,
+            "model": self.model,
+            "attempts": [a.to_dict() for a in self.attempts],
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Turn:
@@ -128,8 +132,16 @@ class Dialogue:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Dialogue:
-        return cls(d["id"], d["seed_id"], d["language"], d["user_model"], d["chatbot"],
-                   [Turn.from_dict(t) for t in d["turns"]], d["status"], d.get("detail", ""))  # fmt: skip
+        return cls(
+            d["id"],
+            d["seed_id"],
+            d["language"],
+            d["user_model"],
+            d["chatbot"],
+            [Turn.from_dict(t) for t in d["turns"]],
+            d["status"],
+            d.get("detail", ""),
+        )
 
 
 @dataclass

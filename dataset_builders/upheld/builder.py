@@ -75,7 +75,9 @@ def parse_history(text: str) -> list[dict[str, str]]:
 
 
 def _clean(text: str) -> str:
-    return "\n".join(line.strip() for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n") if line.strip())
+    return "\n".join(
+        line.strip() for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n") if line.strip()
+    )
 
 
 def _natural_key(text: str) -> tuple:

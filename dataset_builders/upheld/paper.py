@@ -21,7 +21,6 @@ UPHELD_TABLE_3A = {
 }
 
 
-
 def paper_comparisons(path: Path, manifest: dict[str, Any]) -> list[tuple[str, pd.DataFrame]]:
     """Counts and Table 3a agreement of the ``main`` config against the paper (none without it)."""
     if "main" not in manifest["configs"]:

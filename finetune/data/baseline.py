@@ -58,9 +58,15 @@ def sample_utterances(source: str, n: int, seed: int) -> tuple[list[str], dict[s
 
 
 def fit_response_baseline(
-    encoder: str, source: str, *, name: str, n: int = 2000, seed: int = 0, role: str = "passage",
+    encoder: str,
+    source: str,
+    *,
+    name: str,
+    n: int = 2000,
+    seed: int = 0,
+    role: str = "passage",
     progress: bool = True,
-) -> ResponseBaseline:  # fmt: skip
+) -> ResponseBaseline:
     """The mean ``role`` embedding under ``encoder`` of ``n`` utterances of ``source``."""
     if not _NAME_RE.match(name):
         raise ValueError(

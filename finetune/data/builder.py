@@ -270,8 +270,13 @@ def register_training_data(
                     f"{str(recorded.get('fingerprint'))[:16]} ≠ {str(result['fingerprint'])[:16]}); "
                     "versions are immutable: publish a new version"
                 )
-            return RegisteredDataset(existing.name, existing.version, existing.path,
-                                     recorded.get("configs") or result["configs"], result["fingerprint"])  # fmt: skip
+            return RegisteredDataset(
+                existing.name,
+                existing.version,
+                existing.path,
+                recorded.get("configs") or result["configs"],
+                result["fingerprint"],
+            )
         rv = registry.register(name, version, write)
     return RegisteredDataset(rv.name, rv.version, rv.path, result["configs"], result["fingerprint"])
 
@@ -317,7 +322,7 @@ def load_training_data(
             InstructionExample(
                 **{k: r[k] for k in INSTRUCTION_FEATURES if k not in ("level", "meta")},
                 meta=json.loads(r["meta"] or "{}"),
-            )  # fmt: skip
+            )
             for r in ds
         ]
     binary = info["configs"][config].get("label_type") == "binary"
@@ -331,10 +336,18 @@ def load_training_data(
             context, turns = [], [m["text"] for m in r["turns"]]
         out.append(
             Example(
-                id=r["id"], language=r["language"], level=r["level"], context=context, response=r["response"],
-                turns=turns, label=int(r["label"]) if binary else r["label"], kind=r["kind"],
-                source_id=r["source_id"], roles=None if all(x is None for x in roles) else roles,
-                reference=r["reference"], meta=json.loads(r["meta"] or "{}"),
+                id=r["id"],
+                language=r["language"],
+                level=r["level"],
+                context=context,
+                response=r["response"],
+                turns=turns,
+                label=int(r["label"]) if binary else r["label"],
+                kind=r["kind"],
+                source_id=r["source_id"],
+                roles=None if all(x is None for x in roles) else roles,
+                reference=r["reference"],
+                meta=json.loads(r["meta"] or "{}"),
             )
-        )  # fmt: skip
+        )
     return out

@@ -163,9 +163,12 @@ def distillation_examples(
         bad = [
             dim
             for _, dim in TARGET_KEYS
-            if not (MEDAL_OVERALL_RANGE[0] <= labels[dim] <= MEDAL_OVERALL_RANGE[1] if dim == MEDAL_OVERALL
-                    else labels[dim] in (0, 1))
-        ]  # fmt: skip
+            if not (
+                MEDAL_OVERALL_RANGE[0] <= labels[dim] <= MEDAL_OVERALL_RANGE[1]
+                if dim == MEDAL_OVERALL
+                else labels[dim] in (0, 1)
+            )
+        ]
         if bad:
             report.skipped_invalid_labels += 1
             report.skipped_ids.setdefault("invalid_labels", []).append(rid)

@@ -117,9 +117,12 @@ def load_parallel(
     unknown = sorted(set(configs or ()) - set(levels))
     if unknown:
         raise ValueError(f"{directory}: no config(s) {unknown}; configs: {', '.join(levels)}")
-    report = ParallelReport(source=source, location=str(directory),
-                            fingerprint=info.get("fingerprint") or manifest.get("fingerprint"),
-                            release=info.get("release"))  # fmt: skip
+    report = ParallelReport(
+        source=source,
+        location=str(directory),
+        fingerprint=info.get("fingerprint") or manifest.get("fingerprint"),
+        release=info.get("release"),
+    )
     groups: dict[tuple[str, str], dict[str, SourceDialogue]] = defaultdict(dict)
     for config in configs or list(levels):
         level = levels[config]
@@ -143,8 +146,13 @@ def load_parallel(
             if len(turns) < 2:
                 report.one_utterance += 1
                 continue
-            d = SourceDialogue(id=f"{row['id']}#{column}", language=lang, turns=[t for t, _ in turns],
-                               roles=[r for _, r in turns], origin=f"{report.release or directory}:{config}")  # fmt: skip
+            d = SourceDialogue(
+                id=f"{row['id']}#{column}",
+                language=lang,
+                turns=[t for t, _ in turns],
+                roles=[r for _, r in turns],
+                origin=f"{report.release or directory}:{config}",
+            )
             groups[(config, _item_id(row))][lang] = d
     dialogues: list[SourceDialogue] = []
     pivot: dict[str, SourceDialogue] = {}

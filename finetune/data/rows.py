@@ -78,6 +78,7 @@ INSTRUCTION_DOCS = {
     "meta": "JSON: annotator (judge) and the label values",
 }
 
+
 class TrainingDataError(ValueError):
     """Examples that cannot be written (bad field, duplicate id, mixed example types)."""
 

@@ -282,23 +282,38 @@ def relevance_pairs(
                 if k < n_pos:
                     out.append(
                         Example(
-                            id=f"{base}:pos{k}", context=list(context), response=d.turns[i], label=1,
-                            kind="positive", source_id=d.id, roles=list(roles), meta={"position": i, "pair": k},
+                            id=f"{base}:pos{k}",
+                            context=list(context),
+                            response=d.turns[i],
+                            label=1,
+                            kind="positive",
+                            source_id=d.id,
+                            roles=list(roles),
+                            meta={"position": i, "pair": k},
                             **common,
                         )
-                    )  # fmt: skip
+                    )
                 if k < len(negatives):
                     kind, dj, j = negatives[k]
                     src = usable[dj]
                     out.append(
                         Example(
-                            id=f"{base}:neg{k}", context=list(context), response=src.turns[j], label=0,
-                            kind=kind, source_id=d.id, roles=list(roles),
-                            meta={"position": i, "pair": k if balance else 0, "from_dialogue": src.id,
-                                  "from_position": j},
+                            id=f"{base}:neg{k}",
+                            context=list(context),
+                            response=src.turns[j],
+                            label=0,
+                            kind=kind,
+                            source_id=d.id,
+                            roles=list(roles),
+                            meta={
+                                "position": i,
+                                "pair": k if balance else 0,
+                                "from_dialogue": src.id,
+                                "from_position": j,
+                            },
                             **common,
                         )
-                    )  # fmt: skip
+                    )
     report.fallbacks = dict(sorted(fallbacks.items()))
     return _finish(report, out)
 
@@ -405,18 +420,32 @@ def coherence_pairs(
                 if k < n_pos:
                     out.append(
                         Example(
-                            id=f"{d.id}:pos{k}", context=[], turns=list(d.turns), label=1, kind="positive",
-                            source_id=d.id, roles=list(d.roles), meta={"pair": k}, **common,
+                            id=f"{d.id}:pos{k}",
+                            context=[],
+                            turns=list(d.turns),
+                            label=1,
+                            kind="positive",
+                            source_id=d.id,
+                            roles=list(d.roles),
+                            meta={"pair": k},
+                            **common,
                         )
-                    )  # fmt: skip
+                    )
                 if k < len(negatives):
                     kind, turns, meta = negatives[k]
                     out.append(
                         Example(
-                            id=f"{d.id}:neg{k}", context=[], turns=turns, label=0, kind=kind, source_id=d.id,
-                            roles=list(d.roles), meta={"pair": k if balance else 0, **meta}, **common,
+                            id=f"{d.id}:neg{k}",
+                            context=[],
+                            turns=turns,
+                            label=0,
+                            kind=kind,
+                            source_id=d.id,
+                            roles=list(d.roles),
+                            meta={"pair": k if balance else 0, **meta},
+                            **common,
                         )
-                    )  # fmt: skip
+                    )
     report.fallbacks = dict(sorted(fallbacks.items()))
     return _finish(report, out)
 

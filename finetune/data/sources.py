@@ -194,9 +194,13 @@ def _collect(
         report.read += 1
         if did in seen:
             raise DataValidationError(
-                file, repr(did), "id", f"duplicate dialogue id (first in {seen[did]})", row_label="dialogue",
+                file,
+                repr(did),
+                "id",
+                f"duplicate dialogue id (first in {seen[did]})",
+                row_label="dialogue",
                 column_label="field",
-            )  # fmt: skip
+            )
         seen[did] = file
         if p := language_problem(lang):
             raise DataValidationError(
@@ -324,7 +328,9 @@ def _jsonl_dialogue(path: Path, lineno: int, obj: dict[str, Any]) -> _Raw:
     if isinstance(did, int) and not isinstance(did, bool):
         did = str(did)
     if not isinstance(did, str) or not did.strip():
-        raise DataValidationError(path, lineno, "id", f"missing dialogue id (got {did!r})", row_label="line", column_label="field")  # fmt: skip
+        raise DataValidationError(
+            path, lineno, "id", f"missing dialogue id (got {did!r})", row_label="line", column_label="field"
+        )
     where = f"{lineno} (dialogue {did!r})"
 
     def err(fld: str, problem: str) -> DataValidationError:
@@ -415,7 +421,9 @@ def _dataset(
     for row in ds:
         did = row.get("id")
         if not isinstance(did, str) or not did:
-            raise DataValidationError(file, report.read + 1, "id", f"missing record id (got {did!r})", column_label="field")  # fmt: skip
+            raise DataValidationError(
+                file, report.read + 1, "id", f"missing record id (got {did!r})", column_label="field"
+            )
         turns = row.get(field_name) or []
         if field_name == "context":  # one dialogue per distinct context of a language
             key = (str(row.get("language")), tuple(str(t.get("text")) for t in turns))
@@ -429,9 +437,13 @@ def _dataset(
             role = t.get("role")
             if role not in ROLES:
                 raise DataValidationError(
-                    file, repr(did), f"{field_name}.{i}.role", f"unknown role {role!r}", row_label="dialogue",
+                    file,
+                    repr(did),
+                    f"{field_name}.{i}.role",
+                    f"unknown role {role!r}",
+                    row_label="dialogue",
                     column_label="field",
-                )  # fmt: skip
+                )
             utterances.append((t.get("text"), role))
         yield did, row.get("language"), utterances, origin, file
 

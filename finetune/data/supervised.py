@@ -131,21 +131,37 @@ def supervised_examples(
             context = list(rec.get("context") or [])
             out.append(
                 Example(
-                    id=rid, language=rec["language"], level="turn", context=[m["text"] for m in context],
-                    response=rec["response"], turns=None, label=label, kind="human", source_id=str(source_id),
+                    id=rid,
+                    language=rec["language"],
+                    level="turn",
+                    context=[m["text"] for m in context],
+                    response=rec["response"],
+                    turns=None,
+                    label=label,
+                    kind="human",
+                    source_id=str(source_id),
                     roles=[*(m["role"] for m in context), rec.get("response_role") or "assistant"],
-                    reference=rec.get("reference"), meta=meta,
+                    reference=rec.get("reference"),
+                    meta=meta,
                 )
-            )  # fmt: skip
+            )
         elif level == "dialogue":
             turns = list(rec.get("turns") or [])
             out.append(
                 Example(
-                    id=rid, language=rec["language"], level="dialogue", context=[], response=None,
-                    turns=[m["text"] for m in turns], label=label, kind="human", source_id=str(source_id),
-                    roles=[m["role"] for m in turns], meta=meta,
+                    id=rid,
+                    language=rec["language"],
+                    level="dialogue",
+                    context=[],
+                    response=None,
+                    turns=[m["text"] for m in turns],
+                    label=label,
+                    kind="human",
+                    source_id=str(source_id),
+                    roles=[m["role"] for m in turns],
+                    meta=meta,
                 )
-            )  # fmt: skip
+            )
         else:
             raise ValueError(f"record {rid!r}: unknown level {level!r}")
         report.kept += 1

@@ -155,7 +155,9 @@ def backend_class(kind: str) -> type[Backend]:
     mod_name, _, cls_name = BACKEND_KINDS.get(kind).backend.partition(":")
     cls = getattr(importlib.import_module(mod_name), cls_name)
     if not (isinstance(cls, type) and issubclass(cls, Backend)):
-        raise TypeError(f"backend kind {kind!r} names {BACKEND_KINDS.get(kind).backend}, which is not a Backend subclass")
+        raise TypeError(
+            f"backend kind {kind!r} names {BACKEND_KINDS.get(kind).backend}, which is not a Backend subclass"
+        )
     return cls
 
 
@@ -164,7 +166,9 @@ EXECUTOR_OPTIONS = ("num_gpus", "num_cpus")
 
 # Set by an executor (harness.executors) while it is active: judges and pipelines that call
 # create_backend then get the executor's backend (e.g. a pool of Ray workers) instead of a local one.
-_BACKEND_FACTORY: ContextVar[Callable[[JudgeSpec], Backend] | None] = ContextVar("backend_factory", default=None)
+_BACKEND_FACTORY: ContextVar[Callable[[JudgeSpec], Backend] | None] = ContextVar(
+    "backend_factory", default=None
+)
 
 
 @contextmanager

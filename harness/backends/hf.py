@@ -132,12 +132,18 @@ class HFBackend(hf_scoring.SystemRoleFallback, Backend):
         # a model that is neither local, cached nor downloadable now fails here, at once
         self.local_files_only = locate_model(model, revision, owner="hf backend: model").local_files_only
         self.tokenizer = AutoTokenizer.from_pretrained(
-            model, revision=revision, trust_remote_code=self.trust_remote_code, local_files_only=self.local_files_only
+            model,
+            revision=revision,
+            trust_remote_code=self.trust_remote_code,
+            local_files_only=self.local_files_only,
         )
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.config = AutoConfig.from_pretrained(
-            model, revision=revision, trust_remote_code=self.trust_remote_code, local_files_only=self.local_files_only
+            model,
+            revision=revision,
+            trust_remote_code=self.trust_remote_code,
+            local_files_only=self.local_files_only,
         )
         self.chat_template_name, self.chat_template = resolve_chat_template(
             chat_template, getattr(self.tokenizer, "chat_template", None), model
@@ -500,10 +506,13 @@ class HFBackend(hf_scoring.SystemRoleFallback, Backend):
                 keep = 0
                 if r.stop_at > 0:  # tokens up to the one that reaches the cut
                     keep = next(
-                        (k for k in range(1, len(r.gen) + 1)
-                         if len(self.tokenizer.decode(r.gen[:k], skip_special_tokens=True)) >= r.stop_at),
+                        (
+                            k
+                            for k in range(1, len(r.gen) + 1)
+                            if len(self.tokenizer.decode(r.gen[:k], skip_special_tokens=True)) >= r.stop_at
+                        ),
                         len(r.gen),
-                    )  # fmt: skip
+                    )
                 token_lps = token_lps[:keep]
         if r.choice_ids is not None:
             raw["choice_tokens"] = {c: len(t) for c, t in r.choice_ids.items()}

@@ -147,10 +147,15 @@ def adapter_sha(adapter_dir: str | Path) -> str:
 # -- device and dtype -----------------------------------------------------------------------------
 #: dtype name a spec may use -> the ``torch`` attribute
 DTYPE_ALIASES = {
-    "float32": "float32", "fp32": "float32", "float": "float32",
-    "bfloat16": "bfloat16", "bf16": "bfloat16",
-    "float16": "float16", "fp16": "float16", "half": "float16",
-}  # fmt: skip
+    "float32": "float32",
+    "fp32": "float32",
+    "float": "float32",
+    "bfloat16": "bfloat16",
+    "bf16": "bfloat16",
+    "float16": "float16",
+    "fp16": "float16",
+    "half": "float16",
+}
 
 
 def resolve_device(device: str | None) -> str:

@@ -90,6 +90,7 @@ log = logging.getLogger(__name__)
 #: requests in flight per batch: more than a server (or httpx's connection pool) usefully takes
 MAX_CONCURRENCY = 1024
 
+
 class OpenAIBackend(Backend):
     kind = "openai"
     capabilities = Capabilities(choice_logprobs=True, token_logprobs=True, guided_json=True)
@@ -149,7 +150,9 @@ class OpenAIBackend(Backend):
         self.concurrency = opt("concurrency", concurrency, int, lo=1, hi=MAX_CONCURRENCY)
         self.max_retries = opt("max_retries", max_retries, int, lo=0, hi=100)
         self.timeout = float(opt("timeout", timeout, float, lo=0, lo_open=True, hi=MAX_TIMEOUT_S))
-        self.choice_top_logprobs = opt("choice_top_logprobs", choice_top_logprobs, int, lo=1, hi=MAX_TOP_LOGPROBS)
+        self.choice_top_logprobs = opt(
+            "choice_top_logprobs", choice_top_logprobs, int, lo=1, hi=MAX_TOP_LOGPROBS
+        )
         if self.choice_top_logprobs > OPENAI_MAX_TOP_LOGPROBS and _is_openai_host(url):
             raise ValueError(
                 f"openai backend: choice_top_logprobs={self.choice_top_logprobs} exceeds the OpenAI API "

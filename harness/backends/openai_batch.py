@@ -131,7 +131,11 @@ class BatchRunner:
         if status in RETRYABLE_STATUS or status >= 500:
             raise _RetryableHTTPError(status, message, parse_retry_after(resp.headers))
         cls = _NotFound if status == 404 else BackendConfigError if status in (401, 403) else BackendError
-        auth = " — authentication failed: check the API key (api_key_env) and base_url" if status in (401, 403) else ""
+        auth = (
+            " — authentication failed: check the API key (api_key_env) and base_url"
+            if status in (401, 403)
+            else ""
+        )
         raise cls(f"openai batch API: {method} {path}: HTTP {status} ({self.where}): {message}{auth}")
 
     def _json(self, resp: httpx.Response) -> dict[str, Any]:

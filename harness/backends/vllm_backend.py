@@ -206,7 +206,9 @@ class VLLMBackend(hf_scoring.SystemRoleFallback, Backend):
             raise ValueError(f"choice_scoring must be one of {CHOICE_SCORING}, got {choice_scoring!r}")
         opt = functools.partial(check_option, "vllm backend")
         self.tensor_parallel_size = opt("tensor_parallel_size", tensor_parallel_size, int, lo=1, hi=1024)
-        self.gpu_memory_utilization = opt("gpu_memory_utilization", gpu_memory_utilization, float, lo=0, lo_open=True, hi=1)
+        self.gpu_memory_utilization = opt(
+            "gpu_memory_utilization", gpu_memory_utilization, float, lo=0, lo_open=True, hi=1
+        )
         self.max_model_len = opt("max_model_len", max_model_len, int, lo=1, hi=100_000_000, allow_none=True)
         self.dtype = opt("dtype", dtype, str)
         self.enforce_eager = opt("enforce_eager", enforce_eager, bool)

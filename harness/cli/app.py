@@ -51,7 +51,14 @@ class GuardedGroup(TyperGroup):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except (typer.Exit, typer.Abort, click.exceptions.Exit, click.ClickException, click.Abort, KeyboardInterrupt):
+        except (
+            typer.Exit,
+            typer.Abort,
+            click.exceptions.Exit,
+            click.ClickException,
+            click.Abort,
+            KeyboardInterrupt,
+        ):
             raise
         except Exception as e:  # noqa: BLE001 - the guard: one line instead of a traceback
             debug = self.debug or debug_enabled()

@@ -26,8 +26,11 @@ def result_tables(doc: dict[str, Any]) -> list[Table]:
     tables = []
     for k, (model, by_judge) in enumerate(doc["results"].items()):
         info = doc["models"][model]
-        t = Table(title=f"{escape(model)} — {doc['run']['n_items']} items, {info['backend']['requests']} "
-                        f"generated, {info['generation_cache_hits']} cached", title_justify="left")  # fmt: skip
+        t = Table(
+            title=f"{escape(model)} — {doc['run']['n_items']} items, {info['backend']['requests']} "
+            f"generated, {info['generation_cache_hits']} cached",
+            title_justify="left",
+        )
         cols = ["judge", "task", "mean", "95% CI", "n", "fail"] + (
             ["Δ vs first [95% CI]", "rel."] if k else []
         )
@@ -36,12 +39,21 @@ def result_tables(doc: dict[str, Any]) -> list[Table]:
         for judge, by_task in by_judge.items():
             for task, r in by_task.items():
                 ci, vs = r.get("ci"), r.get("vs_first") or {}
-                row = [escape(judge), task, _fmt(r["mean"]), f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "—",
-                       str(r["n"]), str(r["parse_failures"])]  # fmt: skip
+                row = [
+                    escape(judge),
+                    task,
+                    _fmt(r["mean"]),
+                    f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "—",
+                    str(r["n"]),
+                    str(r["parse_failures"]),
+                ]
                 if k:
                     d_ci = vs.get("ci")
-                    row += [_fmt(vs.get("diff"), "{:+.3f}") + (f" [{d_ci[0]:+.3f}, {d_ci[1]:+.3f}]" if d_ci else ""),
-                            _fmt(vs.get("relative"), "{:+.0%}")]  # fmt: skip
+                    row += [
+                        _fmt(vs.get("diff"), "{:+.3f}")
+                        + (f" [{d_ci[0]:+.3f}, {d_ci[1]:+.3f}]" if d_ci else ""),
+                        _fmt(vs.get("relative"), "{:+.0%}"),
+                    ]
                 t.add_row(*row)
         tables.append(t)
     return tables
@@ -66,7 +78,13 @@ def chatbot_eval(
         ),
     ],
     judge: Annotated[
-        list[str], typer.Option("--judge", "-j", help="Judge spec or @FILE.yaml, repeatable (metric:rougeL, hf:..., ...)", callback=judge_arg)
+        list[str],
+        typer.Option(
+            "--judge",
+            "-j",
+            help="Judge spec or @FILE.yaml, repeatable (metric:rougeL, hf:..., ...)",
+            callback=judge_arg,
+        ),
     ],
     task: Annotated[
         list[str],
@@ -101,11 +119,22 @@ def chatbot_eval(
     from harness.types import BackendError
 
     cfg = ChatbotEvalConfig(
-        models=list(model), data=data, judges=list(judge), tasks=[x for t in (task or DEFAULT_TASKS)
-        for x in str(t).split(",") if x.strip()], limit=limit, max_context=max_context, output_dir=output,
-        seed=seed, max_tokens=max_tokens, system_prompt=system_prompt, batch_size=batch_size,
-        n_bootstrap=bootstrap, use_cache=not no_cache, cache_path=cache, show_progress=not quiet,
-    )  # fmt: skip
+        models=list(model),
+        data=data,
+        judges=list(judge),
+        tasks=[x for t in (task or DEFAULT_TASKS) for x in str(t).split(",") if x.strip()],
+        limit=limit,
+        max_context=max_context,
+        output_dir=output,
+        seed=seed,
+        max_tokens=max_tokens,
+        system_prompt=system_prompt,
+        batch_size=batch_size,
+        n_bootstrap=bootstrap,
+        use_cache=not no_cache,
+        cache_path=cache,
+        show_progress=not quiet,
+    )
     try:
         doc = run_chatbot_eval(cfg)
     except (ValueError, KeyError, FileNotFoundError, LookupError, BackendError) as e:

@@ -97,4 +97,6 @@ def executor_summary(executor: dict[str, Any] | None) -> None:
             + f" ({w['node_ip']}, pid {w['pid']})"
             for w in pool["workers"]
         ]
-        console.print(f"ray {pool['role']} {pool['spec']}: " + " · ".join(parts), markup=False, highlight=False)
+        console.print(
+            f"ray {pool['role']} {pool['spec']}: " + " · ".join(parts), markup=False, highlight=False
+        )

@@ -94,7 +94,9 @@ def build(
         fail("--mapping only applies to the 'import' builder")
     ex = executor_config(executor, workers, gpus_per_worker)
     if ex.distributed and config is None:
-        fail("--executor ray runs a generation pipeline's model requests: it needs --config (the MEDAL pipeline)")
+        fail(
+            "--executor ray runs a generation pipeline's model requests: it needs --config (the MEDAL pipeline)"
+        )
     if config is not None:
         if name != "medal":
             fail("--config runs a generation pipeline; only the 'medal' builder has one")
@@ -186,7 +188,9 @@ def _run_medal_pipeline(
     for w in res.warnings:
         err.print(f"[yellow]warning:[/] {escape(w)}")
     if executor_info.get("pools"):
-        (Path(res.work_dir) / "executor.json").write_text(json.dumps(executor_info, indent=2), encoding="utf-8")
+        (Path(res.work_dir) / "executor.json").write_text(
+            json.dumps(executor_info, indent=2), encoding="utf-8"
+        )
         executor_summary(executor_info)
     s = res.summary
     console.print(
@@ -405,28 +409,54 @@ def publish(
 
 @datasets_app.command("qa")
 def qa(
-    ref: Annotated[str, typer.Argument(help="NAME@X.Y.Z of a registered translated dataset (or a dataset directory)")],
+    ref: Annotated[
+        str, typer.Argument(help="NAME@X.Y.Z of a registered translated dataset (or a dataset directory)")
+    ],
     judge: Annotated[
-        str | None, typer.Option("--judge", "-j", help="Adequacy judge: an LLM gets the App. A prompt (1–5); any kind works", callback=judge_arg)
+        str | None,
+        typer.Option(
+            "--judge",
+            "-j",
+            help="Adequacy judge: an LLM gets the App. A prompt (1–5); any kind works",
+            callback=judge_arg,
+        ),
     ] = None,
     encoder: Annotated[
         str | None, typer.Option(help="Embedding judge for source–translation similarity ('none' to skip)")
     ] = None,
-    translator: Annotated[str | None, typer.Option(help="LLM spec that back-translates into the source language")] = None,
-    bt_column: Annotated[str | None, typer.Option(help="Column with back-translations (one per utterance)")] = None,
+    translator: Annotated[
+        str | None, typer.Option(help="LLM spec that back-translates into the source language")
+    ] = None,
+    bt_column: Annotated[
+        str | None, typer.Option(help="Column with back-translations (one per utterance)")
+    ] = None,
     comet: Annotated[bool, typer.Option("--comet", help="CometKiwi QE (optional extra [comet])")] = False,
-    comet_model: Annotated[str, typer.Option(help="CometKiwi model id, .ckpt or directory")] = "Unbabel/wmt22-cometkiwi-da",
+    comet_model: Annotated[
+        str, typer.Option(help="CometKiwi model id, .ckpt or directory")
+    ] = "Unbabel/wmt22-cometkiwi-da",
     sample: Annotated[int, typer.Option(help="Source utterances per config (paper: 100); 0 = all")] = 100,
     seed: Annotated[int, typer.Option(help="Sampling and judge seed")] = 0,
     config: Annotated[list[str], typer.Option("--config", help="Only these configs")] = None,  # type: ignore[assignment]
-    language: Annotated[list[str], typer.Option("--language", "-l", help="Only these target languages")] = None,  # type: ignore[assignment]
+    language: Annotated[
+        list[str], typer.Option("--language", "-l", help="Only these target languages")
+    ] = None,  # type: ignore[assignment]
     source_language: Annotated[str, typer.Option(help="Language the others were translated from")] = "en",
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Directory for qa.json + segments.parquet")] = None,
-    version: Annotated[str | None, typer.Option(help="Version of the flagged copy (default: next minor)")] = None,
-    dataset_output: Annotated[Path | None, typer.Option(help="Write the flagged copy here instead of the registry")] = None,
-    no_register: Annotated[bool, typer.Option("--no-register", help="Only the report; no flagged version")] = False,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Directory for qa.json + segments.parquet")
+    ] = None,
+    version: Annotated[
+        str | None, typer.Option(help="Version of the flagged copy (default: next minor)")
+    ] = None,
+    dataset_output: Annotated[
+        Path | None, typer.Option(help="Write the flagged copy here instead of the registry")
+    ] = None,
+    no_register: Annotated[
+        bool, typer.Option("--no-register", help="Only the report; no flagged version")
+    ] = False,
     batch_size: Annotated[int, typer.Option("--batch-size", "-b")] = 32,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the request cache")] = False,
+    no_cache: Annotated[
+        bool, typer.Option("--no-cache", help="Do not read or write the request cache")
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars")] = False,
     registry: RegistryOpt = None,
 ) -> None:
@@ -444,14 +474,39 @@ def qa(
             if path is not None:
                 check_writable(path, registry, flag=flag)  # never into a registered version
         cfg = QAConfig(
-            ref=ref, judge=judge, encoder=enc, encoder_explicit=encoder is not None, translator=translator,
-            bt_column=bt_column, comet=comet, comet_model=comet_model, sample=sample, seed=seed,
-            source_language=source_language, configs=config or None, languages=normalize_languages(language),
-            batch_size=batch_size, output_dir=output, register=not no_register, version=version,
-            dataset_output=dataset_output, registry=registry, use_cache=not no_cache, show_progress=not quiet,
-        )  # fmt: skip
+            ref=ref,
+            judge=judge,
+            encoder=enc,
+            encoder_explicit=encoder is not None,
+            translator=translator,
+            bt_column=bt_column,
+            comet=comet,
+            comet_model=comet_model,
+            sample=sample,
+            seed=seed,
+            source_language=source_language,
+            configs=config or None,
+            languages=normalize_languages(language),
+            batch_size=batch_size,
+            output_dir=output,
+            register=not no_register,
+            version=version,
+            dataset_output=dataset_output,
+            registry=registry,
+            use_cache=not no_cache,
+            show_progress=not quiet,
+        )
         res = run_qa(cfg)
-    except (RegistryError, ValueError, KeyError, FileNotFoundError, FileExistsError, RuntimeError, SpecError, BackendError) as e:
+    except (
+        RegistryError,
+        ValueError,
+        KeyError,
+        FileNotFoundError,
+        FileExistsError,
+        RuntimeError,
+        SpecError,
+        BackendError,
+    ) as e:
         fail(error_message(e))
         return
     t = Table(title=escape(f"translation QA of {res.qa['dataset']['ref']} (xDial-Eval Table 2 style)"))
@@ -461,10 +516,14 @@ def qa(
         t.add_row(*row)
     console.print(t)
     for k, v in res.qa["methods"].items():
-        console.print(f"{k}: {escape(v if isinstance(v, str) else v.get('spec') or v.get('column') or v.get('model') or 'ran')}")
+        console.print(
+            f"{k}: {escape(v if isinstance(v, str) else v.get('spec') or v.get('column') or v.get('model') or 'ran')}"
+        )
     console.print("flags: " + ", ".join(f"{k} {v}" for k, v in sorted(res.qa["flags"].items())))
     for w in res.warnings:
         err.print(f"[yellow]warning:[/] {escape(w)}")
     if res.new_version:
-        console.print(f"flagged copy: {escape(res.new_version)} (columns qa_flagged, translation_qa; the checked version is unchanged)")
+        console.print(
+            f"flagged copy: {escape(res.new_version)} (columns qa_flagged, translation_qa; the checked version is unchanged)"
+        )
     console.print(f"wrote {escape(str(res.output_dir / 'qa.json'))} and segments.parquet")

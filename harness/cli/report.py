@@ -12,7 +12,8 @@ def report_command(
     run_dirs: Annotated[
         list[Path],
         typer.Argument(
-            metavar="RUN_DIR", help="Run directories of `harness run` (results.json) or `harness datasets qa` (qa.json)"
+            metavar="RUN_DIR",
+            help="Run directories of `harness run` (results.json) or `harness datasets qa` (qa.json)",
         ),
     ],
     output: Annotated[

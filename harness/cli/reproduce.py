@@ -36,7 +36,9 @@ def upheld(
     ] = None,
     judge: Annotated[
         str | None,
-        typer.Option("--judge", "-j", help="LLM judge spec for the App. H rows (default: not run)", callback=judge_arg),
+        typer.Option(
+            "--judge", "-j", help="LLM judge spec for the App. H rows (default: not run)", callback=judge_arg
+        ),
     ] = None,
     bert_model: Annotated[
         str | None, typer.Option(help="BERTScore encoder (default: packaged MiniLM)")

@@ -31,7 +31,10 @@ CacheOpt = Annotated[
 ]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not read or write the request cache")]
 JudgeOpt = Annotated[
-    str, typer.Option("--judge", "-j", help="Judge spec: kind:target[@rev][,key=value...] or @FILE.yaml", callback=judge_arg)
+    str,
+    typer.Option(
+        "--judge", "-j", help="Judge spec: kind:target[@rev][,key=value...] or @FILE.yaml", callback=judge_arg
+    ),
 ]
 
 
@@ -93,10 +96,20 @@ def inject_cmd(
     try:
         spec = get_task(task)
         cfg = RunConfig(
-            judge=judge, tasks=[task], languages=language, limit=limit, seed=seed, batch_size=batch_size,
-            use_cache=not no_cache, cache_path=cache, source=source, dataset=dataset, revision=revision,
-            n_bootstrap=bootstrap, show_progress=not quiet,
-        )  # fmt: skip
+            judge=judge,
+            tasks=[task],
+            languages=language,
+            limit=limit,
+            seed=seed,
+            batch_size=batch_size,
+            use_cache=not no_cache,
+            cache_path=cache,
+            source=source,
+            dataset=dataset,
+            revision=revision,
+            n_bootstrap=bootstrap,
+            show_progress=not quiet,
+        )
         handles = _prepare(cfg, [spec])
         items, _missing = _collect_items(cfg, spec, handles[spec.builder])
         if not items:
@@ -138,11 +151,18 @@ def inject_cmd(
             t.add_section()
         ci = g["delta_ci"]
         t.add_row(
-            lang, str(g["n_pairs"]), str(g["parse_failures"]), _f(g["mean_original"]), _f(g["mean_injected"]),
+            lang,
+            str(g["n_pairs"]),
+            str(g["parse_failures"]),
+            _f(g["mean_original"]),
+            _f(g["mean_injected"]),
             _f(g["mean_delta"], "+.3f") + (f" [{ci[0]:+.2f},{ci[1]:+.2f}]" if ci else ""),
-            _f(g["rose"], ".0%"), _f(g["at_max_injected"], ".0%"), _f(g["hijacked"]["rate"], ".0%"),
-            _f(g["wilcoxon"]["p_value"], ".3g"), style="bold" if lang == "all" else None,
-        )  # fmt: skip
+            _f(g["rose"], ".0%"),
+            _f(g["at_max_injected"], ".0%"),
+            _f(g["hijacked"]["rate"], ".0%"),
+            _f(g["wilcoxon"]["p_value"], ".3g"),
+            style="bold" if lang == "all" else None,
+        )
     console.print(t)
     flips = report.results["all"].get("label_flips")
     if flips:
@@ -151,9 +171,12 @@ def inject_cmd(
             ft.add_column(col, justify="left" if col == "dimension" else "right")
         for dim, f in flips.items():
             ft.add_row(
-                dim, str(f["n_flagged"]), f"{f['hidden']} ({_f(f['hidden_rate'], '.0%')})",
-                str(f["n_clear"]), f"{f['raised']} ({_f(f['raised_rate'], '.0%')})",
-            )  # fmt: skip
+                dim,
+                str(f["n_flagged"]),
+                f"{f['hidden']} ({_f(f['hidden_rate'], '.0%')})",
+                str(f["n_clear"]),
+                f"{f['raised']} ({_f(f['raised_rate'], '.0%')})",
+            )
         console.print(ft)
     if report.skipped:
         console.print(f"skipped {len(report.skipped)} item(s) with nothing to inject into")
@@ -205,10 +228,16 @@ def pairwise_cmd(
             t.add_section()
         m = r["medal_c5"]
         t.add_row(
-            lang, str(r["n"]), str(r["parse_failures"]), str(r["flips"]), _f(r["flip_rate"], ".0%"),
-            _f(r["first_position_rate"], ".0%"), _f(r["binomtest_p"], ".3g"),
-            f"{m['win']}/{m['tie']}/{m['loss']}", style="bold" if lang == "all" else None,
-        )  # fmt: skip
+            lang,
+            str(r["n"]),
+            str(r["parse_failures"]),
+            str(r["flips"]),
+            _f(r["flip_rate"], ".0%"),
+            _f(r["first_position_rate"], ".0%"),
+            _f(r["binomtest_p"], ".3g"),
+            f"{m['win']}/{m['tie']}/{m['loss']}",
+            style="bold" if lang == "all" else None,
+        )
     console.print(t)
     if report.self_consistency:
         s = report.self_consistency

@@ -27,7 +27,10 @@ def run(
     judge: Annotated[
         str,
         typer.Option(
-            "--judge", "-j", help="Judge spec: kind:target[@rev][,key=value...] or @FILE.yaml", callback=judge_arg
+            "--judge",
+            "-j",
+            help="Judge spec: kind:target[@rev][,key=value...] or @FILE.yaml",
+            callback=judge_arg,
         ),
     ] = DEFAULT_JUDGE,
     task: Annotated[
@@ -60,11 +63,16 @@ def run(
     bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples for 95% CIs (0 = none)")] = 1000,
     alt_epsilon: Annotated[
         float,
-        typer.Option(help="Alt-test cost-benefit margin ε (Calderon et al.: 0.2 experts, 0.15 skilled, 0.1 crowd)"),
+        typer.Option(
+            help="Alt-test cost-benefit margin ε (Calderon et al.: 0.2 experts, 0.15 skilled, 0.1 crowd)"
+        ),
     ] = 0.15,
     alt_q: Annotated[float, typer.Option(help="Alt-test FDR level (Benjamini–Yekutieli)")] = 0.05,
     alt_scale: Annotated[
-        str, typer.Option(help="Alt-test scale: auto | raw | zscore | rank | discretize (docs/meta-evaluation.md)")
+        str,
+        typer.Option(
+            help="Alt-test scale: auto | raw | zscore | rank | discretize (docs/meta-evaluation.md)"
+        ),
     ] = "auto",
     no_human_meta: Annotated[
         bool, typer.Option("--no-human-meta", help="Skip soft labels, ceilings and the alt-test")
@@ -135,7 +143,10 @@ def run(
 
 
 def stability(
-    judge: Annotated[str, typer.Option("--judge", "-j", help="Judge spec (without seed=) or @FILE.yaml", callback=judge_arg)],
+    judge: Annotated[
+        str,
+        typer.Option("--judge", "-j", help="Judge spec (without seed=) or @FILE.yaml", callback=judge_arg),
+    ],
     task: Annotated[list[str], typer.Option("--task", "-t", help="Task or group name")],
     runs: Annotated[int, typer.Option(help="Number of repeated runs (MEDAL App. D uses 5)")] = 5,
     language: Annotated[list[str], typer.Option("--language", "-l", help="Language codes")] = None,  # type: ignore[assignment]
@@ -161,9 +172,17 @@ def stability(
     try:
         check_writable(output)
         cfg = RunConfig(
-            judge=judge, tasks=task, languages=language, limit=limit, source=source, dataset=dataset,
-            cache_path=cache, n_bootstrap=bootstrap, show_progress=not quiet, executor=ex,
-        )  # fmt: skip
+            judge=judge,
+            tasks=task,
+            languages=language,
+            limit=limit,
+            source=source,
+            dataset=dataset,
+            cache_path=cache,
+            n_bootstrap=bootstrap,
+            show_progress=not quiet,
+            executor=ex,
+        )
         report = run_stability(cfg, runs, output)
     except RunIncomplete as e:
         fail(f"stability run {e.output.output_dir.name}: {e}", EXIT_INCOMPLETE)

@@ -31,7 +31,9 @@ class DatasetBuilder(Protocol):
     version: str
     license: str
 
-    def build(self, source: str | os.PathLike[str] | None, output_dir: str | os.PathLike[str], **options: Any) -> Any:
+    def build(
+        self, source: str | os.PathLike[str] | None, output_dir: str | os.PathLike[str], **options: Any
+    ) -> Any:
         """Write the dataset directory; ``options`` are those of :func:`build_dataset`."""
         ...
 

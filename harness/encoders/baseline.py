@@ -129,9 +129,13 @@ def read_baseline(path: str | Path) -> ResponseBaseline:
             f"response baseline {path}: field 'vector' must be a finite 1-d list of {doc.get('dim')} floats"
         )
     bl = ResponseBaseline(
-        name=str(doc["name"]), vector=vec, role=str(doc["role"]), encoder=dict(doc["encoder"]),
-        provenance=dict(doc.get("provenance") or {}), path=str(path),
-    )  # fmt: skip
+        name=str(doc["name"]),
+        vector=vec,
+        role=str(doc["role"]),
+        encoder=dict(doc["encoder"]),
+        provenance=dict(doc.get("provenance") or {}),
+        path=str(path),
+    )
     if bl.sha256 != doc["vector_sha256"]:
         raise ValueError(
             f"response baseline {path}: the vector does not match its recorded vector_sha256 (the file was edited); "

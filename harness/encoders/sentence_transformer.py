@@ -55,9 +55,17 @@ class SentenceTransformerEncoder(Encoder):
         self.name, self.path = resolve_encoder(target)
         self.revision = revision
         self.device = device
-        self.batch_size = check_option("embed encoder", "batch_size", batch_size, int, lo=1, hi=MAX_BATCH_SIZE)
+        self.batch_size = check_option(
+            "embed encoder", "batch_size", batch_size, int, lo=1, hi=MAX_BATCH_SIZE
+        )
         self.max_seq_length = check_option(
-            "embed encoder", "max_seq_length", max_seq_length or None, int, lo=1, hi=MAX_SEQ_LENGTH, allow_none=True
+            "embed encoder",
+            "max_seq_length",
+            max_seq_length or None,
+            int,
+            lo=1,
+            hi=MAX_SEQ_LENGTH,
+            allow_none=True,
         )
         # neither local, cached nor downloadable now: one clear error here, not retries on first use
         self.local_files_only = locate_model(self.path, revision, owner="embed encoder").local_files_only

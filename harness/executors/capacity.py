@@ -48,9 +48,12 @@ def shortfall(starting: list[PoolNeed], held: list[PoolNeed], total: dict[str, f
         busy = sum(p.total(resource) for p in held)
         if need + busy <= have + 1e-9:
             continue
-        terms = Counter((p.workers, p.per_worker.get(resource, 0.0)) for p in starting if p.total(resource) > 0)
+        terms = Counter(
+            (p.workers, p.per_worker.get(resource, 0.0)) for p in starting if p.total(resource) > 0
+        )
         parts = [
-            (f"{k} pools × " if k > 1 else "") + f"{w} worker{'s' if w != 1 else ''} × {_n(a)} {_unit(resource, a)}"
+            (f"{k} pools × " if k > 1 else "")
+            + f"{w} worker{'s' if w != 1 else ''} × {_n(a)} {_unit(resource, a)}"
             for (w, a), k in terms.items()
         ]
         if len(starting) == 1 and len(parts) == 1:

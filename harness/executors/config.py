@@ -78,7 +78,9 @@ class ExecutorConfig:
             cpus = float(opts.get("num_cpus", self.cpus_per_worker))
             gpus = float(opts.get("num_gpus", self.gpus_per_worker))
         except (TypeError, ValueError) as e:
-            raise ValueError(f"judge spec {spec.raw if spec else ''!r}: num_cpus / num_gpus must be numbers") from e
+            raise ValueError(
+                f"judge spec {spec.raw if spec else ''!r}: num_cpus / num_gpus must be numbers"
+            ) from e
         if cpus < 0 or gpus < 0:
             raise ValueError("num_cpus / num_gpus must be >= 0")
         if spec is not None and spec.kind == "vllm":

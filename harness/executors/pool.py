@@ -152,7 +152,9 @@ class WorkerPool:
                 self._await_placement(actors)
                 calls = [[self._setup_call(a, m) for m in self.members] for a in actors]
                 flat = [c for row in calls for c in row]
-                ready, pending = self.ray.wait(flat, num_returns=len(flat), timeout=self.config.startup_timeout_s)
+                ready, pending = self.ray.wait(
+                    flat, num_returns=len(flat), timeout=self.config.startup_timeout_s
+                )
                 if pending:
                     raise ExecutorError(
                         f"the Ray workers of {self.label} did not finish loading within "
@@ -174,7 +176,9 @@ class WorkerPool:
         this driver and its stop pipe."""
         with self._stop.opening() as stop:
             pings = [a.ping.remote(process_identity(), stop) for a in actors]
-            ready, pending = self.ray.wait(pings, num_returns=len(pings), timeout=self.config.schedule_timeout_s)
+            ready, pending = self.ray.wait(
+                pings, num_returns=len(pings), timeout=self.config.schedule_timeout_s
+            )
             if pending:
                 free = {k: v for k, v in self.ray.available_resources().items() if k in ("CPU", "GPU")}
                 total = {k: v for k, v in self.ray.cluster_resources().items() if k in ("CPU", "GPU")}
@@ -190,9 +194,15 @@ class WorkerPool:
     def _setup_call(self, actor: Any, member: Member) -> Any:
         threads = max(1, int(self.resources["num_cpus"])) if self.resources["num_cpus"] >= 1 else 1
         return actor.setup.remote(
-            member.key, member.role, member.spec, cwd=os.getcwd(), env=forwarded_env(member.spec), seed=self.seed,
-            threads=threads, cache=member.cache_path,
-        )  # fmt: skip
+            member.key,
+            member.role,
+            member.spec,
+            cwd=os.getcwd(),
+            env=forwarded_env(member.spec),
+            seed=self.seed,
+            threads=threads,
+            cache=member.cache_path,
+        )
 
     def _adopt(self, slot: int, member: Member, info: dict[str, Any]) -> None:
         st = self.stats[slot]
@@ -237,7 +247,9 @@ class WorkerPool:
         self.stats[slot].replacements += 1
         for m, info in infos:
             self._adopt(slot, m, info)
-        log.warning("Ray worker %d replaced (now pid %s on %s)", slot, self.stats[slot].pid, self.stats[slot].node_ip)
+        log.warning(
+            "Ray worker %d replaced (now pid %s on %s)", slot, self.stats[slot].pid, self.stats[slot].node_ip
+        )
 
     def _kill(self, slot: int) -> None:
         actor, self.actors[slot] = self.actors[slot], None
@@ -249,9 +261,13 @@ class WorkerPool:
 
     # -- running -----------------------------------------------------------------------------------
     def run(
-        self, member: Member, method: str, items: Sequence[Any], emit: Callable[[int, Any], None] | None = None,
+        self,
+        member: Member,
+        method: str,
+        items: Sequence[Any],
+        emit: Callable[[int, Any], None] | None = None,
         **kwargs: Any,
-    ) -> list[Any]:  # fmt: skip
+    ) -> list[Any]:
         """``method`` (``generate`` / ``encode``) of ``member`` over ``items`` in shards; one result
         per item, in order."""
         with self._run_lock:
@@ -283,11 +299,15 @@ class WorkerPool:
         cancel = threading.Event()
         call = (member, method, items, kwargs)
         threads = [
-            threading.Thread(target=self._drive, args=(slot, shards, msgs, cancel, call), daemon=True,
-                             name=f"ray-pool-{slot}")
+            threading.Thread(
+                target=self._drive,
+                args=(slot, shards, msgs, cancel, call),
+                daemon=True,
+                name=f"ray-pool-{slot}",
+            )
             for slot in range(self.config.workers)
             if self.actors[slot] is not None
-        ]  # fmt: skip
+        ]
         if not threads:
             raise ExecutorError(f"every Ray worker of {self.label} is gone")
         self._bar_start(n)
@@ -381,7 +401,9 @@ class WorkerPool:
             except _Cancelled:
                 return
             except _SlotDead as e:
-                msgs.put(("failed", shard, f"{shard.attempts[-1] if shard.attempts else ''}; {e}".strip("; ")))
+                msgs.put(
+                    ("failed", shard, f"{shard.attempts[-1] if shard.attempts else ''}; {e}".strip("; "))
+                )
                 return
             except _Retry:
                 msgs.put(("failed", shard, shard.attempts[-1]))
@@ -419,13 +441,17 @@ class WorkerPool:
             if cancel.is_set():
                 raise _Cancelled() from e
             shard.attempts.append(f"worker {slot} (pid {st.pid}): {error_text(e)}")
-            log.warning("shard %d of %s failed on worker %d: %s", shard.number, member.label, slot, error_text(e))
+            log.warning(
+                "shard %d of %s failed on worker %d: %s", shard.number, member.label, slot, error_text(e)
+            )
             raise _Retry(error_text(e)) from e
         except self.ray.exceptions.RayError as e:  # the worker died / its node was lost: replace it
             if cancel.is_set():  # killed by an interrupted call: nothing to replace
                 raise _Cancelled() from e
             shard.attempts.append(f"worker {slot} (pid {st.pid}) died: {error_text(e)}")
-            log.warning("Ray worker %d died running shard %d of %s; replacing it", slot, shard.number, member.label)
+            log.warning(
+                "Ray worker %d died running shard %d of %s; replacing it", slot, shard.number, member.label
+            )
             self._replace(slot)
             raise _Retry(error_text(e)) from e
         finally:

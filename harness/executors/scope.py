@@ -30,7 +30,9 @@ from harness.spec import JudgeSpec
 
 
 class ExecutorScope:
-    def __init__(self, config: ExecutorConfig, *, seed: int | None = None, cluster: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, config: ExecutorConfig, *, seed: int | None = None, cluster: dict[str, Any] | None = None
+    ) -> None:
         self.config = config
         self.seed = seed
         self.cluster = cluster
@@ -47,7 +49,11 @@ class ExecutorScope:
 
     def _new_pool(self, resources: dict[str, float]) -> WorkerPool:
         pool = WorkerPool(
-            resources, self.config, seed=self.seed, progress=lambda: self.progress, before_start=self.check_capacity
+            resources,
+            self.config,
+            seed=self.seed,
+            progress=lambda: self.progress,
+            before_start=self.check_capacity,
         )
         self.pools.append(pool)
         return pool
@@ -77,8 +83,14 @@ class ExecutorScope:
         for j in _judges(judge):
             backend = getattr(j, "backend", None)
             cached = getattr(j, "cached", None)
-            if isinstance(backend, PoolBackend) and isinstance(cached, CachedBackend) and cached.backend is backend:
-                backend.member.cache_path = os.path.abspath(cached.cache.path) if cached.cache.enabled else None
+            if (
+                isinstance(backend, PoolBackend)
+                and isinstance(cached, CachedBackend)
+                and cached.backend is backend
+            ):
+                backend.member.cache_path = (
+                    os.path.abspath(cached.cache.path) if cached.cache.enabled else None
+                )
             if isinstance(backend, PoolBackend) and not backend.pool.started:
                 target = home(backend.pool.resources, backend.pool)
                 if target is not backend.pool:
@@ -131,14 +143,22 @@ def _judges(judge: Judge, seen: set[int] | None = None) -> Iterator[Judge]:
     seen.add(id(judge))
     yield judge
     for value in vars(judge).values():
-        children = value.values() if isinstance(value, dict) else value if isinstance(value, list | tuple) else [value]
+        children = (
+            value.values()
+            if isinstance(value, dict)
+            else value
+            if isinstance(value, list | tuple)
+            else [value]
+        )
         for child in children:
             if isinstance(child, Judge):
                 yield from _judges(child, seen)
 
 
 @contextmanager
-def executor_scope(config: ExecutorConfig | None = None, *, seed: int | None = None) -> Iterator[ExecutorScope]:
+def executor_scope(
+    config: ExecutorConfig | None = None, *, seed: int | None = None
+) -> Iterator[ExecutorScope]:
     """Run the block under ``config``'s executor (see the module docstring); pools are closed at the end."""
     config = config or ExecutorConfig()
     if not config.distributed:

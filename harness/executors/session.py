@@ -36,9 +36,12 @@ class ClusterReaper:
         self.token = uuid.uuid4().hex
         self.proc = subprocess.Popen(
             [sys.executable, watchdog.__file__, MARK, self.token, str(os.getpid())],
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True, close_fds=True,
-        )  # fmt: skip
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            close_fds=True,
+        )
 
     @contextmanager
     def marking(self) -> Iterator[None]:
@@ -68,7 +71,9 @@ def import_ray() -> Any:
     try:
         import ray
     except ImportError as e:
-        raise RayNotInstalledError(f"--executor ray needs Ray, which is not installed: {RAY_EXTRA_HINT}") from e
+        raise RayNotInstalledError(
+            f"--executor ray needs Ray, which is not installed: {RAY_EXTRA_HINT}"
+        ) from e
     return ray
 
 
@@ -113,16 +118,19 @@ def describe_cluster(ray: Any, started: bool) -> dict[str, Any]:
     try:
         resources = {k: v for k, v in ray.cluster_resources().items() if k in ("CPU", "GPU", "memory")}
         nodes = [
-            {"node_ip": n.get("NodeManagerAddress"), "resources": {k: v for k, v in n.get("Resources", {}).items()
-                                                                 if k in ("CPU", "GPU")}}
+            {
+                "node_ip": n.get("NodeManagerAddress"),
+                "resources": {k: v for k, v in n.get("Resources", {}).items() if k in ("CPU", "GPU")},
+            }
             for n in ray.nodes()
             if n.get("Alive")
-        ]  # fmt: skip
+        ]
     except Exception as e:  # pragma: no cover - a cluster that cannot answer is reported, not fatal here
         resources, nodes = {"error": str(e)}, []
     return {
         "ray_version": ray.__version__,
-        "address": os.environ.get("RAY_ADDRESS") or ("local (started for this run)" if started else "already connected"),
+        "address": os.environ.get("RAY_ADDRESS")
+        or ("local (started for this run)" if started else "already connected"),
         "resources": resources,
         "nodes": nodes,
     }

@@ -17,7 +17,15 @@ from harness.spec import JudgeSpec
 
 # Environment a worker process needs to load models as the driver would (Ray workers on other
 # nodes do not inherit the driver's environment). CUDA_VISIBLE_DEVICES is Ray's to set.
-_ENV_PREFIXES = ("HF_", "HUGGINGFACE_", "TRANSFORMERS_", "TOKENIZERS_", "DIALEVAL_", "VLLM_", "SENTENCE_TRANSFORMERS_")
+_ENV_PREFIXES = (
+    "HF_",
+    "HUGGINGFACE_",
+    "TRANSFORMERS_",
+    "TOKENIZERS_",
+    "DIALEVAL_",
+    "VLLM_",
+    "SENTENCE_TRANSFORMERS_",
+)
 
 
 @dataclass

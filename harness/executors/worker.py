@@ -152,10 +152,14 @@ class ModelWorker:
                 continue
             ident = self.identities[key]
             rows = [
-                (RequestCache.make_key(ident, req.payload()), CachedBackend.NAMESPACE,
-                 json.dumps(resp.to_dict(), ensure_ascii=False).encode())
-                for shard in list(shards) for req, resp in list(shard)
-            ]  # fmt: skip
+                (
+                    RequestCache.make_key(ident, req.payload()),
+                    CachedBackend.NAMESPACE,
+                    json.dumps(resp.to_dict(), ensure_ascii=False).encode(),
+                )
+                for shard in list(shards)
+                for req, resp in list(shard)
+            ]
             if rows:
                 cache = RequestCache(path)
                 try:

@@ -74,9 +74,12 @@ class LanguageRouterJudge(Judge):
             key = self.route(item.get("language"))
             if key is None:
                 out[i] = Verdict(
-                    None, "invalid_item", "", _hash(str(item.get("id"))),
+                    None,
+                    "invalid_item",
+                    "",
+                    _hash(str(item.get("id"))),
                     detail=f"no route for language {item.get('language')!r} (routes: {', '.join(self.routes)})",
-                )  # fmt: skip
+                )
             else:
                 groups.setdefault(key, []).append(i)
         for key, idx in groups.items():

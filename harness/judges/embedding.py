@@ -55,7 +55,11 @@ NAMESPACE = "embedding"
 OPTIONS = ("batch_size", "device", "context_turns", "max_seq_length", "roles", "baseline", "engine")
 #: how the texts of a pair are prefixed, for encoders trained with prefixes (E5)
 DEFAULT_ROLES = "asymmetric"  # context = query, response = passage (see the module docstring)
-ROLE_MODES = {"query": ("query", "query"), "asymmetric": ("query", "passage"), "passage": ("passage", "passage")}
+ROLE_MODES = {
+    "query": ("query", "query"),
+    "asymmetric": ("query", "passage"),
+    "passage": ("passage", "passage"),
+}
 
 
 class EmbeddingJudge(Judge):
@@ -69,11 +73,15 @@ class EmbeddingJudge(Judge):
             )
         owner = f"embedding judge {spec.raw or spec.to_string()!r}"
         opts = dict(spec.options)
-        opts["batch_size"] = check_option(owner, "batch_size", opts.get("batch_size", 64), int, lo=1, hi=100_000)
+        opts["batch_size"] = check_option(
+            owner, "batch_size", opts.get("batch_size", 64), int, lo=1, hi=100_000
+        )
         if "engine" in opts:
             opts["engine"] = check_option(owner, "engine", opts["engine"], str, choices=ENGINES)
         self.encoder = encoder_from_options(spec.target, spec.revision, opts)
-        self.roles = check_option(owner, "roles", spec.options.get("roles", DEFAULT_ROLES), str, choices=ROLE_MODES)
+        self.roles = check_option(
+            owner, "roles", spec.options.get("roles", DEFAULT_ROLES), str, choices=ROLE_MODES
+        )
         ct = spec.options.get("context_turns", 1)
         if ct in (None, "all", 0):
             self.context_turns: int | None = None
@@ -128,7 +136,9 @@ class EmbeddingJudge(Judge):
     def _key(self, text: str, role: str) -> str:
         # encoders without prefixes embed a text the same way in every role: one cache entry
         payload = {"text": text, "role": role} if self.encoder.prefixes else {"text": text}
-        return RequestCache.make_key(self.encoder.identity(), payload)  # a baseline does not change embeddings
+        return RequestCache.make_key(
+            self.encoder.identity(), payload
+        )  # a baseline does not change embeddings
 
     def embed(self, texts: Sequence[str], role: str = "query") -> dict[str, np.ndarray]:
         """Unit vectors of ``texts`` in ``role`` (``query`` / ``passage``), through the cache."""

@@ -29,7 +29,9 @@ JUDGE_OPTIONS = ("reasoning", "n_calls")
 class LLMJudge(Judge):
     def __init__(self, spec: JudgeSpec, cache: RequestCache, seed: int | None = None) -> None:
         super().__init__(spec, cache, seed)
-        self.reasoning = check_option(f"{spec.kind} judge", "reasoning", spec.options.get("reasoning", False), bool)
+        self.reasoning = check_option(
+            f"{spec.kind} judge", "reasoning", spec.options.get("reasoning", False), bool
+        )
         backend_spec = dataclasses.replace(
             spec, options={k: v for k, v in spec.options.items() if k not in JUDGE_OPTIONS}
         )
@@ -67,7 +69,9 @@ class LLMJudge(Judge):
         if task.procedure:  # a multi-call / multi-step protocol (e.g. CPDScore) through this judge's backend
             verdicts = load_hook(task.procedure)(self, task, items)
             if len(verdicts) != len(items):
-                raise RuntimeError(f"{task.procedure} returned {len(verdicts)} verdicts for {len(items)} items")
+                raise RuntimeError(
+                    f"{task.procedure} returned {len(verdicts)} verdicts for {len(items)} items"
+                )
             return verdicts
         cfg = self.generation_config(task)
         out: list[Verdict | None] = []

@@ -116,8 +116,13 @@ class PanelJudge(Judge):
         return self._ranges[task.name]
 
     def identity(self) -> dict[str, Any]:
-        return {"backend": "panel", "members": [m.identity() for m in self.members], "vote": self.how,
-                "quorum": self.quorum, "normalisation": "fixed per-member range: (x - lo) / (hi - lo)"}  # fmt: skip
+        return {
+            "backend": "panel",
+            "members": [m.identity() for m in self.members],
+            "vote": self.how,
+            "quorum": self.quorum,
+            "normalisation": "fixed per-member range: (x - lo) / (hi - lo)",
+        }
 
     def method(self, task: TaskSpec) -> str:
         parts = [f"{n}: {m.method(task)}" for n, m in zip(self.names(), self.members, strict=True)]
@@ -136,15 +141,21 @@ class PanelJudge(Judge):
         for name, judge in zip(self.names(), self.members, strict=True):
             verdicts = judge.score(task, items)
             if len(verdicts) != len(items):
-                raise RuntimeError(f"member {name!r} returned {len(verdicts)} verdicts for {len(items)} items")
+                raise RuntimeError(
+                    f"member {name!r} returned {len(verdicts)} verdicts for {len(items)} items"
+                )
             per_member.append(verdicts)
         self.usage = sum((m.usage for m in self.members), Usage())
         out = []
         for i, item in enumerate(items):
-            item_ranges = None if ranges is None else [
-                r if r is not None else m.item_score_range(task, item)
-                for m, r in zip(self.members, ranges, strict=True)
-            ]  # fmt: skip
+            item_ranges = (
+                None
+                if ranges is None
+                else [
+                    r if r is not None else m.item_score_range(task, item)
+                    for m, r in zip(self.members, ranges, strict=True)
+                ]
+            )
             out.append(self._combine([vs[i] for vs in per_member], item_ranges))
         return out
 
@@ -156,7 +167,9 @@ class PanelJudge(Judge):
             rec: dict[str, Any] = {"spec": name, "status": v.status, "score": v.score if v.ok else None}
             if v.ok:
                 lo, hi = (ranges[k] or (0.0, 1.0)) if ranges is not None else (0.0, 1.0)  # ok => route known
-                rec["normalised"] = (float(v.score) - lo) / (hi - lo) if ranges is not None else float(v.score)  # type: ignore[arg-type]
+                rec["normalised"] = (
+                    (float(v.score) - lo) / (hi - lo) if ranges is not None else float(v.score)
+                )  # type: ignore[arg-type]
                 values.append(rec["normalised"])
             else:
                 failed.append(f"member {name!r}: {v.status}" + (f" ({v.detail})" if v.detail else ""))
@@ -168,17 +181,29 @@ class PanelJudge(Judge):
         extra: dict[str, Any] = {"members": members, "vote": self.how, "n_voting": len(values)}
         if labels is not None:
             extra["labels"] = labels
-        raw = "; ".join(f"{m['spec']}={m['score']:.6f}" if m["score"] is not None else f"{m['spec']}=None ({m['status']})"
-                        for m in members)  # fmt: skip
+        raw = "; ".join(
+            f"{m['spec']}={m['score']:.6f}" if m["score"] is not None else f"{m['spec']}=None ({m['status']})"
+            for m in members
+        )
         if len(values) < self.quorum:
-            detail = f"{len(values)} of {len(members)} members scored, quorum {self.quorum}: " + "; ".join(failed)
+            detail = f"{len(values)} of {len(members)} members scored, quorum {self.quorum}: " + "; ".join(
+                failed
+            )
             return Verdict(None, "no_quorum", raw, h, detail=detail, usage=usage, cached=cached, extra=extra)
         value, fallback = vote(values, self.how)
         if fallback:
             extra["fallback"] = fallback
         detail = "; ".join(failed)
-        return Verdict(value, "ok", raw + f"; {self.how}={value:.6f}", h, detail=detail, usage=usage,
-                       cached=cached, extra=extra)  # fmt: skip
+        return Verdict(
+            value,
+            "ok",
+            raw + f"; {self.how}={value:.6f}",
+            h,
+            detail=detail,
+            usage=usage,
+            cached=cached,
+            extra=extra,
+        )
 
     def backend_stats(self) -> dict[str, Any]:
         per = [m.backend_stats() for m in self.members]

@@ -438,15 +438,39 @@ def reference_metric_frame(
     info: dict[str, Any] = {"rouge": None, "bertscore": None, "embedding": None, "invalid": pairs.invalid}
     columns: dict[str, list[float | None]] = {}
     families = (
-        ("rouge", ROUGE_METRICS, lambda: rouge_scores(
-            references, predictions, use_stemmer=use_stemmer, show_progress=show_progress)),
-        ("bertscore", BERTSCORE_METRICS, lambda: bertscore_scores(
-            references, predictions, model=bert_model, num_layers=bert_num_layers,
-            batch_size=batch_size, device=device, show_progress=show_progress)),
-        ("embedding", EMBEDDING_METRICS, lambda: embedding_cosine(
-            references, predictions, model=embed_model, batch_size=batch_size, device=device,
-            show_progress=show_progress)),
-    )  # fmt: skip
+        (
+            "rouge",
+            ROUGE_METRICS,
+            lambda: rouge_scores(
+                references, predictions, use_stemmer=use_stemmer, show_progress=show_progress
+            ),
+        ),
+        (
+            "bertscore",
+            BERTSCORE_METRICS,
+            lambda: bertscore_scores(
+                references,
+                predictions,
+                model=bert_model,
+                num_layers=bert_num_layers,
+                batch_size=batch_size,
+                device=device,
+                show_progress=show_progress,
+            ),
+        ),
+        (
+            "embedding",
+            EMBEDDING_METRICS,
+            lambda: embedding_cosine(
+                references,
+                predictions,
+                model=embed_model,
+                batch_size=batch_size,
+                device=device,
+                show_progress=show_progress,
+            ),
+        ),
+    )
     for family, names, run in families:
         if any(m in metrics for m in names):
             result = run()

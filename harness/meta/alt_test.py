@@ -99,7 +99,9 @@ class AltTestResult:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d["annotators"] = {a["annotator"]: {k: v for k, v in a.items() if k != "annotator"} for a in d["annotators"]}
+        d["annotators"] = {
+            a["annotator"]: {k: v for k, v in a.items() if k != "annotator"} for a in d["annotators"]
+        }
         return _finite(d)
 
 
@@ -159,7 +161,9 @@ def alt_test(
                 labels.setdefault(inst, {})[str(ann)] = float(v)
     scored = {i for i, v in judge.items() if v is not None and math.isfinite(float(v))}
     res.instances_without_judge = sum(1 for i in labels if i not in scored)
-    res.instances_too_few_annotators = sum(1 for i, h in labels.items() if i in scored and len(h) < min_annotators)
+    res.instances_too_few_annotators = sum(
+        1 for i, h in labels.items() if i in scored and len(h) < min_annotators
+    )
     keep = {i: h for i, h in labels.items() if i in scored and len(h) >= min_annotators}
     res.n_instances = len(keep)
     per_item = [len(h) for h in keep.values()]
@@ -205,7 +209,9 @@ def finish(results: Sequence[AltTestResult]) -> None:
     """BY over every tested annotator of ``results`` together (several environments: the paper's
     FAQ), then omega / rho / passed per result."""
     tested = [a for r in results for a in r.tested]
-    for a, rej in zip(tested, by_reject([a.p_value for a in tested], results[0].q if results else 0.05), strict=True):
+    for a, rej in zip(
+        tested, by_reject([a.p_value for a in tested], results[0].q if results else 0.05), strict=True
+    ):
         a.rejected = rej
     for r in results:
         if r.tested:
@@ -247,37 +253,57 @@ def rescale(
     if mode not in SCALES:
         raise ValueError(f"unknown alt-test scale {mode!r}; expected one of {SCALES}")
     j = {i: float(v) for i, v in judge.items() if v is not None and math.isfinite(float(v))}
-    h = {a: {i: float(v) for i, v in per.items() if v is not None and not math.isnan(float(v))} for a, per in humans.items()}
+    h = {
+        a: {i: float(v) for i, v in per.items() if v is not None and not math.isnan(float(v))}
+        for a, per in humans.items()
+    }
     if mode == "raw":
         return dict(j), h
     if mode == "discretize":
         from harness.meta.scale_correlation import discretize
 
         if judge_range is None or not levels:
-            raise ValueError("alt-test scale 'discretize' needs the judge's fixed score range and the label levels")
+            raise ValueError(
+                "alt-test scale 'discretize' needs the judge's fixed score range and the label levels"
+            )
         keys = list(j)
-        mapped = discretize(np.asarray([j[k] for k in keys]), list(levels), lo=judge_range[0], hi=judge_range[1])
+        mapped = discretize(
+            np.asarray([j[k] for k in keys]), list(levels), lo=judge_range[0], hi=judge_range[1]
+        )
         return dict(zip(keys, map(float, mapped), strict=True)), h
     f = _z if mode == "zscore" else _ranks
     return (f(j) if j else {}), {a: f(per) if per else {} for a, per in h.items()}
 
 
-def choose(label_scale: str, judge_range: tuple[float, float] | None, label_range: tuple[float, float] | None) -> tuple[str, str]:
+def choose(
+    label_scale: str, judge_range: tuple[float, float] | None, label_range: tuple[float, float] | None
+) -> tuple[str, str]:
     """(scale mode, scoring) for ``auto``: binary labels -> the judge discretized onto them + accuracy
     (needs the judge's range; else z-scores + neg_rmse); a judge already on the label range -> raw +
     neg_rmse; otherwise z-scores + neg_rmse."""
     if label_scale == "binary" and judge_range is not None:
         return "discretize", "accuracy"
-    if judge_range is not None and label_range is not None and tuple(map(float, judge_range)) == tuple(map(float, label_range)):
+    if (
+        judge_range is not None
+        and label_range is not None
+        and tuple(map(float, judge_range)) == tuple(map(float, label_range))
+    ):
         return "raw", "neg_rmse"
     return "zscore", "neg_rmse"
 
 
 # -- harness run: per task, one environment per dataset × language ---------------------------------
 def alt_test_from_samples(
-    samples: Any, info: Mapping[str, Any], judge_range: tuple[float, float] | None, *, epsilon: float = 0.15,
-    q: float = 0.05, scale: str = "auto", scoring: str | None = None, score_column: str = "score",
-) -> dict[str, Any]:  # fmt: skip
+    samples: Any,
+    info: Mapping[str, Any],
+    judge_range: tuple[float, float] | None,
+    *,
+    epsilon: float = 0.15,
+    q: float = 0.05,
+    scale: str = "auto",
+    scoring: str | None = None,
+    score_column: str = "score",
+) -> dict[str, Any]:
     """The alt-test of one task's samples (``human_labels`` / ``human_dimension`` columns): one
     environment per dataset × language, BY over every annotator comparison of the task together (the
     paper's FAQ on several environments); ``omega`` per environment and how many pass."""
@@ -289,10 +315,20 @@ def alt_test_from_samples(
     else:
         mode, auto_scoring = scale, ("accuracy" if scale == "discretize" else "neg_rmse")
     scoring = scoring or auto_scoring
-    head = {"epsilon": epsilon, "q": q, "scale": mode, "scoring": scoring, "judge_range": judge_range,
-            "label_scale": dict(info), "min_instances": MIN_INSTANCES}  # fmt: skip
+    head = {
+        "epsilon": epsilon,
+        "q": q,
+        "scale": mode,
+        "scoring": scoring,
+        "judge_range": judge_range,
+        "label_scale": dict(info),
+        "min_instances": MIN_INSTANCES,
+    }
     if labels.empty:
-        return {**head, "skipped": "the items carry no individual annotator labels: the alt-test needs >= 2 per item"}
+        return {
+            **head,
+            "skipped": "the items carry no individual annotator labels: the alt-test needs >= 2 per item",
+        }
     envs: dict[str, AltTestResult] = {}
     for (ds, lang), sub in samples.groupby(["dataset", "language"], sort=True):
         lab = labels[(labels["dataset"] == ds) & (labels["language"] == lang)]
@@ -309,9 +345,17 @@ def alt_test_from_samples(
         envs[f"{ds}/{lang}"] = res
     finish([r for r in envs.values() if r.skipped is None])
     tested = [r for r in envs.values() if r.skipped is None]
-    return {**head, "environments": {k: r.to_dict() for k, r in envs.items()},
-            "passed_environments": sum(bool(r.passed) for r in tested), "n_environments": len(tested),
-            **({"skipped": "; ".join(sorted({r.skipped for r in envs.values() if r.skipped}))} if not tested else {})}  # fmt: skip
+    return {
+        **head,
+        "environments": {k: r.to_dict() for k, r in envs.items()},
+        "passed_environments": sum(bool(r.passed) for r in tested),
+        "n_environments": len(tested),
+        **(
+            {"skipped": "; ".join(sorted({r.skipped for r in envs.values() if r.skipped}))}
+            if not tested
+            else {}
+        ),
+    }
 
 
 def pd_num(values: Any) -> list[float | None]:

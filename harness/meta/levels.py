@@ -36,7 +36,9 @@ def level_frame(samples: pd.DataFrame, level: str) -> pd.DataFrame:
     return out.reset_index()
 
 
-def aggregate(per_group: dict[tuple[str, str], dict[str, dict[str, Any]]]) -> dict[str, dict[str, dict[str, Any]]]:
+def aggregate(
+    per_group: dict[tuple[str, str], dict[str, dict[str, Any]]],
+) -> dict[str, dict[str, dict[str, Any]]]:
     """Per-(dataset, language) entries ``{value, ci, n, parse_failures, ...}`` -> per language (mean over
     datasets, each dataset's entry under ``per_dataset``; the CI is kept when one dataset makes the
     language) and ``"all"`` (mean over languages; the CI kept for a single language), as
@@ -93,11 +95,17 @@ def level_correlations(
             x, y = valid["score"].to_numpy(np.float64), valid["human"].to_numpy(np.float64)
             idx = None
             if n_bootstrap > 0 and len(valid) >= 3:
-                idx = np.random.default_rng([seed, len(valid)]).integers(0, len(valid), (n_bootstrap, len(valid)))
+                idx = np.random.default_rng([seed, len(valid)]).integers(
+                    0, len(valid), (n_bootstrap, len(valid))
+                )
             for m in methods:
                 est = correlation(x, y, m)
                 if idx is not None:
                     est.ci = percentile_ci(_replicates(x, y, idx, m), confidence)
-                entry = {**est.to_dict(), "parse_failures": int(frame["score"].isna().sum()), "groups": len(frame)}
+                entry = {
+                    **est.to_dict(),
+                    "parse_failures": int(frame["score"].isna().sum()),
+                    "groups": len(frame),
+                }
                 per_group.setdefault((str(ds), str(lang)), {})[f"{level}/{m}"] = entry
     return aggregate(per_group)

@@ -82,7 +82,11 @@ def judge_alpha(matrix: pd.DataFrame, ranks: bool = False) -> dict[str, Any]:
     long = binned.reset_index(drop=True).stack().reset_index()
     long.columns = ["item", "annotator", "value"]
     res = krippendorff_alpha(long, level="interval")
-    return {"value": None if math.isnan(res.value) else res.value, "n_items": res.n_items, "grid": 1 / (ALPHA_GRID - 1)}
+    return {
+        "value": None if math.isnan(res.value) else res.value,
+        "n_items": res.n_items,
+        "grid": 1 / (ALPHA_GRID - 1),
+    }
 
 
 def error_correlations(matrix: pd.DataFrame, human: pd.Series) -> dict[str, Any]:
@@ -98,12 +102,18 @@ def error_correlations(matrix: pd.DataFrame, human: pd.Series) -> dict[str, Any]
     pairs: dict[str, float | None] = {}
     for a, b in itertools.combinations(matrix.columns, 2):
         both = resid[a].notna() & resid[b].notna()
-        r = correlation(resid.loc[both, a].to_numpy(float), resid.loc[both, b].to_numpy(float), "pearson").value
+        r = correlation(
+            resid.loc[both, a].to_numpy(float), resid.loc[both, b].to_numpy(float), "pearson"
+        ).value
         pairs[f"{a} | {b}"] = None if math.isnan(r) else r
     vals = [v for v in pairs.values() if v is not None]
     rho = float(np.mean(vals)) if vals else None
-    return {"pairs": pairs, "mean": rho, "effective_judges": effective_judges(matrix.shape[1], rho),
-            "n_judges": int(matrix.shape[1])}  # fmt: skip
+    return {
+        "pairs": pairs,
+        "mean": rho,
+        "effective_judges": effective_judges(matrix.shape[1], rho),
+        "n_judges": int(matrix.shape[1]),
+    }
 
 
 def revote(matrix: pd.DataFrame, how: str, quorum: int) -> pd.Series:
@@ -120,10 +130,19 @@ def _all(meta: Mapping[str, Any], metric: str) -> float | None:
 
 
 def panel_report(
-    samples: pd.DataFrame, names: Sequence[str], how: str, quorum: int, methods: Sequence[str], *,
-    ranges: Sequence[tuple[float, float] | None] | None = None, language_order: Sequence[str] | None = None,
-    n_bootstrap: int = 1000, confidence: float = 0.95, seed: int = 0, alt_test: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:  # fmt: skip
+    samples: pd.DataFrame,
+    names: Sequence[str],
+    how: str,
+    quorum: int,
+    methods: Sequence[str],
+    *,
+    ranges: Sequence[tuple[float, float] | None] | None = None,
+    language_order: Sequence[str] | None = None,
+    n_bootstrap: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    alt_test: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """Everything above for one task's ``samples`` (``human`` column = the human rating).
     ``alt_test``: keyword arguments of :func:`harness.meta.alt_test.alt_test_from_samples` (``info``,
     ``epsilon``, ``q``, ``scale``) to run it per member and for the panel; None = not run."""
@@ -132,16 +151,24 @@ def panel_report(
     raw = member_scores(samples, names, "score")
 
     def meta(scores: pd.Series) -> dict[str, Any]:
-        return meta_evaluate(samples.assign(score=scores), methods, n_bootstrap, confidence, seed, language_order).to_dict()
+        return meta_evaluate(
+            samples.assign(score=scores), methods, n_bootstrap, confidence, seed, language_order
+        ).to_dict()
 
     panel_meta = meta(pd.to_numeric(samples["score"], errors="coerce"))
     out: dict[str, Any] = {
         "members": {n: {"results": meta(raw[n]), "failures": int(raw[n].isna().sum())} for n in names},
-        "panel": {"results": panel_meta, "failures": int(pd.to_numeric(samples["score"], errors="coerce").isna().sum()),
-                  "vote": how, "quorum": quorum},
-        "alpha": judge_alpha(norm), "alpha_rank": judge_alpha(norm, ranks=True),
-        "error_correlation": error_correlations(norm, samples["human"]), "n_items": int(len(samples)),
-    }  # fmt: skip
+        "panel": {
+            "results": panel_meta,
+            "failures": int(pd.to_numeric(samples["score"], errors="coerce").isna().sum()),
+            "vote": how,
+            "quorum": quorum,
+        },
+        "alpha": judge_alpha(norm),
+        "alpha_rank": judge_alpha(norm, ranks=True),
+        "error_correlation": error_correlations(norm, samples["human"]),
+        "n_items": int(len(samples)),
+    }
     fallbacks = 0
     for cell in samples["extra"]:
         fallbacks += bool(isinstance(cell, str) and json.loads(cell).get("fallback"))
@@ -156,18 +183,23 @@ def panel_report(
             loo[n] = {
                 **{f"delta_{m}": _delta(_all(panel_meta, m), _all(without, m)) for m in methods},
                 **{f"without_{m}": _all(without, m) for m in methods},
-                "alpha": judge_alpha(norm[rest])["value"], "mean_error_correlation": ec["mean"],
+                "alpha": judge_alpha(norm[rest])["value"],
+                "mean_error_correlation": ec["mean"],
                 "effective_judges": ec["effective_judges"],
-            }  # fmt: skip
+            }
     out["leave_one_out"] = loo or "needs at least 3 members"
     if alt_test is not None:
         from harness.meta.alt_test import alt_test_from_samples
 
         per = {}
         for k, n in enumerate(names):
-            rng = tuple(ranges[k]) if ranges is not None and ranges[k] is not None else None  # None: per-item (bylang:)
+            rng = (
+                tuple(ranges[k]) if ranges is not None and ranges[k] is not None else None
+            )  # None: per-item (bylang:)
             per[n] = alt_test_from_samples(samples.assign(score=raw[n]), judge_range=rng, **alt_test)  # type: ignore[arg-type]
-        per["panel"] = alt_test_from_samples(samples, judge_range=(0.0, 1.0) if ranges is not None else None, **alt_test)
+        per["panel"] = alt_test_from_samples(
+            samples, judge_range=(0.0, 1.0) if ranges is not None else None, **alt_test
+        )
         out["alt_test"] = per
     return out
 

@@ -58,8 +58,11 @@ def item_dimension(dimension: str, item: Mapping[str, Any]) -> str | None:
 
 def item_distribution(item: Mapping[str, Any], dimension: str | None) -> str | None:
     """JSON ``{label value: share}`` of the item's labels of ``dimension`` (missing labels left out)."""
-    vals = [float(lab["value"]) for lab in item.get("labels") or []
-            if lab.get("dimension") == dimension and lab.get("value") is not None]  # fmt: skip
+    vals = [
+        float(lab["value"])
+        for lab in item.get("labels") or []
+        if lab.get("dimension") == dimension and lab.get("value") is not None
+    ]
     if not vals:
         return None
     uniq, counts = np.unique(vals, return_counts=True)
@@ -70,9 +73,14 @@ def annotator_frame(samples: pd.DataFrame) -> pd.DataFrame:
     """Long frame ``unit, dataset, language, annotator, value`` of every non-missing label of each
     sample's ``human_dimension`` (``unit`` = dataset + sample id)."""
     rows = []
-    for ds, lang, sid, cell, dim in zip(samples["dataset"], samples["language"], samples["id"],
-                                         samples.get("human_labels", [None] * len(samples)),
-                                         samples.get("human_dimension", [None] * len(samples)), strict=True):  # fmt: skip
+    for ds, lang, sid, cell, dim in zip(
+        samples["dataset"],
+        samples["language"],
+        samples["id"],
+        samples.get("human_labels", [None] * len(samples)),
+        samples.get("human_dimension", [None] * len(samples)),
+        strict=True,
+    ):
         labels = json.loads(cell) if isinstance(cell, str) else {}
         for ann, v in (labels.get(dim) or {}).items():
             if v is not None and not (isinstance(v, float) and math.isnan(v)):
@@ -85,12 +93,22 @@ def label_info(dim_table: Mapping[str, Any] | None, values: Sequence[float]) -> 
     dimension table when given, else inferred from the observed labels."""
     obs = sorted({float(v) for v in values})
     if dim_table:
-        lo, hi, scale = float(dim_table["min"]), float(dim_table["max"]), str(dim_table.get("scale", "likert"))
+        lo, hi, scale = (
+            float(dim_table["min"]),
+            float(dim_table["max"]),
+            str(dim_table.get("scale", "likert")),
+        )
     else:
         lo, hi = (obs[0], obs[-1]) if obs else (0.0, 1.0)
-        scale = "binary" if len(obs) <= 2 else ("likert" if all(v.is_integer() for v in obs) else "continuous")
+        scale = (
+            "binary" if len(obs) <= 2 else ("likert" if all(v.is_integer() for v in obs) else "continuous")
+        )
     levels = obs if scale != "continuous" else []
-    if scale != "continuous" and all(float(v).is_integer() for v in (lo, hi)) and all(v.is_integer() for v in obs):
+    if (
+        scale != "continuous"
+        and all(float(v).is_integer() for v in (lo, hi))
+        and all(v.is_integer() for v in obs)
+    ):
         levels = sorted(set(obs) | ({lo, hi} if scale == "binary" else set(np.arange(lo, hi + 1).tolist())))
     return {"scale": scale, "min": lo, "max": hi, "levels": [float(x) for x in levels]}
 
@@ -117,29 +135,50 @@ def _judge_probs(extra: Any, levels: Sequence[float], yes_no: tuple[str, str]) -
     return q / q.sum()
 
 
-def _mean_entry(values: Sequence[float], n_bootstrap: int, confidence: float, seed: int, failures: int) -> dict[str, Any]:
+def _mean_entry(
+    values: Sequence[float], n_bootstrap: int, confidence: float, seed: int, failures: int
+) -> dict[str, Any]:
     x = np.asarray(values, dtype=float)
     ci = None
     if n_bootstrap > 0 and x.size >= 3 and np.ptp(x) > 0:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            r = stats.bootstrap((x,), np.mean, n_resamples=n_bootstrap, confidence_level=confidence,
-                                method="percentile", rng=np.random.default_rng(seed))  # fmt: skip
+            r = stats.bootstrap(
+                (x,),
+                np.mean,
+                n_resamples=n_bootstrap,
+                confidence_level=confidence,
+                method="percentile",
+                rng=np.random.default_rng(seed),
+            )
         ci = [float(r.confidence_interval.low), float(r.confidence_interval.high)]
-    return {"value": float(x.mean()) if x.size else None, "ci": ci, "n": int(x.size), "parse_failures": failures}
+    return {
+        "value": float(x.mean()) if x.size else None,
+        "ci": ci,
+        "n": int(x.size),
+        "parse_failures": failures,
+    }
 
 
 def soft_label_metrics(
-    sub: pd.DataFrame, labels: pd.DataFrame, info: Mapping[str, Any], judge_range: tuple[float, float] | None,
-    yes_no: tuple[str, str] = ("Yes", "No"), n_bootstrap: int = 1000, confidence: float = 0.95, seed: int = 0,
-) -> dict[str, dict[str, Any]]:  # fmt: skip
+    sub: pd.DataFrame,
+    labels: pd.DataFrame,
+    info: Mapping[str, Any],
+    judge_range: tuple[float, float] | None,
+    yes_no: tuple[str, str] = ("Yes", "No"),
+    n_bootstrap: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> dict[str, dict[str, Any]]:
     """The ``soft/*`` entries of one dataset × language group (``sub``: its samples; ``labels``: its
     :func:`annotator_frame` rows)."""
     levels = np.asarray(info["levels"], dtype=float)
     by_unit = labels.groupby("unit")["value"].apply(list).to_dict()
     abs_err, sq_err, ce = [], [], []
     failures = 0
-    for ds, sid, score, extra in zip(sub["dataset"], sub["id"], sub["score"], sub.get("extra", [None] * len(sub)), strict=True):
+    for ds, sid, score, extra in zip(
+        sub["dataset"], sub["id"], sub["score"], sub.get("extra", [None] * len(sub)), strict=True
+    ):
         vals = by_unit.get(f"{ds}\x1f{sid}")
         if not vals:
             continue
@@ -173,7 +212,9 @@ def spearman_brown(r: float, factor: float = 2.0) -> float:
     return factor * r / (1 + (factor - 1) * r)
 
 
-def loao_ceiling(labels: pd.DataFrame, method: str, n_bootstrap: int, confidence: float, seed: int) -> dict[str, Any] | None:
+def loao_ceiling(
+    labels: pd.DataFrame, method: str, n_bootstrap: int, confidence: float, seed: int
+) -> dict[str, Any] | None:
     """Each annotator vs the mean of the others on the same units, averaged over annotators."""
     multi = labels[labels.groupby("unit")["value"].transform("size") >= 2]
     sums = multi.groupby("unit")["value"].agg(["sum", "size"])
@@ -197,8 +238,13 @@ def loao_ceiling(labels: pd.DataFrame, method: str, n_bootstrap: int, confidence
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             ci = percentile_ci(np.nanmean(np.vstack(reps), axis=0), confidence)
-    return {"value": float(np.mean(list(per.values()))), "ci": list(ci) if ci else None, "n": n,
-            "parse_failures": 0, "per_annotator": per}  # fmt: skip
+    return {
+        "value": float(np.mean(list(per.values()))),
+        "ci": list(ci) if ci else None,
+        "n": n,
+        "parse_failures": 0,
+        "per_annotator": per,
+    }
 
 
 def split_half_ceiling(
@@ -240,8 +286,15 @@ def split_half_ceiling(
             rel = np.where(rr > -1, 2 * rr / (1 + rr), np.nan)
             ci = percentile_ci(np.sqrt(np.where(rel > 0, rel, 0.0)), confidence)
     rel = spearman_brown(r_half)
-    return {"value": ceiling(r_half), "ci": list(ci) if ci else None, "n": len(groups), "parse_failures": 0,
-            "r_half": r_half, "spearman_brown": rel, "n_splits": len(rs)}  # fmt: skip
+    return {
+        "value": ceiling(r_half),
+        "ci": list(ci) if ci else None,
+        "n": len(groups),
+        "parse_failures": 0,
+        "r_half": r_half,
+        "spearman_brown": rel,
+        "n_splits": len(rs),
+    }
 
 
 def high_agreement_units(labels: pd.DataFrame) -> set[str]:
@@ -251,11 +304,19 @@ def high_agreement_units(labels: pd.DataFrame) -> set[str]:
 
 # -- results.json -----------------------------------------------------------------------------------
 def add_human_metrics(
-    task_results: dict[str, Any], samples: pd.DataFrame, methods: Sequence[str],
-    dim_tables: Mapping[str, Mapping[str, Any]], judge_range: tuple[float, float] | None,
-    *, yes_no: tuple[str, str] = ("Yes", "No"), n_bootstrap: int = 1000, confidence: float = 0.95, seed: int = 0,
-    n_splits: int = 20, language_order: Sequence[str] | None = None,
-) -> dict[str, Any]:  # fmt: skip
+    task_results: dict[str, Any],
+    samples: pd.DataFrame,
+    methods: Sequence[str],
+    dim_tables: Mapping[str, Mapping[str, Any]],
+    judge_range: tuple[float, float] | None,
+    *,
+    yes_no: tuple[str, str] = ("Yes", "No"),
+    n_bootstrap: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    n_splits: int = 20,
+    language_order: Sequence[str] | None = None,
+) -> dict[str, Any]:
     """Merge the soft-label metrics, ceilings and high-agreement correlations of one task's
     ``samples`` into ``task_results``; returns notes for ``results.json`` (what ran, what was skipped)."""
     labels = annotator_frame(samples)
@@ -278,9 +339,12 @@ def add_human_metrics(
         per_group[(str(ds), str(lang))] = entries
     for lang, metrics in aggregate(per_group).items():
         task_results.setdefault(lang, {}).update(metrics)
-    notes: dict[str, Any] = {"dimension": dims, "label_scale": info,
-                             "annotators_per_item": labels.groupby("unit").size().describe()[["min", "50%", "max"]].to_dict(),
-                             "judge_range": list(judge_range) if judge_range else None}  # fmt: skip
+    notes: dict[str, Any] = {
+        "dimension": dims,
+        "label_scale": info,
+        "annotators_per_item": labels.groupby("unit").size().describe()[["min", "50%", "max"]].to_dict(),
+        "judge_range": list(judge_range) if judge_range else None,
+    }
     if judge_range is None:
         notes["soft_errors"] = "skipped: the judge has no fixed score range to map onto the label scale"
     if keep_units:
@@ -289,8 +353,14 @@ def add_human_metrics(
         if not high.empty:
             meta = meta_evaluate(high, methods, n_bootstrap, confidence, seed, language_order).to_dict()
             for lang, metrics in meta.items():
-                task_results.setdefault(lang, {}).update({f"high_agreement/{m}": v for m, v in metrics.items()})
-        notes["high_agreement"] = {"buckets": list(HIGH_AGREEMENT), "items": int(len(high)), "of": int(len(samples))}
+                task_results.setdefault(lang, {}).update(
+                    {f"high_agreement/{m}": v for m, v in metrics.items()}
+                )
+        notes["high_agreement"] = {
+            "buckets": list(HIGH_AGREEMENT),
+            "items": int(len(high)),
+            "of": int(len(samples)),
+        }
     else:
         notes["high_agreement"] = "skipped: continuous labels have no agreement buckets"
     return notes

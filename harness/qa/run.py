@@ -97,8 +97,13 @@ def _progress(show: bool):
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=Console(stderr=True))  # fmt: skip
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+    )
 
 
 def _resolve(cfg: QAConfig) -> tuple[Path, str | None, str | None]:
@@ -146,17 +151,26 @@ def _mean(x: Any) -> float | None:
     return float(v.mean()) if len(v) else None
 
 
-def language_table(frame: pd.DataFrame, corpus: dict[str, dict[str, float]], misaligned: list[dict[str, Any]]) -> dict[str, Any]:
+def language_table(
+    frame: pd.DataFrame, corpus: dict[str, dict[str, float]], misaligned: list[dict[str, Any]]
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for lang, sub in frame.groupby("language", sort=False):
         flagged = sub[sub["reasons"].map(bool)]
-        row = {"n_segments": int(len(sub)), "n_items": int(sub[["config", "item_id"]].drop_duplicates().shape[0]),
-               "bleu": (corpus.get(lang) or {}).get("bleu"), "chrf": (corpus.get(lang) or {}).get("chrf"),
-               "bertscore_f1": _mean(sub.get("bertscore_f1")), "adequacy": _mean(sub.get("adequacy")),
-               "adequacy_failures": int(sub["adequacy"].isna().sum()) if "adequacy" in sub else None,
-               "cometkiwi": _mean(sub.get("cometkiwi")), "similarity": _mean(sub.get("similarity")),
-               "flagged_segments": int(len(flagged)), "flagged_items": int(flagged[["config", "item_id"]].drop_duplicates().shape[0]),
-               "misaligned_items": sum(1 for m in misaligned if m["language"] == lang)}  # fmt: skip
+        row = {
+            "n_segments": int(len(sub)),
+            "n_items": int(sub[["config", "item_id"]].drop_duplicates().shape[0]),
+            "bleu": (corpus.get(lang) or {}).get("bleu"),
+            "chrf": (corpus.get(lang) or {}).get("chrf"),
+            "bertscore_f1": _mean(sub.get("bertscore_f1")),
+            "adequacy": _mean(sub.get("adequacy")),
+            "adequacy_failures": int(sub["adequacy"].isna().sum()) if "adequacy" in sub else None,
+            "cometkiwi": _mean(sub.get("cometkiwi")),
+            "similarity": _mean(sub.get("similarity")),
+            "flagged_segments": int(len(flagged)),
+            "flagged_items": int(flagged[["config", "item_id"]].drop_duplicates().shape[0]),
+            "misaligned_items": sum(1 for m in misaligned if m["language"] == lang),
+        }
         out[str(lang)] = row
     return out
 
@@ -184,7 +198,9 @@ def run_qa(cfg: QAConfig) -> QAResult:
     for config in cfg.configs or configs:
         rows = load_dataset(str(path), config, split="test").to_list()
         if cfg.bt_column and rows and cfg.bt_column not in rows[0]:
-            raise ValueError(f"{path} config {config!r}: no back-translation column {cfg.bt_column!r} (columns: {sorted(rows[0])})")
+            raise ValueError(
+                f"{path} config {config!r}: no back-translation column {cfg.bt_column!r} (columns: {sorted(rows[0])})"
+            )
         segs, bad = parallel_segments(rows, config, cfg.source_language, cfg.languages, cfg.bt_column)
         segments += segs
         misaligned += [{**m, "config": config} for m in bad]
@@ -202,6 +218,7 @@ def run_qa(cfg: QAConfig) -> QAResult:
     corpus: dict[str, dict[str, float]] = {}
     try:
         with _progress(cfg.show_progress) as prog:
+
             def bar(name: str):
                 if prog is None:
                     return None
@@ -209,8 +226,15 @@ def run_qa(cfg: QAConfig) -> QAResult:
                 return lambda n: prog.advance(t, n)
 
             if cfg.judge:
-                scores, info = adequacy(cfg.judge, segs, cache, source_language=cfg.source_language,
-                                        batch_size=cfg.batch_size, seed=cfg.seed, progress=bar("adequacy"))  # fmt: skip
+                scores, info = adequacy(
+                    cfg.judge,
+                    segs,
+                    cache,
+                    source_language=cfg.source_language,
+                    batch_size=cfg.batch_size,
+                    seed=cfg.seed,
+                    progress=bar("adequacy"),
+                )
                 frame["adequacy"] = scores
                 adequacy_scale = tuple(info["scale"]) if info.get("scale") else None
                 methods["adequacy"] = {**info, "failures": int(sum(s is None for s in scores))}
@@ -218,32 +242,52 @@ def run_qa(cfg: QAConfig) -> QAResult:
                 methods["adequacy"] = "skipped: no --judge"
             bts: list[str] | None = None
             if cfg.translator:
-                bts, info = back_translate(cfg.translator, segs, cache, source_language=cfg.source_language,
-                                           progress=bar("back-translation"), batch_size=cfg.batch_size)  # fmt: skip
+                bts, info = back_translate(
+                    cfg.translator,
+                    segs,
+                    cache,
+                    source_language=cfg.source_language,
+                    progress=bar("back-translation"),
+                    batch_size=cfg.batch_size,
+                )
                 methods["back_translation"] = info
             elif cfg.bt_column:
                 bts = [s.back_translation or "" for s in segs]
                 methods["back_translation"] = {"column": cfg.bt_column}
             if bts is not None:
                 frame["back_translation"] = bts
-                per_seg, corpus, info = backtranslation_scores(frame["source"].tolist(), bts, frame["language"].tolist(),
-                                                               bertscore_model=cfg.bertscore_model, show_progress=cfg.show_progress)  # fmt: skip
+                per_seg, corpus, info = backtranslation_scores(
+                    frame["source"].tolist(),
+                    bts,
+                    frame["language"].tolist(),
+                    bertscore_model=cfg.bertscore_model,
+                    show_progress=cfg.show_progress,
+                )
                 frame["chrf"], frame["bertscore_f1"] = per_seg["chrf"], per_seg["bertscore_f1"]
                 methods["back_translation_scores"] = info
             else:
                 methods["back_translation"] = "skipped: no --translator and no --bt-column"
             if cfg.comet:
-                frame["cometkiwi"], methods["cometkiwi"] = cometkiwi(segs, model=cfg.comet_model, batch_size=cfg.batch_size,
-                                                                     gpus=cfg.comet_gpus, show_progress=cfg.show_progress)  # fmt: skip
+                frame["cometkiwi"], methods["cometkiwi"] = cometkiwi(
+                    segs,
+                    model=cfg.comet_model,
+                    batch_size=cfg.batch_size,
+                    gpus=cfg.comet_gpus,
+                    show_progress=cfg.show_progress,
+                )
             else:
                 methods["cometkiwi"] = "skipped: pass --comet (optional extra [comet])"
             if cfg.encoder:
                 try:
-                    frame["similarity"], methods["similarity"] = similarity(cfg.encoder, segs, cache, progress=bar("similarity"))
+                    frame["similarity"], methods["similarity"] = similarity(
+                        cfg.encoder, segs, cache, progress=bar("similarity")
+                    )
                 except (ValueError, OSError, FileNotFoundError, KeyError) as e:
                     if cfg.encoder_explicit:
                         raise
-                    warnings.append(f"similarity skipped: the default encoder {cfg.encoder} could not be loaded ({e}); pass --encoder")
+                    warnings.append(
+                        f"similarity skipped: the default encoder {cfg.encoder} could not be loaded ({e}); pass --encoder"
+                    )
                     methods["similarity"] = f"skipped: {cfg.encoder} unavailable"
             else:
                 methods["similarity"] = "skipped: --encoder none"
@@ -251,23 +295,34 @@ def run_qa(cfg: QAConfig) -> QAResult:
         cache.close()
     frame["reasons"] = flag_segments(frame, adequacy_scale)
     table = language_table(frame, corpus, misaligned)
-    per_config = {c: language_table(frame[frame["config"] == c], {}, [m for m in misaligned if m["config"] == c])
-                  for c in frame["config"].unique()}  # fmt: skip
+    per_config = {
+        c: language_table(frame[frame["config"] == c], {}, [m for m in misaligned if m["config"] == c])
+        for c in frame["config"].unique()
+    }
     counts: dict[str, int] = {}
     for rs in frame["reasons"]:
         for r in rs:
             counts[r] = counts.get(r, 0) + 1
     counts["segment_count_mismatch"] = len(misaligned)
     qa: dict[str, Any] = {
-        "kind": "translation_qa", "schema_version": "1.0",
-        "dataset": {"ref": f"{reg_name}@{reg_version}" if reg_name else str(path), "path": str(path),
-                    "fingerprint": _manifest(path).get("fingerprint")},
+        "kind": "translation_qa",
+        "schema_version": "1.0",
+        "dataset": {
+            "ref": f"{reg_name}@{reg_version}" if reg_name else str(path),
+            "path": str(path),
+            "fingerprint": _manifest(path).get("fingerprint"),
+        },
         "source_language": cfg.source_language,
         "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()},
-        "languages": table, "average": _average(table), "per_config": per_config, "flags": counts,
-        "methods": methods, "misaligned": misaligned[:200], "warnings": warnings,
+        "languages": table,
+        "average": _average(table),
+        "per_config": per_config,
+        "flags": counts,
+        "methods": methods,
+        "misaligned": misaligned[:200],
+        "warnings": warnings,
         "outlier_rule": "Tukey lower fence Q1 - 1.5 IQR per language; adequacy <= 2 on 1-5",
-    }  # fmt: skip
+    }
     out_dir = Path(cfg.output_dir or Path("runs") / f"qa-{(reg_name or path.name)}-{reg_version or 'dir'}")
     out_dir.mkdir(parents=True, exist_ok=True)
     rollup = item_rollup(frame, misaligned)
@@ -297,12 +352,16 @@ def _manifest(path: Path) -> dict[str, Any]:
     return json.loads(f.read_text(encoding="utf-8")) if f.is_file() else {}
 
 
-def item_rollup(frame: pd.DataFrame, misaligned: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+def item_rollup(
+    frame: pd.DataFrame, misaligned: list[dict[str, Any]]
+) -> dict[tuple[str, str], dict[str, Any]]:
     """(config, row id) -> the row's ``translation_qa`` record."""
     out: dict[tuple[str, str], dict[str, Any]] = {}
     for (config, row_id), sub in frame.groupby(["config", "row_id"], sort=False):
-        rec: dict[str, Any] = {"checked_segments": int(len(sub)),
-                               "reasons": sorted({r for rs in sub["reasons"] for r in rs})}  # fmt: skip
+        rec: dict[str, Any] = {
+            "checked_segments": int(len(sub)),
+            "reasons": sorted({r for rs in sub["reasons"] for r in rs}),
+        }
         for col in ("adequacy", "similarity", "chrf", "bertscore_f1", "cometkiwi"):
             if col in sub:
                 rec[f"{col}_min"] = _mean([pd.to_numeric(sub[col], errors="coerce").min()])
@@ -314,9 +373,13 @@ def item_rollup(frame: pd.DataFrame, misaligned: list[dict[str, Any]]) -> dict[t
 
 
 def write_version(
-    cfg: QAConfig, path: Path, reg_name: str | None, configs: list[str],
-    rollup: dict[tuple[str, str], dict[str, Any]], qa: dict[str, Any],
-) -> str:  # fmt: skip
+    cfg: QAConfig,
+    path: Path,
+    reg_name: str | None,
+    configs: list[str],
+    rollup: dict[tuple[str, str], dict[str, Any]],
+    qa: dict[str, Any],
+) -> str:
     """Copy the dataset with the ``qa_flagged`` / ``translation_qa`` columns and a QA card section:
     into the registry as a new version, or into ``cfg.dataset_output``."""
     from harness.data.registry import Registry
@@ -330,14 +393,22 @@ def write_version(
         write(Path(cfg.dataset_output), None)
         return str(cfg.dataset_output)
     if reg_name is None:
-        raise ValueError(f"{path} is not a registered version: pass --dataset-output DIR for the flagged copy, or --no-register")
+        raise ValueError(
+            f"{path} is not a registered version: pass --dataset-output DIR for the flagged copy, or --no-register"
+        )
     reg = Registry(cfg.registry)
     version = cfg.version or reg.next_version(reg_name, "minor")
     return reg.register(reg_name, version, write).ref
 
 
-def _write_flagged_copy(src: Path, dest: Path, configs: list[str], rollup: dict[tuple[str, str], dict[str, Any]],
-                        qa: dict[str, Any], release: dict[str, Any] | None) -> None:  # fmt: skip
+def _write_flagged_copy(
+    src: Path,
+    dest: Path,
+    configs: list[str],
+    rollup: dict[tuple[str, str], dict[str, Any]],
+    qa: dict[str, Any],
+    release: dict[str, Any] | None,
+) -> None:
     import hashlib
 
     import pyarrow as pa
@@ -353,7 +424,9 @@ def _write_flagged_copy(src: Path, dest: Path, configs: list[str], rollup: dict[
         table = pq.read_table(src / data_file(config))
         recs = [rollup.get((config, str(rid))) for rid in table.column("id").to_pylist()]
         flagged = pa.array([None if r is None else bool(r["reasons"]) for r in recs], type=pa.bool_())
-        detail = pa.array([None if r is None else json.dumps(r, ensure_ascii=False) for r in recs], type=pa.string())
+        detail = pa.array(
+            [None if r is None else json.dumps(r, ensure_ascii=False) for r in recs], type=pa.string()
+        )
         table = table.append_column("qa_flagged", flagged).append_column("translation_qa", detail)
         (dest / config).mkdir(parents=True, exist_ok=True)
         pq.write_table(table, dest / data_file(config))
@@ -362,20 +435,40 @@ def _write_flagged_copy(src: Path, dest: Path, configs: list[str], rollup: dict[
     _, front, body = text.split("---", 2)
     meta = yaml.safe_load(front) or {}
     for info in meta.get("dataset_info") or []:
-        info.setdefault("features", []).extend([{"name": "qa_flagged", "dtype": "bool"}, {"name": "translation_qa", "dtype": "string"}])
-    card = "---\n" + yaml.safe_dump(meta, sort_keys=False, allow_unicode=True) + "---" + body.rstrip() + "\n\n" + qa_card_section(qa)
+        info.setdefault("features", []).extend(
+            [{"name": "qa_flagged", "dtype": "bool"}, {"name": "translation_qa", "dtype": "string"}]
+        )
+    card = (
+        "---\n"
+        + yaml.safe_dump(meta, sort_keys=False, allow_unicode=True)
+        + "---"
+        + body.rstrip()
+        + "\n\n"
+        + qa_card_section(qa)
+    )
     (dest / CARD_NAME).write_text(card, encoding="utf-8")
     man = _manifest(src)
-    man.update({"fingerprint": h.hexdigest(), "created_at": utc_now(),
-                "derived_from": {"ref": qa["dataset"]["ref"], "fingerprint": qa["dataset"]["fingerprint"]},
-                "translation_qa": {k: qa[k] for k in ("languages", "average", "flags", "outlier_rule")}})  # fmt: skip
+    man.update(
+        {
+            "fingerprint": h.hexdigest(),
+            "created_at": utc_now(),
+            "derived_from": {"ref": qa["dataset"]["ref"], "fingerprint": qa["dataset"]["fingerprint"]},
+            "translation_qa": {k: qa[k] for k in ("languages", "average", "flags", "outlier_rule")},
+        }
+    )
     if release is not None:
         man["release"] = release
     else:
         man.pop("release", None)
-    (dest / MANIFEST_NAME).write_text(json.dumps(_finite(man), indent=2, ensure_ascii=False), encoding="utf-8")
+    (dest / MANIFEST_NAME).write_text(
+        json.dumps(_finite(man), indent=2, ensure_ascii=False), encoding="utf-8"
+    )
     for extra in src.iterdir():  # anything else the version carries (e.g. paper tables), unchanged
-        if extra.is_file() and extra.name not in (CARD_NAME, MANIFEST_NAME) and not (dest / extra.name).exists():
+        if (
+            extra.is_file()
+            and extra.name not in (CARD_NAME, MANIFEST_NAME)
+            and not (dest / extra.name).exists()
+        ):
             shutil.copy2(extra, dest / extra.name)
 
 
@@ -383,15 +476,27 @@ def qa_card_section(qa: dict[str, Any]) -> str:
     """The "Translation QA" section of the new version's card."""
     from harness.report.meta import QA_HEADERS, qa_rows
 
-    lines = ["## Translation QA (xDial-Eval §3.2, Table 2)", "",
-             f"Checked version: `{qa['dataset']['ref']}` (fingerprint `{str(qa['dataset']['fingerprint'])[:16]}`), "
-             f"source language `{qa['source_language']}`, {qa['settings']['sample'] or 'all'} sampled source utterances per "
-             "config (seeded). Per row: `qa_flagged` (null = not checked) and `translation_qa` (JSON: checked segments, the "
-             "lowest score per method, flag reasons).", "",
-             "| " + " | ".join(QA_HEADERS) + " |", "|" + "---|" * len(QA_HEADERS)]  # fmt: skip
+    lines = [
+        "## Translation QA (xDial-Eval §3.2, Table 2)",
+        "",
+        f"Checked version: `{qa['dataset']['ref']}` (fingerprint `{str(qa['dataset']['fingerprint'])[:16]}`), "
+        f"source language `{qa['source_language']}`, {qa['settings']['sample'] or 'all'} sampled source utterances per "
+        "config (seeded). Per row: `qa_flagged` (null = not checked) and `translation_qa` (JSON: checked segments, the "
+        "lowest score per method, flag reasons).",
+        "",
+        "| " + " | ".join(QA_HEADERS) + " |",
+        "|" + "---|" * len(QA_HEADERS),
+    ]
     lines += ["| " + " | ".join(r) + " |" for r in qa_rows(qa)]
-    lines += ["", f"Outliers: {qa['outlier_rule']}. Flag counts: "
-              + ", ".join(f"{k} {v}" for k, v in sorted(qa["flags"].items())) + ".", ""]  # fmt: skip
+    lines += [
+        "",
+        f"Outliers: {qa['outlier_rule']}. Flag counts: "
+        + ", ".join(f"{k} {v}" for k, v in sorted(qa["flags"].items()))
+        + ".",
+        "",
+    ]
     for k, v in qa["methods"].items():
-        lines.append(f"- {k}: {v if isinstance(v, str) else json.dumps({x: v[x] for x in v if x != 'identity'}, default=str)[:300]}")
+        lines.append(
+            f"- {k}: {v if isinstance(v, str) else json.dumps({x: v[x] for x in v if x != 'identity'}, default=str)[:300]}"
+        )
     return "\n".join(lines) + "\n"

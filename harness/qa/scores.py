@@ -54,23 +54,43 @@ def adequacy_template(language: str, source_language: str = "en") -> PromptTempl
 def adequacy_task(languages: Sequence[str], source_language: str = "en") -> TaskSpec:
     langs = tuple(dict.fromkeys(languages))
     return TaskSpec(
-        name="translation-adequacy", description="LLM adequacy of a translation, 1-5 (xDial-Eval §3.2, App. A)",
-        builder="xdial-eval", configs=("*",), level="turn", dimension="adequacy", languages=langs,
+        name="translation-adequacy",
+        description="LLM adequacy of a translation, 1-5 (xDial-Eval §3.2, App. A)",
+        builder="xdial-eval",
+        configs=("*",),
+        level="turn",
+        dimension="adequacy",
+        languages=langs,
         templates={lang: adequacy_template(lang, source_language) for lang in langs},
-        scorer=ParseScore(range=(1.0, 5.0)), generation=GenerationConfig(temperature=0.0, max_tokens=16),
-    )  # fmt: skip
+        scorer=ParseScore(range=(1.0, 5.0)),
+        generation=GenerationConfig(temperature=0.0, max_tokens=16),
+    )
 
 
 def adequacy(
-    judge_spec: str, segments: Sequence[Segment], cache: RequestCache, *, source_language: str = "en",
-    batch_size: int = 32, seed: int = 0, progress: Progress | None = None,
-) -> tuple[list[float | None], dict[str, Any]]:  # fmt: skip
+    judge_spec: str,
+    segments: Sequence[Segment],
+    cache: RequestCache,
+    *,
+    source_language: str = "en",
+    batch_size: int = 32,
+    seed: int = 0,
+    progress: Progress | None = None,
+) -> tuple[list[float | None], dict[str, Any]]:
     """Adequacy score per segment (None = parse failure / invalid) and the judge's provenance."""
     from harness.judges import load_judge
 
     task = adequacy_task([s.language for s in segments] or ["en"], source_language)
-    items = [{"id": f"{s.row_id}#{s.position}", "language": s.language, "context": [{"role": "user", "text": s.source}],
-              "response": s.target, "reference": s.source} for s in segments]  # fmt: skip
+    items = [
+        {
+            "id": f"{s.row_id}#{s.position}",
+            "language": s.language,
+            "context": [{"role": "user", "text": s.source}],
+            "response": s.target,
+            "reference": s.source,
+        }
+        for s in segments
+    ]
     judge = load_judge(judge_spec, cache, seed=seed)
     scores: list[float | None] = []
     try:
@@ -78,8 +98,13 @@ def adequacy(
             scores += [v.score if v.ok else None for v in judge.score(task, items[i : i + batch_size])]
             if progress:
                 progress(len(items[i : i + batch_size]))
-        info = {"spec": judge_spec, "identity": judge.identity(), "method": judge.method(task),
-                "scale": judge.score_range(task), "prompt": task.template_for(task.languages[0]).describe()}  # fmt: skip
+        info = {
+            "spec": judge_spec,
+            "identity": judge.identity(),
+            "method": judge.method(task),
+            "scale": judge.score_range(task),
+            "prompt": task.template_for(task.languages[0]).describe(),
+        }
     finally:
         judge.close()
     return scores, info
@@ -91,16 +116,23 @@ BACK_TRANSLATION_PROMPT = (
 
 
 def back_translate(
-    translator_spec: str, segments: Sequence[Segment], cache: RequestCache, *, source_language: str = "en",
-    progress: Progress | None = None, batch_size: int = 32,
-) -> tuple[list[str], dict[str, Any]]:  # fmt: skip
+    translator_spec: str,
+    segments: Sequence[Segment],
+    cache: RequestCache,
+    *,
+    source_language: str = "en",
+    progress: Progress | None = None,
+    batch_size: int = 32,
+) -> tuple[list[str], dict[str, Any]]:
     """Back-translations of the segments' translations by an LLM (greedy, through the request cache)."""
     from harness.backends.base import create_backend
     from harness.spec import parse_spec
 
     spec = parse_spec(translator_spec)
     if spec.kind not in ("hf", "vllm", "openai", "replay"):
-        raise ValueError(f"--translator {translator_spec!r}: needs a generative judge spec (hf, vllm, openai, replay)")
+        raise ValueError(
+            f"--translator {translator_spec!r}: needs a generative judge spec (hf, vllm, openai, replay)"
+        )
     config = spec.generation_config(GenerationConfig(temperature=0.0, max_tokens=512))
     backend = create_backend(spec)
     cached = CachedBackend(backend, cache)
@@ -108,46 +140,80 @@ def back_translate(
     try:
         for i in range(0, len(segments), batch_size):
             chunk = segments[i : i + batch_size]
-            reqs = [Request((ChatMessage("user", BACK_TRANSLATION_PROMPT.format(
-                language=_name(s.language), target=_name(source_language), text=s.target)),), config) for s in chunk]  # fmt: skip
+            reqs = [
+                Request(
+                    (
+                        ChatMessage(
+                            "user",
+                            BACK_TRANSLATION_PROMPT.format(
+                                language=_name(s.language), target=_name(source_language), text=s.target
+                            ),
+                        ),
+                    ),
+                    config,
+                )
+                for s in chunk
+            ]
             out += [r.text.strip() for r in cached.generate(reqs)]
             if progress:
                 progress(len(chunk))
-        info = {"spec": translator_spec, "identity": backend.identity(), "prompt": BACK_TRANSLATION_PROMPT,
-                "decoding": config.to_dict()}  # fmt: skip
+        info = {
+            "spec": translator_spec,
+            "identity": backend.identity(),
+            "prompt": BACK_TRANSLATION_PROMPT,
+            "decoding": config.to_dict(),
+        }
     finally:
         backend.close()
     return out, info
 
 
 def backtranslation_scores(
-    sources: Sequence[str], back_translations: Sequence[str], languages: Sequence[str], *,
-    bertscore_model: str | None = None, show_progress: bool = False,
-) -> tuple[dict[str, list[float | None]], dict[str, dict[str, float]], dict[str, Any]]:  # fmt: skip
+    sources: Sequence[str],
+    back_translations: Sequence[str],
+    languages: Sequence[str],
+    *,
+    bertscore_model: str | None = None,
+    show_progress: bool = False,
+) -> tuple[dict[str, list[float | None]], dict[str, dict[str, float]], dict[str, Any]]:
     """Per segment: sentence chrF and BERTScore F1 of the back-translation vs the source; per
     language: corpus BLEU and chrF (sacreBLEU defaults: 13a tokenisation, chrF n=6, beta=2)."""
     import sacrebleu
 
     from harness.judges.refmetrics import bertscore_scores
 
-    chrf = [float(sacrebleu.sentence_chrf(h, [r]).score) if h.strip() and r.strip() else None
-            for h, r in zip(back_translations, sources, strict=True)]  # fmt: skip
-    bs = bertscore_scores(list(sources), list(back_translations), model=bertscore_model, show_progress=show_progress)
+    chrf = [
+        float(sacrebleu.sentence_chrf(h, [r]).score) if h.strip() and r.strip() else None
+        for h, r in zip(back_translations, sources, strict=True)
+    ]
+    bs = bertscore_scores(
+        list(sources), list(back_translations), model=bertscore_model, show_progress=show_progress
+    )
     corpus: dict[str, dict[str, float]] = {}
     for lang in dict.fromkeys(languages):
         idx = [i for i, lg in enumerate(languages) if lg == lang]
         hyp, ref = [back_translations[i] for i in idx], [sources[i] for i in idx]
-        corpus[lang] = {"bleu": float(sacrebleu.corpus_bleu(hyp, [ref]).score),
-                        "chrf": float(sacrebleu.corpus_chrf(hyp, [ref]).score)}  # fmt: skip
-    info = {"sacrebleu": sacrebleu.__version__, "bleu": "corpus_bleu, 13a tokenisation", "chrf": "chrF2 (n=6, beta=2)",
-            "bertscore": {k: v for k, v in bs.info.items() if k in ("encoder", "num_layers", "fingerprint")}}  # fmt: skip
+        corpus[lang] = {
+            "bleu": float(sacrebleu.corpus_bleu(hyp, [ref]).score),
+            "chrf": float(sacrebleu.corpus_chrf(hyp, [ref]).score),
+        }
+    info = {
+        "sacrebleu": sacrebleu.__version__,
+        "bleu": "corpus_bleu, 13a tokenisation",
+        "chrf": "chrF2 (n=6, beta=2)",
+        "bertscore": {k: v for k, v in bs.info.items() if k in ("encoder", "num_layers", "fingerprint")},
+    }
     return {"chrf": chrf, "bertscore_f1": bs.scores["bert_score_F1"]}, corpus, info
 
 
 def cometkiwi(
-    segments: Sequence[Segment], *, model: str = COMET_DEFAULT, batch_size: int = 16, gpus: int = 0,
+    segments: Sequence[Segment],
+    *,
+    model: str = COMET_DEFAULT,
+    batch_size: int = 16,
+    gpus: int = 0,
     show_progress: bool = False,
-) -> tuple[list[float], dict[str, Any]]:  # fmt: skip
+) -> tuple[list[float], dict[str, Any]]:
     """CometKiwi QE score per segment (``src`` = source, ``mt`` = translation) with ``unbabel-comet``.
     ``model``: a Hub id (downloaded once; the CometKiwi models are gated: accept the licence on the Hub
     and set ``HF_TOKEN``), a checkpoint ``.ckpt`` or a downloaded model directory."""
@@ -179,16 +245,22 @@ def cometkiwi(
 
 
 def similarity(
-    encoder_spec: str, segments: Sequence[Segment], cache: RequestCache, *, progress: Progress | None = None,
+    encoder_spec: str,
+    segments: Sequence[Segment],
+    cache: RequestCache,
+    *,
+    progress: Progress | None = None,
     batch_size: int = 512,
-) -> tuple[list[float], dict[str, Any]]:  # fmt: skip
+) -> tuple[list[float], dict[str, Any]]:
     """Cosine of the source and the translation (unit vectors from the encoder judge's ``embed``)."""
     from harness.judges import load_judge
 
     judge = load_judge(encoder_spec, cache)
     if not hasattr(judge, "embed"):
         judge.close()
-        raise ValueError(f"--encoder {encoder_spec!r} is not an embedding judge (it has no embed(texts)); use embed:<model>")
+        raise ValueError(
+            f"--encoder {encoder_spec!r} is not an embedding judge (it has no embed(texts)); use embed:<model>"
+        )
     out: list[float] = []
     try:
         for i in range(0, len(segments), batch_size):

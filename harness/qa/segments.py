@@ -52,11 +52,15 @@ def _back_translations(row: Mapping[str, Any], column: str, config: str, n: int)
             try:
                 cell = json.loads(stripped)
             except ValueError as e:
-                raise ValueError(f"{where}: not a JSON list of back-translations ({e}); give one string per utterance") from None
+                raise ValueError(
+                    f"{where}: not a JSON list of back-translations ({e}); give one string per utterance"
+                ) from None
         else:
             cell = [cell]
     if not isinstance(cell, Sequence) or isinstance(cell, str) or not all(isinstance(x, str) for x in cell):
-        raise ValueError(f"{where}: expected a list of {n} back-translated utterance(s) (strings), got {type(cell).__name__}")
+        raise ValueError(
+            f"{where}: expected a list of {n} back-translated utterance(s) (strings), got {type(cell).__name__}"
+        )
     if len(cell) != n:
         raise ValueError(
             f"{where}: {len(cell)} back-translation(s) for {n} utterance(s); list one per utterance "
@@ -66,9 +70,12 @@ def _back_translations(row: Mapping[str, Any], column: str, config: str, n: int)
 
 
 def parallel_segments(
-    rows: Sequence[Mapping[str, Any]], config: str, source_language: str = "en",
-    languages: Sequence[str] | None = None, bt_column: str | None = None,
-) -> tuple[list[Segment], list[dict[str, Any]]]:  # fmt: skip
+    rows: Sequence[Mapping[str, Any]],
+    config: str,
+    source_language: str = "en",
+    languages: Sequence[str] | None = None,
+    bt_column: str | None = None,
+) -> tuple[list[Segment], list[dict[str, Any]]]:
     """(segments, misaligned rows ``{row_id, item_id, language, reason}``) of one config."""
     by_item: dict[str, dict[str, Mapping[str, Any]]] = {}
     for r in rows:
@@ -85,8 +92,14 @@ def parallel_segments(
                 continue
             texts = row_texts(row)
             if len(texts) != len(src_texts):
-                misaligned.append({"row_id": row.get("id"), "item_id": item_id, "language": lang,
-                                   "reason": f"segment_count_mismatch ({len(texts)} vs {len(src_texts)} in {source_language})"})  # fmt: skip
+                misaligned.append(
+                    {
+                        "row_id": row.get("id"),
+                        "item_id": item_id,
+                        "language": lang,
+                        "reason": f"segment_count_mismatch ({len(texts)} vs {len(src_texts)} in {source_language})",
+                    }
+                )
                 continue
             bts = _back_translations(row, bt_column, config, len(texts)) if bt_column else [None] * len(texts)
             for k, (s, t, b) in enumerate(zip(src_texts, texts, bts, strict=True)):

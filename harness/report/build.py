@@ -321,7 +321,9 @@ def issue_section(doc: Doc, runs: list[LoadedRun], out: Path) -> list[Path]:
         doc.h(3, task)
         names = _label_names(runs, task)
         path = out / "figures" / f"issues_f1_{slug(task)}.png"
-        figs.issue_f1_bars(tbl, {d: names.get(d, d) for d in tbl["dimension"]}, path, f"{task}: issue detection")
+        figs.issue_f1_bars(
+            tbl, {d: names.get(d, d) for d in tbl["dimension"]}, path, f"{task}: issue detection"
+        )
         doc.figure(
             f"figures/{path.name}", f"{task}: F1+ / F1- per issue and judge; black line = human ceiling"
         )
@@ -349,7 +351,13 @@ def issue_section(doc: Doc, runs: list[LoadedRun], out: Path) -> list[Path]:
 
 
 def _heatmaps(
-    doc: Doc, s: pd.DataFrame, dims: list[str], source: str, who: str, stem: str, out: Path,
+    doc: Doc,
+    s: pd.DataFrame,
+    dims: list[str],
+    source: str,
+    who: str,
+    stem: str,
+    out: Path,
     names: dict[str, str],
 ) -> list[Path]:
     """Chatbot × language (≥1 issue), chatbot × issue (+ mean overall) and language × issue heatmaps."""
@@ -428,7 +436,13 @@ def heatmap_section(doc: Doc, runs: list[LoadedRun], out: Path, warnings: list[s
                 continue
             _, excluded = label_frame(s, dims, "judge")
             made += _heatmaps(
-                doc, s, dims, "judge", r.label, f"issues_{i + 1:02d}-{slug(r.label)}_{slug(task)}", out,
+                doc,
+                s,
+                dims,
+                "judge",
+                r.label,
+                f"issues_{i + 1:02d}-{slug(r.label)}_{slug(task)}",
+                out,
                 _label_names(runs, task),
             )
             doc.p(f"{r.label}: {excluded} of {len(s)} dialogues excluded (parse failure or no labels).")
@@ -438,7 +452,14 @@ def heatmap_section(doc: Doc, runs: list[LoadedRun], out: Path, warnings: list[s
             key = [c for c in ("dataset", "language", "item_id") if c in hs.columns]
             hs = hs.drop_duplicates(subset=key) if key else hs
             made += _heatmaps(
-                doc, hs, dims, "human", "human annotators", f"human_{slug(task)}", out, _label_names(runs, task)
+                doc,
+                hs,
+                dims,
+                "human",
+                "human annotators",
+                f"human_{slug(task)}",
+                out,
+                _label_names(runs, task),
             )
     return made
 
@@ -452,7 +473,11 @@ def build_report(
         raise ValueError("no run directories given")
     from harness.report.meta import load_qa, meta_sections, qa_section
 
-    qas = [(Path(p), q) for p in run_dirs if not (Path(p) / RESULTS_FILE).is_file() and (q := load_qa(p)) is not None]
+    qas = [
+        (Path(p), q)
+        for p in run_dirs
+        if not (Path(p) / RESULTS_FILE).is_file() and (q := load_qa(p)) is not None
+    ]
     runs = [load_run(p) for p in run_dirs if Path(p) not in {q for q, _ in qas}]
     _label_runs(runs)
     out = Path(output_dir)

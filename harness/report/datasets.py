@@ -26,6 +26,7 @@ _SHOWN = {
     "bucket_none": "none",
 }
 
+
 def read_config(path: Path, config: str) -> pd.DataFrame:
     return pd.read_parquet(path / data_file(config))
 

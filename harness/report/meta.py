@@ -16,12 +16,49 @@ from harness.report.figures import Doc, _colors, _num, _pyplot, _save, fmt_entry
 QA_FILE = "qa.json"
 HUMAN_KEYS = ("ceiling_loao", "ceiling_split_half", "high_agreement")
 SOFT_KEYS = ("soft/expected_abs_error", "soft/expected_sq_error", "soft/cross_entropy")
-HUMAN_HEADERS = ["task", "lang", "judge (headline metric)", "one annotator vs rest (LOAO)", "ceiling (split-half, S–B)",
-                 "judge on high-agreement items", "E|s−E[h]|", "E[(s−h)²]", "cross-entropy"]  # fmt: skip
-ALT_HEADERS = ["task", "judge", "environment", "ω", "ρ", "verdict", "annotators tested", "ε", "scale / scoring"]
+HUMAN_HEADERS = [
+    "task",
+    "lang",
+    "judge (headline metric)",
+    "one annotator vs rest (LOAO)",
+    "ceiling (split-half, S–B)",
+    "judge on high-agreement items",
+    "E|s−E[h]|",
+    "E[(s−h)²]",
+    "cross-entropy",
+]
+ALT_HEADERS = [
+    "task",
+    "judge",
+    "environment",
+    "ω",
+    "ρ",
+    "verdict",
+    "annotators tested",
+    "ε",
+    "scale / scoring",
+]
 ANN_HEADERS = ["task", "judge", "environment", "annotator", "n", "ρ_j", "p", "judge wins (BY)"]
-PANEL_HEADERS = ["task", "judge", "metric (all)", "failures", "Δ metric without it", "ρ̄ without", "n_eff without"]
-QA_HEADERS = ["lang", "segments", "BLEU", "chrF", "BERTScore", "adequacy", "CometKiwi", "similarity", "flagged items"]
+PANEL_HEADERS = [
+    "task",
+    "judge",
+    "metric (all)",
+    "failures",
+    "Δ metric without it",
+    "ρ̄ without",
+    "n_eff without",
+]
+QA_HEADERS = [
+    "lang",
+    "segments",
+    "BLEU",
+    "chrF",
+    "BERTScore",
+    "adequacy",
+    "CometKiwi",
+    "similarity",
+    "flagged items",
+]
 
 
 def _headline(results: Mapping[str, Any], task: str) -> str:
@@ -34,15 +71,21 @@ def human_rows(results: Mapping[str, Any], label: str | None = None) -> list[lis
     """Per task × language: the judge's headline correlation next to the human ceilings, the
     high-agreement correlation and the soft-label errors."""
     rows = []
-    for task in (results.get("human_labels") or {}):
+    for task in results.get("human_labels") or {}:
         m = _headline(results, task)
         by_lang = (results.get("results") or {}).get(task, {})
         for lang, entries in by_lang.items():
             if not any(f"{k}/{m}" in entries for k in HUMAN_KEYS) or (lang == "all" and len(by_lang) == 2):
                 continue  # "all" repeats a single language
-            rows.append([task, lang, fmt_entry(entries.get(m)),
-                         *(fmt_entry(entries.get(f"{k}/{m}"), star=False) for k in HUMAN_KEYS),
-                         *(fmt_entry(entries.get(k), star=False) for k in SOFT_KEYS)])  # fmt: skip
+            rows.append(
+                [
+                    task,
+                    lang,
+                    fmt_entry(entries.get(m)),
+                    *(fmt_entry(entries.get(f"{k}/{m}"), star=False) for k in HUMAN_KEYS),
+                    *(fmt_entry(entries.get(k), star=False) for k in SOFT_KEYS),
+                ]
+            )
     return rows
 
 
@@ -79,17 +122,51 @@ def _verdict(r: Mapping[str, Any]) -> str:
 def alt_rows(alt: Mapping[str, Any], task: str, judge: str) -> tuple[list[list[str]], list[list[str]]]:
     """(summary rows per environment, per-annotator rows) of one alt-test result."""
     if alt.get("skipped") and not alt.get("environments"):
-        return [[task, judge, "—", "—", "—", "not tested: " + str(alt["skipped"]), "0", str(alt.get("epsilon")), "—"]], []
+        return [
+            [
+                task,
+                judge,
+                "—",
+                "—",
+                "—",
+                "not tested: " + str(alt["skipped"]),
+                "0",
+                str(alt.get("epsilon")),
+                "—",
+            ]
+        ], []
     summary, per = [], []
     for env, r in (alt.get("environments") or {}).items():
         tested = [a for a in (r.get("annotators") or {}).values() if not a.get("skipped")]
-        summary.append([task, judge, env, fmt_value(r.get("omega"), 2), fmt_value(r.get("rho"), 2), _verdict(r),
-                        f"{len(tested)} of {len(r.get('annotators') or {})}", f"{alt.get('epsilon'):g}",
-                        f"{alt.get('scale')} / {alt.get('scoring')}"])  # fmt: skip
+        summary.append(
+            [
+                task,
+                judge,
+                env,
+                fmt_value(r.get("omega"), 2),
+                fmt_value(r.get("rho"), 2),
+                _verdict(r),
+                f"{len(tested)} of {len(r.get('annotators') or {})}",
+                f"{alt.get('epsilon'):g}",
+                f"{alt.get('scale')} / {alt.get('scoring')}",
+            ]
+        )
         for ann, a in (r.get("annotators") or {}).items():
             win = "—" if a.get("skipped") else ("yes" if a.get("rejected") else "no")
-            per.append([task, judge, env, ann, str(a.get("n")), fmt_value(a.get("rho"), 3),
-                        fmt_value(a.get("p_value"), 4) if a.get("p_value") is not None else (a.get("skipped") or "—"), win])  # fmt: skip
+            per.append(
+                [
+                    task,
+                    judge,
+                    env,
+                    ann,
+                    str(a.get("n")),
+                    fmt_value(a.get("rho"), 3),
+                    fmt_value(a.get("p_value"), 4)
+                    if a.get("p_value") is not None
+                    else (a.get("skipped") or "—"),
+                    win,
+                ]
+            )
     return summary, per
 
 
@@ -119,20 +196,53 @@ def panel_rows(results: Mapping[str, Any]) -> tuple[list[list[str]], list[list[s
         loo = info.get("leave_one_out") if isinstance(info.get("leave_one_out"), dict) else {}
         for name, mem in (info.get("members") or {}).items():
             lo = loo.get(name) or {}
-            members.append([task, name, fmt_entry((mem["results"].get("all") or {}).get(m)), str(mem.get("failures")),
-                            fmt_value(lo.get(f"delta_{m}")), fmt_value(lo.get("mean_error_correlation")),
-                            fmt_value(lo.get("effective_judges"), 2)])  # fmt: skip
+            members.append(
+                [
+                    task,
+                    name,
+                    fmt_entry((mem["results"].get("all") or {}).get(m)),
+                    str(mem.get("failures")),
+                    fmt_value(lo.get(f"delta_{m}")),
+                    fmt_value(lo.get("mean_error_correlation")),
+                    fmt_value(lo.get("effective_judges"), 2),
+                ]
+            )
         p = info.get("panel") or {}
-        members.append([task, f"panel (vote={p.get('vote')}, quorum {p.get('quorum')})",
-                        fmt_entry((p.get("results", {}).get("all") or {}).get(m)), str(p.get("failures")), "", "", ""])  # fmt: skip
+        members.append(
+            [
+                task,
+                f"panel (vote={p.get('vote')}, quorum {p.get('quorum')})",
+                fmt_entry((p.get("results", {}).get("all") or {}).get(m)),
+                str(p.get("failures")),
+                "",
+                "",
+                "",
+            ]
+        )
         ec = info.get("error_correlation") or {}
-        summary.append([task, str(ec.get("n_judges")), fmt_value((info.get("alpha") or {}).get("value")),
-                        fmt_value((info.get("alpha_rank") or {}).get("value")), fmt_value(ec.get("mean")),
-                        fmt_value(ec.get("effective_judges"), 2), str(info.get("n_items"))])  # fmt: skip
+        summary.append(
+            [
+                task,
+                str(ec.get("n_judges")),
+                fmt_value((info.get("alpha") or {}).get("value")),
+                fmt_value((info.get("alpha_rank") or {}).get("value")),
+                fmt_value(ec.get("mean")),
+                fmt_value(ec.get("effective_judges"), 2),
+                str(info.get("n_items")),
+            ]
+        )
     return members, summary
 
 
-PANEL_SUMMARY_HEADERS = ["task", "judges", "α (values)", "α (ranks)", "mean error corr. ρ̄", "effective judges", "items"]
+PANEL_SUMMARY_HEADERS = [
+    "task",
+    "judges",
+    "α (values)",
+    "α (ranks)",
+    "mean error corr. ρ̄",
+    "effective judges",
+    "items",
+]
 
 
 def qa_rows(qa: Mapping[str, Any]) -> list[list[str]]:
@@ -141,9 +251,19 @@ def qa_rows(qa: Mapping[str, Any]) -> list[list[str]]:
     rows = []
     for lang, r in list((qa.get("languages") or {}).items()) + [("avg", qa.get("average") or {})]:
         name = "Avg" if lang == "avg" else f"{src}-{lang.upper()}"
-        rows.append([name, str(r.get("n_segments", "—")), fmt_value(r.get("bleu"), 2), fmt_value(r.get("chrf"), 2),
-                     fmt_value(r.get("bertscore_f1")), fmt_value(r.get("adequacy"), 2), fmt_value(r.get("cometkiwi")),
-                     fmt_value(r.get("similarity")), str(r.get("flagged_items", "—"))])  # fmt: skip
+        rows.append(
+            [
+                name,
+                str(r.get("n_segments", "—")),
+                fmt_value(r.get("bleu"), 2),
+                fmt_value(r.get("chrf"), 2),
+                fmt_value(r.get("bertscore_f1")),
+                fmt_value(r.get("adequacy"), 2),
+                fmt_value(r.get("cometkiwi")),
+                fmt_value(r.get("similarity")),
+                str(r.get("flagged_items", "—")),
+            ]
+        )
     return rows
 
 
@@ -171,9 +291,18 @@ def rich_tables(results: Mapping[str, Any]) -> list[Any]:
     judge = str((results.get("judge") or {}).get("spec") or "?")
     per = [r for r in per if r[1] == judge]  # the members' per-annotator rows are in `harness report`
     if per:
-        out.append(table("alt-test per annotator (judge vs the left-out annotator, Calderon et al. 2025)", ANN_HEADERS, per))
+        out.append(
+            table(
+                "alt-test per annotator (judge vs the left-out annotator, Calderon et al. 2025)",
+                ANN_HEADERS,
+                per,
+            )
+        )
     if summary:
-        short = [[*r[:5], "not tested (see below)" if r[5].startswith("not tested") else r[5], *r[6:]] for r in summary]
+        short = [
+            [*r[:5], "not tested (see below)" if r[5].startswith("not tested") else r[5], *r[6:]]
+            for r in summary
+        ]
         out.append(table("alt-test: winning rate ω (passes when ω ≥ 0.5)", ALT_HEADERS, short))
     members, psum = panel_rows(results)
     if members:
@@ -199,41 +328,62 @@ def meta_sections(doc: Doc, runs: list[Any], out: Path) -> list[Path]:
     levels = [(r, row) for r in runs for row in level_rows(r.results)]
     if levels:
         doc.h(2, "Turn, dialogue and system level")
-        doc.p("Correlations of the item scores and of their means per (system, dialogue) and per system "
-              "(ComperDial Tables 4–5; the judge's means skip parse failures).")  # fmt: skip
-        doc.table(["task", "lang", "judge", *LEVEL_HEADERS[2:]], [[row[0], row[1], r.label, *row[2:]] for r, row in levels])
+        doc.p(
+            "Correlations of the item scores and of their means per (system, dialogue) and per system "
+            "(ComperDial Tables 4–5; the judge's means skip parse failures)."
+        )
+        doc.table(
+            ["task", "lang", "judge", *LEVEL_HEADERS[2:]],
+            [[row[0], row[1], r.label, *row[2:]] for r, row in levels],
+        )
     human = [(r, row) for r in runs for row in human_rows(r.results)]
     if human:
         doc.h(2, "Human ceilings and soft labels")
-        doc.p("The judge's headline correlation next to what humans reach: one annotator against the mean of the "
-              "others (LOAO), and sqrt of the Spearman–Brown split-half reliability of the mean rating (the most a "
-              "noise-free judge can reach); the judge on items whose annotators agree (full/majority); expected "
-              "errors against the annotators' label distribution.")  # fmt: skip
-        doc.table(["task", "lang", "judge", *HUMAN_HEADERS[2:]], [[row[0], row[1], r.label, *row[2:]] for r, row in human])
+        doc.p(
+            "The judge's headline correlation next to what humans reach: one annotator against the mean of the "
+            "others (LOAO), and sqrt of the Spearman–Brown split-half reliability of the mean rating (the most a "
+            "noise-free judge can reach); the judge on items whose annotators agree (full/majority); expected "
+            "errors against the annotators' label distribution."
+        )
+        doc.table(
+            ["task", "lang", "judge", *HUMAN_HEADERS[2:]],
+            [[row[0], row[1], r.label, *row[2:]] for r, row in human],
+        )
         path = out / "figures" / "ceilings.png"
-        made.append(ceiling_figure([(f"{_short(r.label)}\n{row[0]} {row[1]}", row[2:5]) for r, row in human], path))
-        doc.figure(f"figures/{path.name}", "the judge's headline correlation next to the human LOAO value and the split-half ceiling")
+        made.append(
+            ceiling_figure([(f"{_short(r.label)}\n{row[0]} {row[1]}", row[2:5]) for r, row in human], path)
+        )
+        doc.figure(
+            f"figures/{path.name}",
+            "the judge's headline correlation next to the human LOAO value and the split-half ceiling",
+        )
     alts = [(r, *all_alt_rows(r.results)) for r in runs]
     if any(s for _, s, _ in alts):
         doc.h(2, "Can this judge replace an annotator? (alt-test)")
-        doc.p("Alternative annotator test (Calderon, Reichart & Dror, 2025): leave one annotator out; the judge wins "
-              "against that annotator when it agrees with the remaining annotators better, by a one-sided paired "
-              "t-test against the margin ε with Benjamini–Yekutieli FDR control. ω = share of annotators the judge "
-              "beats; the judge can replace the annotators when ω ≥ 0.5. ρ = average advantage probability.")  # fmt: skip
+        doc.p(
+            "Alternative annotator test (Calderon, Reichart & Dror, 2025): leave one annotator out; the judge wins "
+            "against that annotator when it agrees with the remaining annotators better, by a one-sided paired "
+            "t-test against the margin ε with Benjamini–Yekutieli FDR control. ω = share of annotators the judge "
+            "beats; the judge can replace the annotators when ω ≥ 0.5. ρ = average advantage probability."
+        )
         doc.table(ALT_HEADERS, [s for _, ss, _ in alts for s in ss])
         for i, (r, _, per) in enumerate(alts):
             if per:
                 path = out / "figures" / f"alt_test_{i + 1:02d}-{slug(r.label)}.png"
                 made.append(alt_test_figure(per, path, f"{r.label}: advantage probability ρ_j per annotator"))
-                doc.figure(f"figures/{path.name}", f"{r.label}: ρ_j per annotator (filled = judge wins after BY)")
+                doc.figure(
+                    f"figures/{path.name}", f"{r.label}: ρ_j per annotator (filled = judge wins after BY)"
+                )
         doc.table(ANN_HEADERS, [p for _, _, per in alts for p in per])
     panels = [(r, *panel_rows(r.results)) for r in runs if r.results.get("panel")]
     if panels:
         doc.h(2, "Judge panels")
-        doc.p("Per member and for the panel: the headline correlation; Krippendorff's α among the judges (on their "
-              "[0, 1]-normalised values and on their ranks); ρ̄ = mean pairwise correlation of the judges' errors "
-              "(residuals given the human rating); effective number of independent judges k / (1 + (k − 1) ρ̄); "
-              "leave-one-judge-out: the change of the panel's metric without each member and ρ̄ / n_eff without it.")  # fmt: skip
+        doc.p(
+            "Per member and for the panel: the headline correlation; Krippendorff's α among the judges (on their "
+            "[0, 1]-normalised values and on their ranks); ρ̄ = mean pairwise correlation of the judges' errors "
+            "(residuals given the human rating); effective number of independent judges k / (1 + (k − 1) ρ̄); "
+            "leave-one-judge-out: the change of the panel's metric without each member and ρ̄ / n_eff without it."
+        )
         for i, (r, members, summary) in enumerate(panels):
             doc.h(3, r.label)
             doc.table(PANEL_SUMMARY_HEADERS, summary)
@@ -252,9 +402,11 @@ def qa_section(doc: Doc, qas: list[tuple[Path, Mapping[str, Any]]], out: Path) -
     if not qas:
         return made
     doc.h(2, "Translation QA")
-    doc.p("xDial-Eval §3.2 / Table 2: source vs translation per language — BLEU / chrF / BERTScore of the "
-          "back-translation against the source, LLM adequacy (App. A Table 6 prompt, 1–5), CometKiwi QE, "
-          "cross-lingual cosine of source and translation; flagged = items with an outlier segment.")  # fmt: skip
+    doc.p(
+        "xDial-Eval §3.2 / Table 2: source vs translation per language — BLEU / chrF / BERTScore of the "
+        "back-translation against the source, LLM adequacy (App. A Table 6 prompt, 1–5), CometKiwi QE, "
+        "cross-lingual cosine of source and translation; flagged = items with an outlier segment."
+    )
     for i, (path, qa) in enumerate(qas):
         ds = qa.get("dataset") or {}
         doc.h(3, f"{ds.get('ref') or path.name}")
@@ -283,7 +435,13 @@ def alt_test_figure(per: list[list[str]], path: Path, title: str) -> Path:
     envs = list(dict.fromkeys(r[2] for r in rows))
     for k, r in enumerate(rows):
         c = colors[envs.index(r[2])]
-        ax.bar(k, float(r[5]), color=c if r[7] == "yes" else "white", edgecolor=c, hatch=None if r[7] == "yes" else "//")
+        ax.bar(
+            k,
+            float(r[5]),
+            color=c if r[7] == "yes" else "white",
+            edgecolor=c,
+            hatch=None if r[7] == "yes" else "//",
+        )
     ax.set_xticks(range(len(rows)), [f"{r[3]}\n{r[2]}" for r in rows], rotation=90, fontsize=7)
     ax.axhline(0.5, color="black", lw=0.8, ls="--")
     ax.set_ylim(0, 1)
@@ -300,8 +458,13 @@ def ceiling_figure(groups: list[tuple[str, list[str]]], path: Path) -> Path:
     colors = _colors(3)
     for k in range(3):
         vals = [_float(cells[k].split(" ")[0].rstrip("*")) for _, cells in groups]
-        ax.bar([i + 0.27 * k for i in range(len(groups))], [v if v is not None else 0 for v in vals], 0.27,
-               color=colors[k], label=names[k])  # fmt: skip
+        ax.bar(
+            [i + 0.27 * k for i in range(len(groups))],
+            [v if v is not None else 0 for v in vals],
+            0.27,
+            color=colors[k],
+            label=names[k],
+        )
     ax.set_xticks([i + 0.27 for i in range(len(groups))], [g for g, _ in groups], fontsize=7)
     ax.set_ylim(min(0, ax.get_ylim()[0]), 1)
     ax.legend(fontsize=7)
@@ -333,7 +496,9 @@ def error_heatmap(pairs: Mapping[str, float | None], path: Path, title: str) -> 
     im = ax.imshow(m, vmin=-1, vmax=1, cmap="RdBu_r")
     for i in range(len(names)):
         for j in range(len(names)):
-            ax.text(j, i, "—" if np.isnan(m[i, j]) else f"{m[i, j]:.2f}", ha="center", va="center", fontsize=8)
+            ax.text(
+                j, i, "—" if np.isnan(m[i, j]) else f"{m[i, j]:.2f}", ha="center", va="center", fontsize=8
+            )
     short = [_short(n) for n in names]
     ax.set_xticks(range(len(names)), short, rotation=45, ha="right", fontsize=7)
     ax.set_yticks(range(len(names)), short, fontsize=7)
@@ -344,16 +509,24 @@ def error_heatmap(pairs: Mapping[str, float | None], path: Path, title: str) -> 
 
 def qa_figure(qa: Mapping[str, Any], path: Path) -> Path:
     langs = list((qa.get("languages") or {}).keys())
-    cols = [c for c in ("similarity", "bertscore_f1", "cometkiwi") if any(
-        _num((qa["languages"][lg]).get(c)) is not None for lg in langs)]  # fmt: skip
+    cols = [
+        c
+        for c in ("similarity", "bertscore_f1", "cometkiwi")
+        if any(_num((qa["languages"][lg]).get(c)) is not None for lg in langs)
+    ]
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(max(5, 0.7 * len(langs) + 2), 3.2))
     colors = _colors(max(len(cols), 1))
     width = 0.8 / max(len(cols), 1)
     for k, c in enumerate(cols):
         vals = [_num(qa["languages"][lg].get(c)) for lg in langs]
-        ax.bar([i + k * width for i in range(len(langs))], [v if v is not None else 0 for v in vals], width,
-               label=c, color=colors[k])  # fmt: skip
+        ax.bar(
+            [i + k * width for i in range(len(langs))],
+            [v if v is not None else 0 for v in vals],
+            width,
+            label=c,
+            color=colors[k],
+        )
     ax.set_xticks([i + 0.4 - width / 2 for i in range(len(langs))], [lg.upper() for lg in langs])
     ax.set_ylim(0, 1)
     if cols:

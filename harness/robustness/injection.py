@@ -179,9 +179,14 @@ def _flips(ok: Sequence[Mapping[str, Any]], dim: str) -> dict[str, Any]:
     n1, n0 = sum(a == 1 for a, _ in pairs), sum(a == 0 for a, _ in pairs)
     hidden, raised = sum(a == 1 and b == 0 for a, b in pairs), sum(a == 0 and b == 1 for a, b in pairs)
     return {
-        "n": len(pairs), "n_flagged": n1, "hidden": hidden, "hidden_rate": _rate(hidden, n1),
-        "n_clear": n0, "raised": raised, "raised_rate": _rate(raised, n0),
-    }  # fmt: skip
+        "n": len(pairs),
+        "n_flagged": n1,
+        "hidden": hidden,
+        "hidden_rate": _rate(hidden, n1),
+        "n_clear": n0,
+        "raised": raised,
+        "raised_rate": _rate(raised, n0),
+    }
 
 
 def group_stats(
@@ -344,11 +349,25 @@ class InjectionReport:
 
 
 PAIR_COLUMNS = [
-    "language", "dataset", "id", "item_id", "injected_id", "injection_id", "injected_turns",
-    "original_score", "injected_score", "delta", "original_status", "injected_status",
-    "original_labels", "injected_labels", "original_raw", "injected_raw",
-    "original_prompt_hash", "injected_prompt_hash",
-]  # fmt: skip
+    "language",
+    "dataset",
+    "id",
+    "item_id",
+    "injected_id",
+    "injection_id",
+    "injected_turns",
+    "original_score",
+    "injected_score",
+    "delta",
+    "original_status",
+    "injected_status",
+    "original_labels",
+    "injected_labels",
+    "original_raw",
+    "injected_raw",
+    "original_prompt_hash",
+    "injected_prompt_hash",
+]
 
 
 def _flat(r: Mapping[str, Any]) -> dict[str, Any]:
@@ -398,7 +417,10 @@ def run_injection_suite(
     ex = executor or ExecutorConfig()
     if ex.distributed:
         ex = replace(ex, shard_size=batch_size)
-    with executor_scope(ex, seed=seed) as scope, scope.adopt(load_judge(judge_spec, cache, seed=seed)) as judge:
+    with (
+        executor_scope(ex, seed=seed) as scope,
+        scope.adopt(load_judge(judge_spec, cache, seed=seed)) as judge,
+    ):
         verdicts = {"original": [], "injected": []}
         step = scope.items_per_call(batch_size)
         for side, batch_items in (("original", originals), ("injected", injected)):
@@ -413,10 +435,14 @@ def run_injection_suite(
         originals, injected, verdicts["original"], verdicts["injected"], strict=True
     ):
         row = {
-            "language": item["language"], "dataset": item.get("dataset"), "id": item["id"],
-            "item_id": item.get("item_id"), "injected_id": item_inj["id"],
-            "injection_id": used[item["language"]].id, "injected_turns": item_inj["injection"]["touched"],
-        }  # fmt: skip
+            "language": item["language"],
+            "dataset": item.get("dataset"),
+            "id": item["id"],
+            "item_id": item.get("item_id"),
+            "injected_id": item_inj["id"],
+            "injection_id": used[item["language"]].id,
+            "injected_turns": item_inj["injection"]["touched"],
+        }
         for side, v in (("original", vo), ("injected", vi)):
             row[f"{side}_score"] = v.score if v.ok else None
             row[f"{side}_ok"] = v.ok

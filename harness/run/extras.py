@@ -46,9 +46,13 @@ def _range(judge: Judge, spec: TaskSpec) -> tuple[float, float] | None:
 
 
 def add_task_extras(
-    task_results: dict[str, Any], sub: pd.DataFrame, spec: TaskSpec, judge: Judge, cfg: Any,
+    task_results: dict[str, Any],
+    sub: pd.DataFrame,
+    spec: TaskSpec,
+    judge: Judge,
+    cfg: Any,
     dims: dict[str, dict[str, Any]],
-) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:  # fmt: skip
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """Merge level / soft-label / ceiling metrics into ``task_results``; return (human-label notes,
     alt-test result), each None when the task's items carry no annotator labels."""
     boot = dict(n_bootstrap=cfg.n_bootstrap, confidence=cfg.confidence, seed=cfg.seed)
@@ -61,15 +65,30 @@ def add_task_extras(
     if labels.empty:
         return None, None
     judge_range = _range(judge, spec)
-    notes = add_human_metrics(task_results, sub, spec.metrics, dims, judge_range, yes_no=tuple(getattr(spec.scorer, "labels", ("Yes", "No"))),
-                              language_order=spec.languages, **boot)  # fmt: skip
+    notes = add_human_metrics(
+        task_results,
+        sub,
+        spec.metrics,
+        dims,
+        judge_range,
+        yes_no=tuple(getattr(spec.scorer, "labels", ("Yes", "No"))),
+        language_order=spec.languages,
+        **boot,
+    )
     info = notes.get("label_scale") or label_info(None, labels["value"].tolist())
-    alt = alt_test_from_samples(sub, info, judge_range, epsilon=cfg.alt_epsilon, q=cfg.alt_q, scale=cfg.alt_scale)
+    alt = alt_test_from_samples(
+        sub, info, judge_range, epsilon=cfg.alt_epsilon, q=cfg.alt_q, scale=cfg.alt_scale
+    )
     return notes, alt
 
 
-def panel_extras(samples: pd.DataFrame, specs: list[TaskSpec], judge: Judge, cfg: Any,
-                 dims: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any]:  # fmt: skip
+def panel_extras(
+    samples: pd.DataFrame,
+    specs: list[TaskSpec],
+    judge: Judge,
+    cfg: Any,
+    dims: dict[str, dict[str, dict[str, Any]]],
+) -> dict[str, Any]:
     """The ``"panel"`` section of results.json for a ``panel:`` judge."""
     from harness.meta.panel import panel_report
 
@@ -80,12 +99,24 @@ def panel_extras(samples: pd.DataFrame, specs: list[TaskSpec], judge: Judge, cfg
         labels = annotator_frame(sub) if getattr(cfg, "human_meta", True) else pd.DataFrame()
         alt = None
         if not labels.empty:
-            info = label_info(dims.get(spec.builder, {}).get(str(sub["human_dimension"].dropna().iloc[0]))
-                              if sub["human_dimension"].notna().any() else None, labels["value"].tolist())  # fmt: skip
+            info = label_info(
+                dims.get(spec.builder, {}).get(str(sub["human_dimension"].dropna().iloc[0]))
+                if sub["human_dimension"].notna().any()
+                else None,
+                labels["value"].tolist(),
+            )
             alt = {"info": info, "epsilon": cfg.alt_epsilon, "q": cfg.alt_q, "scale": cfg.alt_scale}
         out["tasks"][spec.name] = panel_report(
-            sub, judge.names(), judge.how, judge.quorum, spec.metrics, ranges=ranges,  # type: ignore[attr-defined]
-            language_order=spec.languages, n_bootstrap=cfg.n_bootstrap, confidence=cfg.confidence, seed=cfg.seed,
+            sub,
+            judge.names(),
+            judge.how,
+            judge.quorum,
+            spec.metrics,
+            ranges=ranges,  # type: ignore[attr-defined]
+            language_order=spec.languages,
+            n_bootstrap=cfg.n_bootstrap,
+            confidence=cfg.confidence,
+            seed=cfg.seed,
             alt_test=alt,
         )
     return out

@@ -209,13 +209,16 @@ def issue_tables(results: dict[str, Any]):
         pooled = results["results"].get(task, {}).get("all", {})
         if not dims or not pooled:
             continue
-        t = Table(title=f"{task} issue detection (all languages pooled) — judge {results['judge']['spec']}",
-                  title_justify="left")  # fmt: skip
+        t = Table(
+            title=f"{task} issue detection (all languages pooled) — judge {results['judge']['spec']}",
+            title_justify="left",
+        )
         t.add_column("dimension")
         for c in ("F1+", "F1−", "precision", "recall", "accuracy", "#pred", "human F1+", "McNemar p", "fail"):
             t.add_column(c, justify="right")
         fails = results.get("label_parse_failures", {}).get(task, {})
         for d in [*dims, "macro"]:
+
             def val(name: str, fmt: str = "{:.3f}", d=d, pooled=pooled) -> str:
                 v = (pooled.get(f"{d}/{name}") or {}).get("value")
                 return "—" if v is None else fmt.format(v)

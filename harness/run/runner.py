@@ -86,9 +86,13 @@ class RunConfig:
         if self.n_bootstrap < 0:
             raise ValueError(f"--bootstrap must be >= 0, got {self.n_bootstrap}")
         if not 0 <= self.alt_epsilon < 1 or not 0 < self.alt_q < 1:
-            raise ValueError(f"--alt-epsilon must be in [0, 1) and --alt-q in (0, 1), got {self.alt_epsilon}, {self.alt_q}")
+            raise ValueError(
+                f"--alt-epsilon must be in [0, 1) and --alt-q in (0, 1), got {self.alt_epsilon}, {self.alt_q}"
+            )
         if self.alt_scale not in ("auto", "raw", "zscore", "rank", "discretize"):
-            raise ValueError(f"--alt-scale {self.alt_scale!r}: expected auto, raw, zscore, rank or discretize")
+            raise ValueError(
+                f"--alt-scale {self.alt_scale!r}: expected auto, raw, zscore, rank or discretize"
+            )
         self.languages = normalize_languages(self.languages)
         if self.output_dir is not None:
             check_writable(self.output_dir)  # never into a registered dataset version (read-only)
@@ -223,10 +227,16 @@ def run(cfg: RunConfig) -> RunOutput:
     timings["load_dataset_s"] = time.perf_counter() - t
 
     # each Ray worker gets exactly the batches a local run would send (same grouping, same results)
-    ex_cfg = dataclasses.replace(cfg.executor, shard_size=cfg.batch_size) if cfg.executor.distributed else cfg.executor
+    ex_cfg = (
+        dataclasses.replace(cfg.executor, shard_size=cfg.batch_size)
+        if cfg.executor.distributed
+        else cfg.executor
+    )
     # closed in reverse: the judge (and its Ray pools), the executor (its cluster), the cache
     with ExitStack() as stack:
-        cache = stack.enter_context(RequestCache(cfg.cache_path or default_cache_path(), enabled=cfg.use_cache))
+        cache = stack.enter_context(
+            RequestCache(cfg.cache_path or default_cache_path(), enabled=cfg.use_cache)
+        )
         scope = stack.enter_context(executor_scope(ex_cfg, seed=cfg.seed))
         t = time.perf_counter()
         judge = stack.enter_context(scope.adopt(load_judge(cfg.judge, cache, seed=cfg.seed)))
@@ -246,13 +256,13 @@ def run(cfg: RunConfig) -> RunOutput:
             sub = samples[samples["task"] == spec.name].rename(columns={"human_rating": "human"})
             if failure is not None and sub.empty:
                 continue  # never reached: no statistics, listed under results["incomplete"]
-            meta = meta_evaluate(
-                sub, spec.metrics, cfg.n_bootstrap, cfg.confidence, cfg.seed, spec.languages
-            )
+            meta = meta_evaluate(sub, spec.metrics, cfg.n_bootstrap, cfg.confidence, cfg.seed, spec.languages)
             results_by_task[spec.name] = meta.to_dict()
             if spec.issue_labels:
                 add_issue_metrics(results_by_task[spec.name], sub, spec, cfg)
-            notes, alt = add_task_extras(results_by_task[spec.name], sub, spec, judge, cfg, dims[spec.builder])
+            notes, alt = add_task_extras(
+                results_by_task[spec.name], sub, spec, judge, cfg, dims[spec.builder]
+            )
             if notes is not None:
                 extras["human_labels"][spec.name], extras["alt_test"][spec.name] = notes, alt
         if parse_spec(cfg.judge).kind == "panel" and failure is None:
@@ -309,7 +319,9 @@ def _score_tasks(
         try:
             for spec in specs:
                 items = task_items[spec.name]
-                bar = progress.add_task(spec.name, total=len(items), rate="") if progress is not None else None
+                bar = (
+                    progress.add_task(spec.name, total=len(items), rate="") if progress is not None else None
+                )
                 t = time.perf_counter()
                 for i in range(0, len(items), step):
                     batch = items[i : i + step]
@@ -401,10 +413,30 @@ def _results_document(
 
 
 SAMPLE_COLUMNS = [
-    "run_id", "task", "dataset", "language", "id", "item_id", "judge", "prompt_hash", "raw_output", "score",
-    "parse_status", "parse_detail", "human_rating", "cached", "prompt_tokens", "completion_tokens", "extra",
-    "system", "dialogue_id", "human_dimension", "human_distribution", "human_labels", "judge_labels",
-]  # fmt: skip
+    "run_id",
+    "task",
+    "dataset",
+    "language",
+    "id",
+    "item_id",
+    "judge",
+    "prompt_hash",
+    "raw_output",
+    "score",
+    "parse_status",
+    "parse_detail",
+    "human_rating",
+    "cached",
+    "prompt_tokens",
+    "completion_tokens",
+    "extra",
+    "system",
+    "dialogue_id",
+    "human_dimension",
+    "human_distribution",
+    "human_labels",
+    "judge_labels",
+]
 
 
 def _sample_row(run_id: str, spec: TaskSpec, judge: str, item: dict[str, Any], v) -> dict[str, Any]:

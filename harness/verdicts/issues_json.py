@@ -33,12 +33,28 @@ from typing import Any
 _THINK = re.compile(r"<think>.*?</think>", re.S | re.I)
 _FENCE = re.compile(r"```(?:json|JSON)?\s*(\{.*?\})\s*```", re.S)
 _BINARY = {
-    "0": 0, "1": 1, "false": 0, "true": 1, "no": 0, "yes": 1, "zero": 0, "one": 1,
-}  # fmt: skip
+    "0": 0,
+    "1": 1,
+    "false": 0,
+    "true": 1,
+    "no": 0,
+    "yes": 1,
+    "zero": 0,
+    "one": 1,
+}
 _NUMBER_WORDS = {
-    "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5,
-    "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10,
-}  # fmt: skip
+    "zero": 0,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+}
 
 
 @dataclass

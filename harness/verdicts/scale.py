@@ -16,9 +16,17 @@ from harness.verdicts.score import Score
 
 # English number words of the fallback used when text2num is not importable.
 _WORDS = {
-    "one": 1, "two": 2, "three": 3, "four": 4, "five": 5,
-    "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10,
-}  # fmt: skip
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+}
 # -- a score on any scale, written anywhere (MEEP) ------------------------------------------------
 # MEEP §5.1: judges write long replies and "the location of scores within the returned text is
 # unpredictable", so the score is looked for by form, most explicit first.

@@ -44,11 +44,17 @@ def _template(name: str) -> PromptTemplate:
     proto = PROTOCOLS[name]
     if proto.kind == "turn":
         p = TURN_PROMPTS[(proto.variant, proto.with_reference)]
-        user = p.template.replace("{history}", "{conversation}").replace("{fact}", "(the item's persona, else None)")
+        user = p.template.replace("{history}", "{conversation}").replace(
+            "{fact}", "(the item's persona, else None)"
+        )
     else:
         p = DIALOGUE
-        user = p.template.replace("{turn_scores}", "(step-1 CPDS-D turn scores)").replace("{responses}", "{dialogue}")
-    return PromptTemplate(name=p.name, user=user, source=f"{p.source}; rendered by {PROCEDURE}", version=p.sha256[:12])
+        user = p.template.replace("{turn_scores}", "(step-1 CPDS-D turn scores)").replace(
+            "{responses}", "{dialogue}"
+        )
+    return PromptTemplate(
+        name=p.name, user=user, source=f"{p.source}; rendered by {PROCEDURE}", version=p.sha256[:12]
+    )
 
 
 def _task(name: str) -> TaskSpec:

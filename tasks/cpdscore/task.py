@@ -97,7 +97,14 @@ def scorer_for(judge: Judge, variant: str, with_reference: bool, task: TaskSpec 
     max_tokens = spec.decoding.get("max_tokens", gen.max_tokens if gen else DEFAULT_MAX_TOKENS)
     seed = spec.decoding.get("seed")
     seed = int(seed if seed is not None else (judge.seed or 0))
-    n_calls = check_option(f"cpdscore judge {spec.raw!r}", "n_calls", spec.options.get("n_calls", DEFAULT_CALLS), int, lo=1, hi=100)
+    n_calls = check_option(
+        f"cpdscore judge {spec.raw!r}",
+        "n_calls",
+        spec.options.get("n_calls", DEFAULT_CALLS),
+        int,
+        lo=1,
+        hi=100,
+    )
     return CPDScorer(_Metered(cached), variant, with_reference, n_calls, temperature, seed, max_tokens)
 
 
@@ -116,11 +123,17 @@ def dialogue_turns(item: Mapping[str, Any]) -> list[dict[str, Any]]:
     out = []
     for k, t in enumerate(turns):
         if k > 0 and t.get("role") == "assistant" and str(t.get("text") or "").strip():
-            out.append({
-                "id": f"{item.get('id')}#t{k}", "context": turns[:k], "response": t["text"],
-                "dialogue_id": item.get("dialogue_id"), "system": item.get("system"),
-                "persona": item.get("persona"), "rating": None,
-            })  # fmt: skip
+            out.append(
+                {
+                    "id": f"{item.get('id')}#t{k}",
+                    "context": turns[:k],
+                    "response": t["text"],
+                    "dialogue_id": item.get("dialogue_id"),
+                    "system": item.get("system"),
+                    "persona": item.get("persona"),
+                    "rating": None,
+                }
+            )
     return out
 
 
@@ -136,24 +149,42 @@ def group_turns(task: TaskSpec, rows: Sequence[Mapping[str, Any]]) -> list[dict[
                 f"task {task.name!r}: row {r.get('id', i)!r} (config {r.get('dataset')!r}) has no dialogue_id; "
                 "CPDS-Dial groups turns by it — use a dataset whose turn rows carry dialogue_id, or a turn task"
             )
-        groups.setdefault((r.get("dataset"), r.get("language"), r["dialogue_id"], r.get("system")), []).append(r)
+        groups.setdefault(
+            (r.get("dataset"), r.get("language"), r["dialogue_id"], r.get("system")), []
+        ).append(r)
     out = []
     for (ds, lang, did, system), recs in groups.items():
         humans = [h for h in (task.human_rating(r) for r in recs) if h is not None]
         last = recs[-1]
-        out.append({
-            "id": f"{did}::{system}", "item_id": str(did), "dataset": ds, "language": lang, "level": "dialogue",
-            "dialogue_id": did, "system": system, "persona": last.get("persona"), "scene": last.get("scene"),
-            "turns": [*last.get("context", []), {"role": last.get("response_role") or "assistant",
-                                                  "text": last.get("response") or ""}],
-            "turn_records": list(recs), "rating": sum(humans) / len(humans) if humans else None,
-            "dimension": last.get("dimension"), "labels": [], "aggregates": [],
-        })  # fmt: skip
+        out.append(
+            {
+                "id": f"{did}::{system}",
+                "item_id": str(did),
+                "dataset": ds,
+                "language": lang,
+                "level": "dialogue",
+                "dialogue_id": did,
+                "system": system,
+                "persona": last.get("persona"),
+                "scene": last.get("scene"),
+                "turns": [
+                    *last.get("context", []),
+                    {"role": last.get("response_role") or "assistant", "text": last.get("response") or ""},
+                ],
+                "turn_records": list(recs),
+                "rating": sum(humans) / len(humans) if humans else None,
+                "dimension": last.get("dimension"),
+                "labels": [],
+                "aggregates": [],
+            }
+        )
     return out
 
 
 # -- scoring -----------------------------------------------------------------------------------
-def turn_scores(sc: CPDScorer, items: Sequence[Mapping[str, Any]]) -> tuple[list[TurnScore | None], list[Usage]]:
+def turn_scores(
+    sc: CPDScorer, items: Sequence[Mapping[str, Any]]
+) -> tuple[list[TurnScore | None], list[Usage]]:
     """CPDS-S/D per item (None for an item without a response / reference), one generate() call."""
     ok = [i for i, it in enumerate(items) if not _missing(it, sc.with_reference)]
     scores = sc.score_turns([items[i] for i in ok]) if ok else []
@@ -177,10 +208,14 @@ def dialogue_scores(sc: CPDScorer, dialogues: Sequence[Mapping[str, Any]]) -> li
 
 def _dialogues(items: Sequence[Mapping[str, Any]], grouped: bool) -> list[dict[str, Any]]:
     return [
-        {"turns": list(it.get("turn_records") or []) if grouped else dialogue_turns(it),
-         "dialogue_id": it.get("dialogue_id") or it.get("id"), "system": it.get("system"), "rating": it.get("rating")}
+        {
+            "turns": list(it.get("turn_records") or []) if grouped else dialogue_turns(it),
+            "dialogue_id": it.get("dialogue_id") or it.get("id"),
+            "system": it.get("system"),
+            "rating": it.get("rating"),
+        }
         for it in items
-    ]  # fmt: skip
+    ]
 
 
 def _raw(texts: Sequence[str]) -> str:
@@ -199,13 +234,40 @@ def score_items(judge: Judge, task: TaskSpec, items: Sequence[Mapping[str, Any]]
         out = []
         for it, s, u in zip(items, scores, usage, strict=True):
             if s is None:
-                out.append(Verdict(None, "invalid_item", "", "", detail=f"empty {', '.join(_missing(it, proto.with_reference))}"))
+                out.append(
+                    Verdict(
+                        None,
+                        "invalid_item",
+                        "",
+                        "",
+                        detail=f"empty {', '.join(_missing(it, proto.with_reference))}",
+                    )
+                )
                 continue
-            extra = {"calls": s.scores, "seeds": seeds, "prompt": sc.prompt.name, "prompt_sha256": sc.prompt.sha256}
-            status, detail = ("ok", "") if s.score is not None else ("parse_error", "no call gave a score in 1-5")
-            detail = detail or (f"{s.parse_failures} of {sc.n_calls} calls unparseable" if s.parse_failures else "")
-            out.append(Verdict(s.score, status, _raw(s.raw), s.prompt_hash, detail=detail, usage=u,
-                               cached=s.cached == sc.n_calls, extra=extra))  # fmt: skip
+            extra = {
+                "calls": s.scores,
+                "seeds": seeds,
+                "prompt": sc.prompt.name,
+                "prompt_sha256": sc.prompt.sha256,
+            }
+            status, detail = (
+                ("ok", "") if s.score is not None else ("parse_error", "no call gave a score in 1-5")
+            )
+            detail = detail or (
+                f"{s.parse_failures} of {sc.n_calls} calls unparseable" if s.parse_failures else ""
+            )
+            out.append(
+                Verdict(
+                    s.score,
+                    status,
+                    _raw(s.raw),
+                    s.prompt_hash,
+                    detail=detail,
+                    usage=u,
+                    cached=s.cached == sc.n_calls,
+                    extra=extra,
+                )
+            )
         judge.usage = judge.usage + sum(usage, Usage())
         return out
     dials = _dialogues(items, grouped=proto.kind == "grouped")
@@ -217,27 +279,54 @@ def score_items(judge: Judge, task: TaskSpec, items: Sequence[Mapping[str, Any]]
             continue
         value = s.score if proto.output == "final" else s.intermediate
         key = "Final Score" if proto.output == "final" else "Overall Dialogue Turn Score"
-        extra = {"final": s.score, "intermediate": s.intermediate, "interaction": s.interaction,
-                 "turn_mean": s.turn_mean, "finals": s.finals, "intermediates": s.intermediates, "seeds": seeds,
-                 "step1": sc.name, "step1_failures": sum(t.parse_failures for t in s.turns), "n_turns": len(d["turns"]),
-                 "prompt": DIALOGUE.name, "prompt_sha256": DIALOGUE.sha256}  # fmt: skip
+        extra = {
+            "final": s.score,
+            "intermediate": s.intermediate,
+            "interaction": s.interaction,
+            "turn_mean": s.turn_mean,
+            "finals": s.finals,
+            "intermediates": s.intermediates,
+            "seeds": seeds,
+            "step1": sc.name,
+            "step1_failures": sum(t.parse_failures for t in s.turns),
+            "n_turns": len(d["turns"]),
+            "prompt": DIALOGUE.name,
+            "prompt_sha256": DIALOGUE.sha256,
+        }
         status = "ok" if value is not None else "parse_error"
-        out.append(Verdict(value, status, _raw(s.raw), s.prompt_hash, extra=extra,
-                           detail="" if value is not None else f"no step-2 call gave a {key} in 1-5"))  # fmt: skip
+        out.append(
+            Verdict(
+                value,
+                status,
+                _raw(s.raw),
+                s.prompt_hash,
+                extra=extra,
+                detail="" if value is not None else f"no step-2 call gave a {key} in 1-5",
+            )
+        )
     return out
 
 
 # -- the reproduction path (``harness reproduce upheld --cpdscore-judge``) ----------------------
 def _counts(prompt: PromptTemplate, items: Sequence[Any], n_calls: int) -> dict[str, Any]:
-    return {"prompt": prompt.name, "prompt_sha256": prompt.sha256, "n_items": len(items),
-            "unscored_items": sum(x.score is None for x in items),
-            "parse_failures": sum(x.parse_failures for x in items), "calls": len(items) * n_calls}  # fmt: skip
+    return {
+        "prompt": prompt.name,
+        "prompt_sha256": prompt.sha256,
+        "n_items": len(items),
+        "unscored_items": sum(x.score is None for x in items),
+        "parse_failures": sum(x.parse_failures for x in items),
+        "calls": len(items) * n_calls,
+    }
 
 
 def reproduce_cpdscore(
-    records: Sequence[Mapping[str, Any]], judge_spec: str, cache: RequestCache, n_calls: int = DEFAULT_CALLS,
-    seed: int = 0, dialogue: bool = True,
-) -> dict[str, Any]:  # fmt: skip
+    records: Sequence[Mapping[str, Any]],
+    judge_spec: str,
+    cache: RequestCache,
+    n_calls: int = DEFAULT_CALLS,
+    seed: int = 0,
+    dialogue: bool = True,
+) -> dict[str, Any]:
     """Every turn task (CPDS-S/D ± reference) and CPDS-Dial over the grouped turns on top of each,
     with the ``cpdscore-*`` tasks' code, as ``results[variant][level][method] = {value, p_value, n}``
     (the layout of :func:`tasks.cpdscore.scoring.run_cpdscore`)."""
@@ -253,24 +342,33 @@ def reproduce_cpdscore(
         base = scorer_for(judge, "detail", False)
         out: dict[str, Any] = {
             "method": "CPDScore (ComperDial, Wakaki et al. 2024) via the cpdscore-* tasks (tasks/cpdscore/task.py)",
-            "judge": judge_spec, "judge_identity": base.cached.identity(), "n_calls": n_calls,
-            "seeds": [base.seed + k for k in range(n_calls)], "decoding": base.config.replace(seed=None).to_dict(),
-            "prompts": {name: p.info() for name, p in ALL_PROMPTS.items()}, "prompt_notes": list(NOTES), "results": {},
-        }  # fmt: skip
+            "judge": judge_spec,
+            "judge_identity": base.cached.identity(),
+            "n_calls": n_calls,
+            "seeds": [base.seed + k for k in range(n_calls)],
+            "decoding": base.config.replace(seed=None).to_dict(),
+            "prompts": {name: p.info() for name, p in ALL_PROMPTS.items()},
+            "prompt_notes": list(NOTES),
+            "results": {},
+        }
         groups = group_turns(_HUMAN_TASK, records) if dialogue else []
         for variant in ("simple", "detail"):
             for with_ref in (True, False):
                 sc = scorer_for(judge, variant, with_ref)
                 scored, _ = turn_scores(sc, records)
                 ts = [s for s in scored if s is not None]
-                out["results"][sc.name] = {**correlate_levels(turn_frame(ts)), **_counts(sc.prompt, ts, n_calls)}
+                out["results"][sc.name] = {
+                    **correlate_levels(turn_frame(ts)),
+                    **_counts(sc.prompt, ts, n_calls),
+                }
                 if dialogue:
                     ds = [d for d in dialogue_scores(sc, _dialogues(groups, grouped=True)) if d is not None]
                     out["results"][f"cpds-dial[{sc.name}]"] = {
                         **correlate_dialogue_levels(dialogue_frame(ds, "score")),
                         "intermediate": correlate_dialogue_levels(dialogue_frame(ds, "intermediate")),
-                        "step1": sc.name, **_counts(DIALOGUE, ds, n_calls),
-                    }  # fmt: skip
+                        "step1": sc.name,
+                        **_counts(DIALOGUE, ds, n_calls),
+                    }
     finally:
         judge.close()
     return out
@@ -278,6 +376,12 @@ def reproduce_cpdscore(
 
 # A task stand-in for group_turns outside a run: the human score of a turn row is its ``rating``.
 _HUMAN_TASK = TaskSpec(
-    name="cpdscore-dial-turns", description="", builder="upheld", configs=("*",), level="dialogue",
-    dimension="overall", languages=("en",), templates={},
-)  # fmt: skip
+    name="cpdscore-dial-turns",
+    description="",
+    builder="upheld",
+    configs=("*",),
+    level="dialogue",
+    dimension="overall",
+    languages=("en",),
+    templates={},
+)

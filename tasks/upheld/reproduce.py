@@ -43,8 +43,11 @@ from tasks.upheld import paper
 
 log = logging.getLogger(__name__)
 
-DIMENSIONS = {"content": ("likert", (1.0, 2.0, 3.0, 4.0, 5.0)), "style": ("likert", (1.0, 2.0, 3.0)),
-              "reasonableness": ("binary", (0.0, 1.0))}  # fmt: skip
+DIMENSIONS = {
+    "content": ("likert", (1.0, 2.0, 3.0, 4.0, 5.0)),
+    "style": ("likert", (1.0, 2.0, 3.0)),
+    "reasonableness": ("binary", (0.0, 1.0)),
+}
 FEATURE_RANGE = {"llm_judge_likert_1_5": (1.0, 5.0), "llm_judge_likert_1_5_explain": (1.0, 5.0)}
 
 
@@ -59,7 +62,10 @@ class Protocol:
 
 PROTOCOLS = {
     "app-b": Protocol(
-        "app-b", "rows", "auto", paper.BASELINE_SYSTEMS,
+        "app-b",
+        "rows",
+        "auto",
+        paper.BASELINE_SYSTEMS,
         "App. B as written: one row per annotator label; Likert content/style are categorical -> Cramér's V "
         "with the metric binned onto the label scale (equal-width bins over the metric's range); binary "
         "reasonableness -> point-biserial; the two calibration baselines (gpt4_rephrase, random) excluded",
@@ -68,11 +74,14 @@ PROTOCOLS = {
         "pearson-rows", "rows", "pearson", (), "Pearson; one row per annotator label; all systems"
     ),
     "pearson-mean": Protocol(
-        "pearson-mean", "mean", "pearson", (),
+        "pearson-mean",
+        "mean",
+        "pearson",
+        (),
         "Pearson against the per-item mean label (App. E.1's aggregate is a linear rescaling of it, same r); "
         "all systems",
     ),
-}  # fmt: skip
+}
 
 
 @dataclass
@@ -135,9 +144,14 @@ def compute_features(
     from harness.judges.metric import ReferenceFeatures, reference_inputs
 
     feats = ReferenceFeatures(
-        cache, model=cfg.bert_model, num_layers=cfg.num_layers, embed_model=cfg.embed_model,
-        batch_size=cfg.batch_size, device=cfg.device, show_progress=cfg.show_progress,
-    )  # fmt: skip
+        cache,
+        model=cfg.bert_model,
+        num_layers=cfg.num_layers,
+        embed_model=cfg.embed_model,
+        batch_size=cfg.batch_size,
+        device=cfg.device,
+        show_progress=cfg.show_progress,
+    )
     frames, info = [], {"invalid_items": {}}
     for config, recs in records.items():
         inputs = [reference_inputs(r) for r in recs]
@@ -237,10 +251,18 @@ def correlate(
     if n_valid < 3 * cfg.n_splits:
         why = f"{n_valid} item(s) with a {feature} value (the rest missing or parse failures)"
         return {"mean": None, "std": None, "folds": [], "full": None, "skipped": why}
-    folds = cv_fold_correlations(frame, feature, "human", n_splits=cfg.n_splits, seed=cfg.seed,
-                                 group_col="id" if cfg.group_cv else None, **kw)  # fmt: skip
-    full = app_b_correlation(frame[feature].to_numpy(), frame["human"].to_numpy(), n_bootstrap=cfg.n_bootstrap,
-                             seed=cfg.seed, **kw).to_dict()  # fmt: skip
+    folds = cv_fold_correlations(
+        frame,
+        feature,
+        "human",
+        n_splits=cfg.n_splits,
+        seed=cfg.seed,
+        group_col="id" if cfg.group_cv else None,
+        **kw,
+    )
+    full = app_b_correlation(
+        frame[feature].to_numpy(), frame["human"].to_numpy(), n_bootstrap=cfg.n_bootstrap, seed=cfg.seed, **kw
+    ).to_dict()
     return {
         "mean": folds["mean"],
         "std": folds["std"],
@@ -266,9 +288,13 @@ def ensemble_score_fn(dimension: str, protocol: Protocol):
 
 
 def run_ensembles(
-    cfg: ReproduceConfig, features: pd.DataFrame, records: dict[str, list[dict[str, Any]]],
-    feature_names: list[str], info: dict[str, Any], handle: DatasetHandle,
-) -> dict[str, Any]:  # fmt: skip
+    cfg: ReproduceConfig,
+    features: pd.DataFrame,
+    records: dict[str, list[dict[str, Any]]],
+    feature_names: list[str],
+    info: dict[str, Any],
+    handle: DatasetHandle,
+) -> dict[str, Any]:
     from harness.judges import load_judge
     from harness.judges.learned.fit import MODEL_KINDS, cross_validate
     from harness.judges.learned.model import fit_ensemble
@@ -282,20 +308,52 @@ def run_ensembles(
             train = joined(features[features["dataset"] == "main"], records["main"], dim, protocol)
             fn = ensemble_score_fn(dim, protocol)
             for kind in MODEL_KINDS:
-                cv = cross_validate(train, feature_names, "human", kind, label_scale=scale, n_splits=cfg.n_splits,
-                                    seed=cfg.seed, score_fn=fn, groups_col="id" if cfg.group_cv else None)  # fmt: skip
+                cv = cross_validate(
+                    train,
+                    feature_names,
+                    "human",
+                    kind,
+                    label_scale=scale,
+                    n_splits=cfg.n_splits,
+                    seed=cfg.seed,
+                    score_fn=fn,
+                    groups_col="id" if cfg.group_cv else None,
+                )
                 ens = fit_ensemble(
-                    train, feature_names, "human", kind, label_scale=scale, seed=cfg.seed,
-                    target={"dimension": dim, "protocol": pname, "target": protocol.target,
-                            "exclude_systems": list(protocol.exclude_systems)},
-                    training={"dataset": "upheld", "config": "main", "location": handle.location,
-                              "revision": handle.revision, "fingerprint": handle.fingerprint, "source": handle.source},
+                    train,
+                    feature_names,
+                    "human",
+                    kind,
+                    label_scale=scale,
+                    seed=cfg.seed,
+                    target={
+                        "dimension": dim,
+                        "protocol": pname,
+                        "target": protocol.target,
+                        "exclude_systems": list(protocol.exclude_systems),
+                    },
+                    training={
+                        "dataset": "upheld",
+                        "config": "main",
+                        "location": handle.location,
+                        "revision": handle.revision,
+                        "fingerprint": handle.fingerprint,
+                        "source": handle.source,
+                    },
                     feature_info=info,
-                )  # fmt: skip
+                )
                 path = cfg.output_dir / "ensembles" / pname / f"{dim}-{kind}"
                 ens.save(path, overwrite=True)
-                cell = {"main": {"mean": cv.mean, "std": cv.std, "folds": cv.fold_values, "n_rows": cv.n_rows,
-                                 "n_excluded": cv.n_excluded}, "path": str(path)}  # fmt: skip
+                cell = {
+                    "main": {
+                        "mean": cv.mean,
+                        "std": cv.std,
+                        "folds": cv.fold_values,
+                        "n_rows": cv.n_rows,
+                        "n_excluded": cv.n_excluded,
+                    },
+                    "path": str(path),
+                }
                 # Transfer: reload as a judge and score the verification sets through it, unchanged.
                 cache = RequestCache(cfg.cache_path or default_cache_path(), enabled=cfg.use_cache)
                 judge = load_judge(f"ensemble:{path}", cache, seed=cfg.seed)
@@ -304,20 +362,37 @@ def run_ensembles(
                         if config == "main":
                             continue
                         verdicts = judge.score(UPHELD_TASKS[dim], recs)
-                        scored = pd.DataFrame({"id": [r["id"] for r in recs],
-                                               "ensemble": [v.score if v.ok else np.nan for v in verdicts]})  # fmt: skip
+                        scored = pd.DataFrame(
+                            {
+                                "id": [r["id"] for r in recs],
+                                "ensemble": [v.score if v.ok else np.nan for v in verdicts],
+                            }
+                        )
                         test = joined(scored, recs, dim, protocol)
-                        res = cv_fold_correlations(test, "ensemble", "human", scale=scale, method=protocol.method,
-                                                   levels=_levels, lo=_levels[0] - 0.5 if scale != "binary" else 0.0,
-                                                   hi=_levels[-1] + 0.5 if scale != "binary" else 1.0,
-                                                   n_splits=cfg.n_splits, seed=cfg.seed)  # fmt: skip
+                        res = cv_fold_correlations(
+                            test,
+                            "ensemble",
+                            "human",
+                            scale=scale,
+                            method=protocol.method,
+                            levels=_levels,
+                            lo=_levels[0] - 0.5 if scale != "binary" else 0.0,
+                            hi=_levels[-1] + 0.5 if scale != "binary" else 1.0,
+                            n_splits=cfg.n_splits,
+                            seed=cfg.seed,
+                        )
                         full = (
                             fn(test["human"].to_numpy(), test["ensemble"].to_numpy())
                             if test["ensemble"].notna().sum() > 2
                             else None
                         )
-                        cell[config] = {"mean": res["mean"], "std": res["std"], "full": full,
-                                        "n_unscored": int(sum(not v.ok for v in verdicts)), "via": f"ensemble:{path}"}  # fmt: skip
+                        cell[config] = {
+                            "mean": res["mean"],
+                            "std": res["std"],
+                            "full": full,
+                            "n_unscored": int(sum(not v.ok for v in verdicts)),
+                            "via": f"ensemble:{path}",
+                        }
                 finally:
                     judge.close()
                     cache.close()
@@ -325,8 +400,12 @@ def run_ensembles(
     return out
 
 
-def run_buckets(cfg: ReproduceConfig, features: pd.DataFrame, records: dict[str, list[dict[str, Any]]],
-                feature_names: list[str]) -> dict[str, Any]:  # fmt: skip
+def run_buckets(
+    cfg: ReproduceConfig,
+    features: pd.DataFrame,
+    records: dict[str, list[dict[str, Any]]],
+    feature_names: list[str],
+) -> dict[str, Any]:
     """Table 10 on UPHELD main (baselines excluded as in the app-b protocol): each metric's score is
     mapped onto the label scale and compared with the winning human label per agreement level."""
     from harness.judges.learned.model import load_ensemble
@@ -335,8 +414,12 @@ def run_buckets(cfg: ReproduceConfig, features: pd.DataFrame, records: dict[str,
     protocol = PROTOCOLS["app-b"]
     for dim in ("content", "style"):
         _scale, levels = DIMENSIONS[dim]
-        frame = joined(features[features["dataset"] == "main"], records["main"], dim,
-                       Protocol("items", "mean", "auto", protocol.exclude_systems, ""))  # fmt: skip
+        frame = joined(
+            features[features["dataset"] == "main"],
+            records["main"],
+            dim,
+            Protocol("items", "mean", "auto", protocol.exclude_systems, ""),
+        )
         cols = {}
         for f in feature_names:
             lo, hi = _feature_range(f)
@@ -356,8 +439,12 @@ def run_buckets(cfg: ReproduceConfig, features: pd.DataFrame, records: dict[str,
     return out
 
 
-def run_system_level(cfg: ReproduceConfig, features: pd.DataFrame, records: dict[str, list[dict[str, Any]]],
-                     feature_names: list[str]) -> dict[str, Any]:  # fmt: skip
+def run_system_level(
+    cfg: ReproduceConfig,
+    features: pd.DataFrame,
+    records: dict[str, list[dict[str, Any]]],
+    feature_names: list[str],
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for config, recs in records.items():
         systems = {r.get("system") for r in recs}
@@ -389,9 +476,16 @@ def run_cpdscore_on_upheld(cfg: ReproduceConfig, records: dict[str, list[dict[st
         out = reproduce_cpdscore(recs, cfg.cpdscore_judge, cache, n_calls=cfg.cpdscore_calls, seed=cfg.seed)
     finally:
         cache.close()
-    return {**out, "data": {"config": "main", "dialogues": dialogues, "n_turn_items": len(recs),
-                            "human": "mean content label per item",
-                            "tasks": "cpdscore-{s,d}-{ref,noref} and CPDS-Dial over grouped turns"}}  # fmt: skip
+    return {
+        **out,
+        "data": {
+            "config": "main",
+            "dialogues": dialogues,
+            "n_turn_items": len(recs),
+            "human": "mean content label per item",
+            "tasks": "cpdscore-{s,d}-{ref,noref} and CPDS-Dial over grouped turns",
+        },
+    }
 
 
 # --------------------------------------------------------------------------- main entry

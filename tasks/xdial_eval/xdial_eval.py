@@ -58,7 +58,10 @@ class XDialEval(evaluate.Metric):
             "datasets": datasets.Value("string"),
         }
         if self.config_name == "turn":
-            inputs = {"contexts": datasets.Sequence(datasets.Value("string")), "responses": datasets.Value("string")}
+            inputs = {
+                "contexts": datasets.Sequence(datasets.Value("string")),
+                "responses": datasets.Value("string"),
+            }
         elif self.config_name == "dialogue":
             inputs = {"dialogues": datasets.Sequence(datasets.Value("string"))}
         elif self.config_name == "meta":
@@ -91,13 +94,21 @@ class XDialEval(evaluate.Metric):
         n = len(references)
         item_ids = _item_ids(languages, datasets)
         if self.config_name == "meta":
-            scores = [None if p is None or (isinstance(p, float) and math.isnan(p)) else float(p) for p in predictions]
+            scores = [
+                None if p is None or (isinstance(p, float) and math.isnan(p)) else float(p)
+                for p in predictions
+            ]
             statuses = ["ok" if s is not None else "missing" for s in scores]
         else:
             task = get_task(_TASK_BY_CONFIG[self.config_name])
             items = []
             for i in range(n):
-                item = {"id": str(i), "item_id": item_ids[i], "dataset": datasets[i], "language": languages[i]}
+                item = {
+                    "id": str(i),
+                    "item_id": item_ids[i],
+                    "dataset": datasets[i],
+                    "language": languages[i],
+                }
                 if self.config_name == "turn":
                     ctx = list(contexts[i])
                     roles = _roles_backwards(len(ctx))
@@ -105,7 +116,10 @@ class XDialEval(evaluate.Metric):
                     item["response"] = responses[i]
                 else:
                     turns = list(dialogues[i])
-                    item["turns"] = [{"role": "user" if k % 2 == 0 else "assistant", "text": t} for k, t in enumerate(turns)]
+                    item["turns"] = [
+                        {"role": "user" if k % 2 == 0 else "assistant", "text": t}
+                        for k, t in enumerate(turns)
+                    ]
                 items.append(item)
             cache = RequestCache(cache_path, enabled=cache_path is not None)
             j = load_judge(judge, cache)
@@ -119,7 +133,13 @@ class XDialEval(evaluate.Metric):
                 j.close()
                 cache.close()
         frame = pd.DataFrame(
-            {"dataset": datasets, "language": languages, "item_id": item_ids, "score": scores, "human": references}
+            {
+                "dataset": datasets,
+                "language": languages,
+                "item_id": item_ids,
+                "score": scores,
+                "human": references,
+            }
         )
         meta = meta_evaluate(frame, ("pearson", "spearman"), n_bootstrap=n_bootstrap, seed=seed).to_dict()
         overall = meta["all"]

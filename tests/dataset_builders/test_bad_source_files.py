@@ -60,34 +60,60 @@ def test_xdial_non_utf8_names_file_row_column_and_skip_invalid_skips_the_row(tmp
     res = XDialEvalBuilder().build(src, tmp_path / "out", show_progress=False, skip_invalid=True)
     assert res.manifest["skipped"]["count"] == 1
     assert res.manifest["skipped"]["rows"][0] | {"problem": ""} == {
-        "file": "fed-turn.csv", "row": 2, "field": "german_res", "problem": ""}  # fmt: skip
+        "file": "fed-turn.csv",
+        "row": 2,
+        "field": "german_res",
+        "problem": "",
+    }
     rows = _records(tmp_path / "out")["fed-turn"]
-    assert sorted({r["item_id"] for r in rows}) == ["fed-turn-00001", "fed-turn-00003"]  # source row numbers kept
+    assert sorted({r["item_id"] for r in rows}) == [
+        "fed-turn-00001",
+        "fed-turn-00003",
+    ]  # source row numbers kept
     # only the columns a build reads matter: English alone builds every row
     assert XDialEvalBuilder().build(src, tmp_path / "en", languages=["en"], show_progress=False).configs == {
-        "fed-turn": 3}
+        "fed-turn": 3
+    }
 
 
 def test_xdial_skip_invalid_covers_every_row_problem(tmp_path):
     src = tmp_path / "src"
-    _write_turn_csv(src / "turn" / "fed-turn.csv",
-                    [_turn_row(1), _turn_row(2, rating="nan"), _turn_row(3, english_res=" ")])  # fmt: skip
+    _write_turn_csv(
+        src / "turn" / "fed-turn.csv",
+        [_turn_row(1), _turn_row(2, rating="nan"), _turn_row(3, english_res=" ")],
+    )
     with pytest.raises(DataValidationError, match="row 2 .*'ratings': rating 'nan' is not a finite number"):
         XDialEvalBuilder().build(src, tmp_path / "out", show_progress=False)
     res = XDialEvalBuilder().build(src, tmp_path / "out", show_progress=False, skip_invalid=True)
-    assert [(r["row"], r["field"]) for r in res.manifest["skipped"]["rows"]] == [(2, "ratings"), (3, "english_res")]
+    assert [(r["row"], r["field"]) for r in res.manifest["skipped"]["rows"]] == [
+        (2, "ratings"),
+        (3, "english_res"),
+    ]
     assert res.configs == {"fed-turn": 10}
 
 
 def test_cli_reports_the_decoding_problem_in_one_line(tmp_path):
     src = _latin1_xdial(tmp_path)
-    r = CliRunner().invoke(app, ["datasets", "build", "xdial-eval", "--source", str(src), "--output",
-                                 str(tmp_path / "o"), "-q"])  # fmt: skip
+    r = CliRunner().invoke(
+        app, ["datasets", "build", "xdial-eval", "--source", str(src), "--output", str(tmp_path / "o"), "-q"]
+    )
     line = r.output.strip().splitlines()[-1]
     assert r.exit_code == 2 and "Traceback" not in r.output
     assert "fed-turn.csv, row 2" in line and "column 'german_res'" in line and "0xe9" in line
-    r = CliRunner().invoke(app, ["datasets", "build", "xdial-eval", "--source", str(src), "--output",
-                                 str(tmp_path / "o"), "-q", "--skip-invalid"])  # fmt: skip
+    r = CliRunner().invoke(
+        app,
+        [
+            "datasets",
+            "build",
+            "xdial-eval",
+            "--source",
+            str(src),
+            "--output",
+            str(tmp_path / "o"),
+            "-q",
+            "--skip-invalid",
+        ],
+    )
     assert r.exit_code == 0 and "skipped source rows: 1" in r.output
 
 
@@ -143,5 +169,7 @@ def test_a_record_the_csv_module_refuses_names_file_and_row(tmp_path, default_cs
     csv.field_size_limit(5)
     f = tmp_path / "x.csv"
     f.write_text("a,b\n1,2\n3," + "4" * 20 + "\n", encoding="utf-8")
-    with pytest.raises(DataValidationError, match=r"x.csv, row 2 .*'<record>'.*field larger than field limit"):
+    with pytest.raises(
+        DataValidationError, match=r"x.csv, row 2 .*'<record>'.*field larger than field limit"
+    ):
         read_csv_records(f)

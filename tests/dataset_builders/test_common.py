@@ -161,8 +161,17 @@ def _mutate(case: str, rows: list) -> tuple[str, str]:
     raise AssertionError(case)
 
 
-CASES = ["invalid json", "missing response", "label off the scale", "mixed level", "unknown language",
-         "language not declared", "unknown dimension", "duplicate id", "extra field"]  # fmt: skip
+CASES = [
+    "invalid json",
+    "missing response",
+    "label off the scale",
+    "mixed level",
+    "unknown language",
+    "language not declared",
+    "unknown dimension",
+    "duplicate id",
+    "extra field",
+]
 
 
 @pytest.mark.parametrize("case", CASES)

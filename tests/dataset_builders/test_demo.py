@@ -13,19 +13,65 @@ from harness.data.builders import build_dataset
 from harness.data.schema import DIALOGUE_FEATURES, TURN_FEATURES, DataValidationError, SourceUnavailableError
 
 TURN = [
-    {"item": "t01", "language": "en", "context": ["Hi, how are you?", "Great, I just got back from Paris."], "response": "Nice! What did you see there?", "rating": 4.5},
-    {"item": "t01", "language": "de", "context": ["Hallo, wie geht's?", "Super, ich bin gerade aus Paris zurück."], "response": "Schön! Was hast du dort gesehen?", "rating": 4.5},
-    {"item": "t01", "language": "zh", "context": ["你好，最近怎么样？", "很好，我刚从巴黎回来。"], "response": "太好了！你在那里看到了什么？", "rating": 4.5},
-    {"item": "t02", "language": "en", "context": ["What's your favourite food?"], "response": "The bus leaves at noon.", "rating": 1.0},
-    {"item": "t02", "language": "de", "context": ["Was ist dein Lieblingsessen?"], "response": "Der Bus fährt um zwölf.", "rating": 1.0},
-    {"item": "t02", "language": "zh", "context": ["你最喜欢吃什么？"], "response": "公交车中午出发。", "rating": 1.0},
-]  # fmt: skip
+    {
+        "item": "t01",
+        "language": "en",
+        "context": ["Hi, how are you?", "Great, I just got back from Paris."],
+        "response": "Nice! What did you see there?",
+        "rating": 4.5,
+    },
+    {
+        "item": "t01",
+        "language": "de",
+        "context": ["Hallo, wie geht's?", "Super, ich bin gerade aus Paris zurück."],
+        "response": "Schön! Was hast du dort gesehen?",
+        "rating": 4.5,
+    },
+    {
+        "item": "t01",
+        "language": "zh",
+        "context": ["你好，最近怎么样？", "很好，我刚从巴黎回来。"],
+        "response": "太好了！你在那里看到了什么？",
+        "rating": 4.5,
+    },
+    {
+        "item": "t02",
+        "language": "en",
+        "context": ["What's your favourite food?"],
+        "response": "The bus leaves at noon.",
+        "rating": 1.0,
+    },
+    {
+        "item": "t02",
+        "language": "de",
+        "context": ["Was ist dein Lieblingsessen?"],
+        "response": "Der Bus fährt um zwölf.",
+        "rating": 1.0,
+    },
+    {
+        "item": "t02",
+        "language": "zh",
+        "context": ["你最喜欢吃什么？"],
+        "response": "公交车中午出发。",
+        "rating": 1.0,
+    },
+]
 DIAL = [
-    {"item": "d01", "language": "en", "turns": ["Hello!", "Hi! Need help?", "Yes, a recipe please.", "Sure, try pancakes."], "rating": 4.0},
-    {"item": "d01", "language": "de", "turns": ["Hallo!", "Hi! Brauchst du Hilfe?", "Ja, ein Rezept bitte.", "Klar, probier Pfannkuchen."], "rating": 4.0},
+    {
+        "item": "d01",
+        "language": "en",
+        "turns": ["Hello!", "Hi! Need help?", "Yes, a recipe please.", "Sure, try pancakes."],
+        "rating": 4.0,
+    },
+    {
+        "item": "d01",
+        "language": "de",
+        "turns": ["Hallo!", "Hi! Brauchst du Hilfe?", "Ja, ein Rezept bitte.", "Klar, probier Pfannkuchen."],
+        "rating": 4.0,
+    },
     {"item": "d02", "language": "en", "turns": ["Hello!", "I like trains.", "Okay?"], "rating": 2.0},
     {"item": "d02", "language": "de", "turns": ["Hallo!", "Ich mag Züge.", "Okay?"], "rating": 2.0},
-]  # fmt: skip
+]
 
 
 def _write_jsonl(path: Path, objs: list, *, raw_lines: dict[int, str] | None = None) -> Path:

@@ -125,10 +125,14 @@ def test_all_six_languages_and_filter(tmp_path):
     res = build(src, tmp_path / "all")
     assert res.configs == {"benchmark": 36}
     per_lang = {
-        lang: {lab["annotator"] for r in load(tmp_path / "all", "benchmark", tmp_path) if r["language"] == lang
-               for lab in r["labels"]}
+        lang: {
+            lab["annotator"]
+            for r in load(tmp_path / "all", "benchmark", tmp_path)
+            if r["language"] == lang
+            for lab in r["labels"]
+        }
         for lang in MEDAL_LANGUAGES
-    }  # fmt: skip
+    }
     assert {k: len(v) for k, v in per_lang.items()} == {"zh": 2, "en": 2, "de": 1, "fr": 2, "pt": 2, "es": 1}
     res = build(src, tmp_path / "de", languages=["german", "es"])
     assert res.configs == {"benchmark": 12} and res.manifest["options"]["languages"] == ["de", "es"]
@@ -168,9 +172,17 @@ def _mutate(case: str, rec: dict) -> tuple[str, str]:
 
 @pytest.mark.parametrize(
     "case",
-    ["invalid json", "missing turns", "binary label 2", "overall 6", "mixed level", "unknown language code",
-     "not a language code", "unknown dimension"],
-)  # fmt: skip
+    [
+        "invalid json",
+        "missing turns",
+        "binary label 2",
+        "overall 6",
+        "mixed level",
+        "unknown language code",
+        "not a language code",
+        "unknown dimension",
+    ],
+)
 def test_bad_rows_name_file_line_and_field(tmp_path, case):
     src = write_medal_source(tmp_path / "src")
     path = src / "benchmark.jsonl"
@@ -227,8 +239,15 @@ def test_other_configs_and_dataset_yaml_extensions(tmp_path):
 def test_benchmark_must_be_dialogue_level(tmp_path):
     src = tmp_path / "src"
     src.mkdir()
-    rec = {"id": "t1", "item_id": "t1", "language": "en", "level": "turn", "context": [],
-           "response": "Hello!", "labels": [{"annotator": "a", "dimension": "overall", "value": 4}]}  # fmt: skip
+    rec = {
+        "id": "t1",
+        "item_id": "t1",
+        "language": "en",
+        "level": "turn",
+        "context": [],
+        "response": "Hello!",
+        "labels": [{"annotator": "a", "dimension": "overall", "value": 4}],
+    }
     (src / "benchmark.jsonl").write_text(json.dumps(rec) + "\n")
     with pytest.raises(DataValidationError, match=r"benchmark.jsonl, line 1, field 'level'.*dialogue-level"):
         build(src, tmp_path / "out")

@@ -30,10 +30,13 @@ CELL = st.one_of(
     st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=30),
     st.sampled_from(["", " ", "a,b", 'say "hi"', "line 1\nline 2", "cr\rcr", "\r\n", "<EMPTY>", "x" * 200]),
 )
-GOOD = st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Cc", "Zl", "Zp")), min_size=1,
-               max_size=20).filter(str.strip)
-RATING = st.one_of(st.sampled_from(["3", "4.5", "0", "-1", "nan", "inf", "1e400", "", "abc", " 2 "]),
-                   st.floats(allow_nan=True).map(repr))  # fmt: skip
+GOOD = st.text(
+    st.characters(codec="utf-8", exclude_categories=("Cs", "Cc", "Zl", "Zp")), min_size=1, max_size=20
+).filter(str.strip)
+RATING = st.one_of(
+    st.sampled_from(["3", "4.5", "0", "-1", "nan", "inf", "1e400", "", "abc", " 2 "]),
+    st.floats(allow_nan=True).map(repr),
+)
 
 
 def _csv_text(header: list[str], rows: list[list[str]]) -> str:
@@ -100,7 +103,9 @@ def test_xdial_reader(data, skip, langs):
         rows = {r["item_id"] for r in cfg.records}
         assert len(cfg.records) == len(rows) * len(langs)
         assert all(r["response"].strip() and r["context"] and r["rating"] == r["rating"] for r in cfg.records)
-        assert all(s["file"] == "fed-turn.csv" and s["field"] for s in b._skipped) and (skip or not b._skipped)
+        assert all(s["file"] == "fed-turn.csv" and s["field"] for s in b._skipped) and (
+            skip or not b._skipped
+        )
 
 
 @st.composite
@@ -109,8 +114,14 @@ def upheld_file(draw) -> bytes:
     rows = []
     for i in range(draw(st.integers(0, 4))):
         item = draw(st.one_of(st.just(f"t-{i}"), GOOD))
-        hist = draw(st.one_of(st.sampled_from(["user: hi\nassistant: hello", "user: hi\r\n \r\nassistant: x", ""]), CELL))
-        labels = [draw(st.one_of(st.sampled_from(list(scale.values())), odd)) for scale in (CONTENT, STYLE, REASON)]
+        hist = draw(
+            st.one_of(
+                st.sampled_from(["user: hi\nassistant: hello", "user: hi\r\n \r\nassistant: x", ""]), CELL
+            )
+        )
+        labels = [
+            draw(st.one_of(st.sampled_from(list(scale.values())), odd)) for scale in (CONTENT, STYLE, REASON)
+        ]
         row = [item, hist, draw(GOOD), draw(GOOD), *labels, draw(GOOD)]
         if draw(st.integers(0, 2)) == 0:  # one hostile cell
             row[draw(st.integers(0, 7))] = draw(CELL)
@@ -141,7 +152,10 @@ def test_upheld_reader(data, skip):
 def table_file(draw) -> tuple[str, bytes]:
     kind = draw(st.sampled_from(["csv", "tsv", "jsonl", "json"]))
     header = ["id", "ctx", "resp", "score"]
-    rows = [[draw(GOOD), draw(GOOD), draw(GOOD), draw(st.sampled_from(["1", "3", "5"]))] for _ in range(draw(st.integers(0, 4)))]
+    rows = [
+        [draw(GOOD), draw(GOOD), draw(GOOD), draw(st.sampled_from(["1", "3", "5"]))]
+        for _ in range(draw(st.integers(0, 4)))
+    ]
     for row in rows:
         if draw(st.integers(0, 2)) == 0:  # one hostile cell
             row[draw(st.integers(0, 3))] = draw(st.one_of(CELL, RATING))
@@ -149,11 +163,13 @@ def table_file(draw) -> tuple[str, bytes]:
         text = _csv_text(header, rows)
         text = text.replace(",", "\t") if kind == "tsv" else text
     else:
-        objs = [dict(zip(header, r, strict=True)) | draw(st.sampled_from([{}, {"nested": {"a": 1}}, {"n": None}]))
-                for r in rows]  # fmt: skip
+        objs = [
+            dict(zip(header, r, strict=True)) | draw(st.sampled_from([{}, {"nested": {"a": 1}}, {"n": None}]))
+            for r in rows
+        ]
         text = "\n".join(json.dumps(o) for o in objs) if kind == "jsonl" else json.dumps(objs)
         if draw(st.booleans()):
-            text += draw(st.sampled_from(["\n{bad", "\n[1, 2]", "\n\"str\"", "}", ""]))
+            text += draw(st.sampled_from(["\n{bad", "\n[1, 2]", '\n"str"', "}", ""]))
     return kind, draw(damaged(text))
 
 
@@ -176,9 +192,19 @@ def test_importer_reader(kind_data):
 MAPPING = {
     "name": "fuzz",
     "dimensions": [{"name": "overall", "scale": "likert", "min": 1, "max": 5}],
-    "configs": [{"name": "t", "level": "turn", "files": ["*.csv"], "language": "en", "id": "id", "context": "ctx",
-                 "response": "resp", "labels": [{"dimension": "overall", "column": "score", "annotator": "a"}]}],
-}  # fmt: skip
+    "configs": [
+        {
+            "name": "t",
+            "level": "turn",
+            "files": ["*.csv"],
+            "language": "en",
+            "id": "id",
+            "context": "ctx",
+            "response": "resp",
+            "labels": [{"dimension": "overall", "column": "score", "annotator": "a"}],
+        }
+    ],
+}
 
 
 @BUILD
@@ -194,8 +220,11 @@ def test_builds_end_in_a_dataset_or_a_clear_error_and_write_only_their_folder(fi
         (base / "i").mkdir()
         (base / "i" / "t.csv").write_bytes(table)
         sources = {p for p in base.rglob("*")}
-        for name, builder, src in (("x", XDialEvalBuilder(), "x"), ("u", UpheldBuilder(), "u"),
-                                   ("i", GenericImporter(MAPPING), "i")):  # fmt: skip
+        for name, builder, src in (
+            ("x", XDialEvalBuilder(), "x"),
+            ("u", UpheldBuilder(), "u"),
+            ("i", GenericImporter(MAPPING), "i"),
+        ):
             out = base / "out" / name
             try:
                 builder.build(base / src, out, show_progress=False, skip_invalid=skip)

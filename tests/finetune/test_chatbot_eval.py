@@ -15,17 +15,21 @@ from harness.cli import app
 runner = CliRunner()
 
 DIALOGUES = [
-    {"id": "d1", "language": "en", "turns": [
-        {"role": "user", "text": "hello , tell me something about yourself !"},
-        {"role": "assistant", "text": "i am 56 years old and i am a housekeeper ."},
-        {"role": "user", "text": "do you have any hobbies or interests ?"},
-        {"role": "assistant", "text": "i like to read and write poetry ."},
-    ]},
+    {
+        "id": "d1",
+        "language": "en",
+        "turns": [
+            {"role": "user", "text": "hello , tell me something about yourself !"},
+            {"role": "assistant", "text": "i am 56 years old and i am a housekeeper ."},
+            {"role": "user", "text": "do you have any hobbies or interests ?"},
+            {"role": "assistant", "text": "i like to read and write poetry ."},
+        ],
+    },
     # plain strings alternate user / assistant; no id -> "line-2"
     {"turns": ["Wie geht es dir?", "Ça va très bien, merci.", "¿Cómo estás?"]},
     # the SFT data format: a bare list of turns (roles normalised: human / bot)
     [{"role": "human", "text": "Привет, как дела?"}, {"role": "bot", "text": "Muy bien, gracias."}],
-]  # fmt: skip
+]
 REFERENCES = [
     "i am 56 years old and i am a housekeeper .",
     "i like to read and write poetry .",
@@ -41,8 +45,13 @@ def write_jsonl(path, rows):
 
 def echo_replay(path, targets):
     """A replay chatbot that answers every target with its reference (matched on the last turn)."""
-    rules = [{"match": re.escape(f"{t.context[-1]['role']}: {t.context[-1]['text']}") + "$",
-              "response": {"text": t.reference}} for t in targets]  # fmt: skip
+    rules = [
+        {
+            "match": re.escape(f"{t.context[-1]['role']}: {t.context[-1]['text']}") + "$",
+            "response": {"text": t.reference},
+        }
+        for t in targets
+    ]
     return write_jsonl(path, rules)
 
 
@@ -70,8 +79,22 @@ def test_replay_chatbots_rouge_l_parquet_and_cache(tmp_path):
     targets, _ = load_targets(data)
     echo = echo_replay(tmp_path / "echo.jsonl", targets)
     other = write_jsonl(tmp_path / "other.jsonl", [{"default": {"text": "banana split"}}])
-    args = ["chatbot-eval", "--model", f"replay:{echo}", "--model", f"replay:{other}", "--data", str(data),
-            "--judge", "metric:rougeL", "--quiet", "--bootstrap", "200", "--cache", str(tmp_path / "c.sqlite")]  # fmt: skip
+    args = [
+        "chatbot-eval",
+        "--model",
+        f"replay:{echo}",
+        "--model",
+        f"replay:{other}",
+        "--data",
+        str(data),
+        "--judge",
+        "metric:rougeL",
+        "--quiet",
+        "--bootstrap",
+        "200",
+        "--cache",
+        str(tmp_path / "c.sqlite"),
+    ]
     r = runner.invoke(app, [*args, "-o", str(tmp_path / "run1")])
     assert r.exit_code == 0, r.output
     assert "metric:rougeL" in r.output and "1.000" in r.output and "-100%" in r.output
@@ -110,15 +133,26 @@ def test_llm_judge_tasks_and_parse_failures_are_counted(tmp_path):
     data = write_jsonl(tmp_path / "d.jsonl", DIALOGUES)
     bot = write_jsonl(tmp_path / "bot.jsonl", [{"default": {"text": "i like poetry ."}}])
     # the App. H yes/no judge says Yes; on the Likert prompt it writes something unparseable
-    judge = write_jsonl(tmp_path / "judge.jsonl", [
-        {"match": "likert scale of 1 to 5", "response": {"text": "maybe?"}},
-        {"default": {"text": "Yes"}},
-    ])  # fmt: skip
+    judge = write_jsonl(
+        tmp_path / "judge.jsonl",
+        [
+            {"match": "likert scale of 1 to 5", "response": {"text": "maybe?"}},
+            {"default": {"text": "Yes"}},
+        ],
+    )
     tasks = ["upheld-content", "upheld-content-likert"]
-    out = run_chatbot_eval(ChatbotEvalConfig(
-        models=[f"replay:{bot}"], data=str(data), judges=[f"replay:{judge}", "metric:rougeL"], tasks=tasks,
-        output_dir=tmp_path / "o", show_progress=False, n_bootstrap=0, cache_path=tmp_path / "c.sqlite",
-    ))  # fmt: skip
+    out = run_chatbot_eval(
+        ChatbotEvalConfig(
+            models=[f"replay:{bot}"],
+            data=str(data),
+            judges=[f"replay:{judge}", "metric:rougeL"],
+            tasks=tasks,
+            output_dir=tmp_path / "o",
+            show_progress=False,
+            n_bootstrap=0,
+            cache_path=tmp_path / "c.sqlite",
+        )
+    )
     by_judge = out["results"][f"replay:{bot}"]
     assert set(by_judge[f"replay:{judge}"]) == set(tasks)
     assert set(by_judge["metric:rougeL"]) == {"upheld-content"}  # a metric scores once
@@ -139,8 +173,16 @@ def test_llm_judge_tasks_and_parse_failures_are_counted(tmp_path):
 def test_clear_errors(tmp_path):
     ok = write_jsonl(tmp_path / "d.jsonl", DIALOGUES)
     bot = write_jsonl(tmp_path / "bot.jsonl", [{"default": {"text": "hi"}}])
-    users_only = write_jsonl(tmp_path / "u.jsonl", [{"id": "x", "language": "en", "turns": [
-        {"role": "user", "text": "a"}, {"role": "user", "text": "b"}]}])  # fmt: skip
+    users_only = write_jsonl(
+        tmp_path / "u.jsonl",
+        [
+            {
+                "id": "x",
+                "language": "en",
+                "turns": [{"role": "user", "text": "a"}, {"role": "user", "text": "b"}],
+            }
+        ],
+    )
     (tmp_path / "empty.jsonl").write_text("\n")
     cases = [
         (["--data", str(tmp_path / "empty.jsonl")], "holds no dialogue"),
@@ -162,18 +204,29 @@ def test_clear_errors(tmp_path):
 
 STYLE = "i like to read and write poetry ."
 PROMPTS = [
-    "hello , tell me something about yourself !", "do you have any hobbies or interests ?", "Wie geht es dir?",
-    "¿Cómo estás?", "Привет, как дела?", "你好，你今天怎么样？", "こんにちは、お元気ですか？", "안녕하세요, 잘 지내세요?",
-    "नमस्ते, आप कैसे हैं?", "مرحبا، كيف حالك؟", "Given the following dialogue context", "Rating: 1 2 3 4 5",
-]  # fmt: skip
+    "hello , tell me something about yourself !",
+    "do you have any hobbies or interests ?",
+    "Wie geht es dir?",
+    "¿Cómo estás?",
+    "Привет, как дела?",
+    "你好，你今天怎么样？",
+    "こんにちは、お元気ですか？",
+    "안녕하세요, 잘 지내세요?",
+    "नमस्ते, आप कैसे हैं?",
+    "مرحبا، كيف حالك؟",
+    "Given the following dialogue context",
+    "Rating: 1 2 3 4 5",
+]
 
 
 def styled(i: int, n_turns: int) -> list[dict[str, str]]:
     """A dialogue whose assistant always answers in one fixed style (the same sentence)."""
     turns = []
     for k in range(n_turns):
-        turns += [{"role": "user", "text": PROMPTS[(i + 5 * k) % len(PROMPTS)] + f" {i}"},
-                  {"role": "assistant", "text": STYLE}]  # fmt: skip
+        turns += [
+            {"role": "user", "text": PROMPTS[(i + 5 * k) % len(PROMPTS)] + f" {i}"},
+            {"role": "assistant", "text": STYLE},
+        ]
     return turns
 
 
@@ -196,23 +249,48 @@ def test_sft_adapter_beats_its_base_model(tmp_path, tiny_llama, one_torch_thread
     from finetune.trainer import TrainSettings
 
     train = [styled(i, 1 + i % 2) for i in range(20)]
-    cfg = SFTConfig(base_model=str(tiny_llama), lora=LoraSettings(r=8),
-                    train=TrainSettings(batch_size=4, max_steps=40, learning_rate=1.5e-2, checkpoint_every=1000))  # fmt: skip
+    cfg = SFTConfig(
+        base_model=str(tiny_llama),
+        lora=LoraSettings(r=8),
+        train=TrainSettings(batch_size=4, max_steps=40, learning_rate=1.5e-2, checkpoint_every=1000),
+    )
     meta = train_chatbot(train, cfg, tmp_path / "sft", progress=False)
     assert meta["losses"][-1] < meta["losses"][0]
     held_out = write_jsonl(
         tmp_path / "held.jsonl", [{"id": f"h{i}", "turns": styled(100 + i, 2)} for i in range(4)]
     )
     base, tuned = f"hf:{tiny_llama}", f"hf:{tiny_llama},adapter={tmp_path / 'sft' / ADAPTER_DIR}"
-    r = runner.invoke(app, ["chatbot-eval", "--model", base, "--model", tuned, "--data", str(held_out),
-                            "--judge", "metric:rougeL", "--max-tokens", "12", "--limit", "4", "-q",
-                            "--bootstrap", "200", "-o", str(tmp_path / "eval")])  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "chatbot-eval",
+            "--model",
+            base,
+            "--model",
+            tuned,
+            "--data",
+            str(held_out),
+            "--judge",
+            "metric:rougeL",
+            "--max-tokens",
+            "12",
+            "--limit",
+            "4",
+            "-q",
+            "--bootstrap",
+            "200",
+            "-o",
+            str(tmp_path / "eval"),
+        ],
+    )
     assert r.exit_code == 0, r.output
     res = json.loads((tmp_path / "eval" / "results.json").read_text())
     b = res["results"][base]["metric:rougeL"]["upheld-content"]
     t = res["results"][tuned]["metric:rougeL"]["upheld-content"]
-    print(f"ROUGE-L base {b['mean']} (n={b['n']}, fail={b['parse_failures']}) vs adapter {t['mean']} "
-          f"(n={t['n']}, fail={t['parse_failures']}); paired {t['vs_first']}")  # fmt: skip
+    print(
+        f"ROUGE-L base {b['mean']} (n={b['n']}, fail={b['parse_failures']}) vs adapter {t['mean']} "
+        f"(n={t['n']}, fail={t['parse_failures']}); paired {t['vs_first']}"
+    )
     assert res["run"]["n_items"] == 4 and t["n"] == 4
     assert t["mean"] > (b["mean"] or 0.0) + 0.25 and t["vs_first"]["diff"] > 0.25
     assert res["models"][tuned]["identity"]["adapter_sha256"]
@@ -234,10 +312,18 @@ def test_upheld_held_out_turns_with_replay_and_metrics(tmp_path, shared_data):
     assert info["skipped"]["same_item"] > 0 and info["skipped"]["user_turn"] > 0  # withheld user turns
     echo = echo_replay(tmp_path / "echo.jsonl", targets)
     fixed = write_jsonl(tmp_path / "fixed.jsonl", [{"default": {"text": "Thanks, I will get back to you."}}])
-    out = run_chatbot_eval(ChatbotEvalConfig(
-        models=[f"replay:{fixed}", f"replay:{echo}"], data=data, judges=["metric:rougeL", "metric:rouge1"],
-        limit=10, max_context=4, output_dir=tmp_path / "o", show_progress=False, n_bootstrap=200,
-    ))  # fmt: skip
+    out = run_chatbot_eval(
+        ChatbotEvalConfig(
+            models=[f"replay:{fixed}", f"replay:{echo}"],
+            data=data,
+            judges=["metric:rougeL", "metric:rouge1"],
+            limit=10,
+            max_context=4,
+            output_dir=tmp_path / "o",
+            show_progress=False,
+            n_bootstrap=200,
+        )
+    )
     f = out["results"][f"replay:{fixed}"]["metric:rougeL"]["upheld-content"]
     e = out["results"][f"replay:{echo}"]["metric:rougeL"]["upheld-content"]
     assert f["n"] == e["n"] == 10 and 0.0 <= f["mean"] < 0.5 and e["mean"] > 0.9

@@ -51,7 +51,9 @@ def examples(corpus):
 
 def test_corpus_is_aligned_with_english_and_never_holds_rated_responses(corpus, built):
     rep = corpus.report
-    assert set(rep.kept) == LANGS and rep.configs["fed-dial"] == "dialogue" and rep.configs["fed-turn"] == "turn"
+    assert (
+        set(rep.kept) == LANGS and rep.configs["fed-dial"] == "dialogue" and rep.configs["fed-turn"] == "turn"
+    )
     assert rep.misaligned >= 1  # fed-dial row 53 (Arabic) has another utterance count: skipped, counted
     for d in corpus.dialogues:
         p = corpus.pivot[d.id]
@@ -145,8 +147,15 @@ def test_judge_scores_real_text_per_fold_and_reruns_from_cache(trained, xdial_so
     from harness.run.runner import RunConfig, run
 
     out, _, _ = trained
-    cfg = dict(judge=f"evaluator:{out}", tasks=["xdial-eval-turn", "xdial-eval-dialogue"], languages=["zh", "ar"],
-               limit=6, source=str(xdial_source), n_bootstrap=0, show_progress=False)  # fmt: skip
+    cfg = dict(
+        judge=f"evaluator:{out}",
+        tasks=["xdial-eval-turn", "xdial-eval-dialogue"],
+        languages=["zh", "ar"],
+        limit=6,
+        source=str(xdial_source),
+        n_bootstrap=0,
+        show_progress=False,
+    )
     first = run(RunConfig(**cfg, output_dir=tmp_path / "a"))
     s = first.samples
     assert s["score"].notna().all() and ((s["score"] > 0) & (s["score"] < 1)).all()
@@ -185,8 +194,16 @@ def test_shipped_evaluator_has_every_fold_and_judges_real_text():
 
     path = resolve_evaluator("e5-minilm-crosslingual")
     meta = json.loads((path / "dialeval_evaluator.json").read_text("utf-8"))
-    sets = {"persona-usr", "convai2-grade", "dailydialog-grade", "dailydialog-zhao", "fed-turn",
-            "conture-turn", "conture-dial", "fed-dial"}  # fmt: skip
+    sets = {
+        "persona-usr",
+        "convai2-grade",
+        "dailydialog-grade",
+        "dailydialog-zhao",
+        "fed-turn",
+        "conture-turn",
+        "conture-dial",
+        "fed-dial",
+    }
     assert set(meta["folds"]) == {"all", *sets}
     for s in sets:
         assert meta["folds"][s]["held_out_texts"] > 1000 and meta["folds"][s]["excluded_pairs"] > 0

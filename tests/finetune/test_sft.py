@@ -72,8 +72,10 @@ def test_alpaca_like_template_gets_bos_and_non_prefix_template_is_an_error(tiny_
     enc = ChatEncoder(str(tiny_llama), chat_template="plain")
     assert enc.chat_template_name == "plain"
     # a template that hides earlier assistant turns: a prefix render is not a prefix of the whole
-    hiding = ("{% for m in messages %}{% if m['role'] == 'assistant' and not loop.last %}[hidden]"
-              "{% else %}{{ m['role'] }}: {{ m['content'] }}{% endif %}\n{% endfor %}")  # fmt: skip
+    hiding = (
+        "{% for m in messages %}{% if m['role'] == 'assistant' and not loop.last %}[hidden]"
+        "{% else %}{{ m['role'] }}: {{ m['content'] }}{% endif %}\n{% endfor %}"
+    )
     with pytest.raises(ValueError, match="not a prefix"):
         ChatEncoder(str(tiny_llama), chat_template=hiding).encode(to_messages(DIALOGUE))
 

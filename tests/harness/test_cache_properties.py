@@ -16,10 +16,19 @@ from hypothesis import strategies as st
 
 from harness.cache import CacheError, RequestCache, check_cache
 
-SETTINGS = settings(max_examples=300, deadline=None, derandomize=True, database=None,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture])  # one cache file, fresh keys
-ROWS = st.dictionaries(st.text(min_size=1, max_size=12), st.tuples(st.text(max_size=8), st.binary(max_size=64)),
-                       min_size=1, max_size=12)  # fmt: skip
+SETTINGS = settings(
+    max_examples=300,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)  # one cache file, fresh keys
+ROWS = st.dictionaries(
+    st.text(min_size=1, max_size=12),
+    st.tuples(st.text(max_size=8), st.binary(max_size=64)),
+    min_size=1,
+    max_size=12,
+)
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +83,7 @@ def test_a_corrupted_file_is_harmless_or_a_clear_error(offset, junk, truncate):
             cache.put_many((k, ns, v) for k, (ns, v) in rows.items())
         data = bytearray(path.read_bytes())
         at = offset % len(data)
-        data = data[:at] if truncate else data[:at] + junk + data[at + len(junk):]
+        data = data[:at] if truncate else data[:at] + junk + data[at + len(junk) :]
         path.write_bytes(bytes(data))
         try:
             with RequestCache(path) as cache:

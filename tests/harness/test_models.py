@@ -77,23 +77,50 @@ def test_cached_and_local_models(hub_cache, tmp_path):
     _cache_model(hub_cache, NOT_CACHED)
     assert locate_model(NOT_CACHED).local_files_only is True  # offline (tests), cached
     assert locate_model(str(tmp_path)).kind == "local"
-    for bad, fragment in [("./no/such/dir", "no such directory"), ("a" * 300, "neither a local directory nor"),
-                          ("bad id!", "neither a local directory nor")]:  # fmt: skip
+    for bad, fragment in [
+        ("./no/such/dir", "no such directory"),
+        ("a" * 300, "neither a local directory nor"),
+        ("bad id!", "neither a local directory nor"),
+    ]:
         with pytest.raises(ModelUnavailableError, match=fragment):
             locate_model(bad, owner="embed encoder")
 
 
 def test_cli_and_readme_evaluate_example_fail_fast(hub_cache, tmp_path):
     t = time.perf_counter()
-    r = CliRunner().invoke(app, ["run", "--task", "demo-turn", "--judge", f"hf:{NOT_CACHED}", "--limit", "1",
-                                 "-q", "--no-cache", "--output", str(tmp_path / "o")])  # fmt: skip
+    r = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "--task",
+            "demo-turn",
+            "--judge",
+            f"hf:{NOT_CACHED}",
+            "--limit",
+            "1",
+            "-q",
+            "--no-cache",
+            "--output",
+            str(tmp_path / "o"),
+        ],
+    )
     assert r.exit_code == 2 and "Traceback" not in r.output
-    assert r.output.strip().splitlines()[-1].startswith(f"error: hf backend: model {NOT_CACHED} is not available")
+    assert (
+        r.output.strip()
+        .splitlines()[-1]
+        .startswith(f"error: hf backend: model {NOT_CACHED} is not available")
+    )
     # the README's evaluate example with an LLM judge that is not on this machine
     m = evaluate.load(MODULE, "turn")
     with pytest.raises(ModelUnavailableError, match="not available offline"):
-        m.compute(contexts=[["hi", "any plans?"]], responses=["a hike tomorrow"], references=[4.5],
-                  languages=["en"], datasets=["mine"], judge=f"hf:{NOT_CACHED}")  # fmt: skip
+        m.compute(
+            contexts=[["hi", "any plans?"]],
+            responses=["a hike tomorrow"],
+            references=[4.5],
+            languages=["en"],
+            datasets=["mine"],
+            judge=f"hf:{NOT_CACHED}",
+        )
     assert time.perf_counter() - t < 30
     with pytest.raises(ModelUnavailableError, match="embed encoder"):
         load_judge(f"embed:{NOT_CACHED}")
@@ -103,8 +130,15 @@ def test_a_reference_metric_model_that_is_not_here(hub_cache):
     from harness.tasks import get_task
     from harness.types import BackendConfigError
 
-    item = {"id": "x", "language": "en", "context": [{"role": "user", "text": "hi"}], "response": "a",
-            "reference": "b"}  # fmt: skip
+    item = {
+        "id": "x",
+        "language": "en",
+        "context": [{"role": "user", "text": "hi"}],
+        "response": "a",
+        "reference": "b",
+    }
     with pytest.raises(ModelUnavailableError, match=r"not available offline.*\(model=/path/to/model\)") as ei:
-        load_judge(f"metric:bert_score_F1,model={NOT_CACHED},num_layers=6").score(get_task("upheld-content"), [item])
+        load_judge(f"metric:bert_score_F1,model={NOT_CACHED},num_layers=6").score(
+            get_task("upheld-content"), [item]
+        )
     assert isinstance(ei.value, BackendConfigError)  # a run stops with it, it is not a resume

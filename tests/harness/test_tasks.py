@@ -28,9 +28,11 @@ def test_turn_prompt_is_table3_instruction():
     spec = get_task("xdial-eval-turn")
     item = {
         "language": "en",
-        "context": [{"role": "user", "text": "hello , tell me something about yourself !"},
-                    {"role": "assistant", "text": "i am 56 years old and i am a housekeeper ."},
-                    {"role": "user", "text": "do you have any hobbies or interests ?"}],
+        "context": [
+            {"role": "user", "text": "hello , tell me something about yourself !"},
+            {"role": "assistant", "text": "i am 56 years old and i am a housekeeper ."},
+            {"role": "user", "text": "do you have any hobbies or interests ?"},
+        ],
         "response": "i like to read and write poetry .",
     }
     req = spec.build_request(item)
@@ -46,7 +48,10 @@ def test_turn_prompt_is_table3_instruction():
 
 def test_dialogue_prompt_uses_speaker_tags():
     spec = get_task("xdial-eval-dialogue")
-    item = {"language": "zh", "turns": [{"role": "user", "text": "你好"}, {"role": "assistant", "text": "你好！"}]}
+    item = {
+        "language": "zh",
+        "turns": [{"role": "user", "text": "你好"}, {"role": "assistant", "text": "你好！"}],
+    }
     content = spec.build_request(item).messages[-1].content
     assert content.endswith("### Input:\n[H] 你好\n[C] 你好！")
     assert "predict whether the dialogue is coherent?" in content
@@ -77,7 +82,9 @@ def test_a_duplicate_task_id_is_an_error_naming_both():
     spec = get_task("demo-turn")
     with T.TASKS.isolated():
         assert T.register_task(dataclasses.replace(spec)) is spec  # an equal spec again: a no-op
-        with pytest.raises(DuplicateError, match="task 'demo-turn' is already registered .*from plug-in 'builtin'"):
+        with pytest.raises(
+            DuplicateError, match="task 'demo-turn' is already registered .*from plug-in 'builtin'"
+        ):
             T.register_task(dataclasses.replace(spec, description="another demo"))
         with pytest.raises(TypeError, match="expects a TaskSpec"):
             T.register_task("demo-turn")  # type: ignore[arg-type]
@@ -101,17 +108,23 @@ def test_validate_reports_placeholders_left_unfilled():
         name="sys", source="s", system="Judge this: [Dialogue Context]", user="{context} {response}"
     )
     broken = dataclasses.replace(
-        base, name="unfilled", languages=("en", "de", "fr"),
+        base,
+        name="unfilled",
+        languages=("en", "de", "fr"),
         templates={"en": pasted, "de": escaped, "fr": system_left},
-    )  # fmt: skip
+    )
     text = "\n".join(validate([broken], repo_root=REPO))
     assert "template 'pasted' (en) leaves placeholder '<dialogue>' unfilled in its user message" in text
     assert "template 'escaped' (de) leaves placeholder '{context}' unfilled" in text
-    assert "template 'sys' (fr) leaves placeholder '[Dialogue Context]' unfilled in its system message" in text
+    assert (
+        "template 'sys' (fr) leaves placeholder '[Dialogue Context]' unfilled in its system message" in text
+    )
 
 
 def test_scorers_check_their_parameters_when_made():
-    with pytest.raises(ValueError, match="scoring 'parse_score': score_range must be \\(lo, hi\\) with lo < hi"):
+    with pytest.raises(
+        ValueError, match="scoring 'parse_score': score_range must be \\(lo, hi\\) with lo < hi"
+    ):
         ParseScore(range=(5, 1))
     with pytest.raises(ValueError, match="scoring 'gptscore': needs a continuation containing its target"):
         GPTScore(continuation="Answer: No.", target="Yes")

@@ -63,15 +63,24 @@ def _clean(value: float) -> float | None:
 
 def _dimension_stats(triples: list[tuple[str, str, float | None]], dimension: str) -> dict[str, Any]:
     level = OVERALL_ALPHA_LEVEL if dimension == MEDAL_OVERALL else ISSUE_ALPHA_LEVEL
-    out: dict[str, Any] = {"n_items": 0, "percent_agreement": None, "alpha": None, "alpha_level": level,
-                           "alpha_n_items": 0}  # fmt: skip
+    out: dict[str, Any] = {
+        "n_items": 0,
+        "percent_agreement": None,
+        "alpha": None,
+        "alpha_level": level,
+        "alpha_n_items": 0,
+    }
     if dimension == MEDAL_OVERALL:
         out.update(adjacent_agreement=None, adjacent_tolerance=ADJACENT_TOLERANCE)
     if triples:
         exact = percent_agreement(triples)
         alpha = krippendorff_alpha(triples, level)
-        out.update(n_items=exact.n_items, percent_agreement=_clean(exact.value), alpha=_clean(alpha.value),
-                   alpha_n_items=alpha.n_items)  # fmt: skip
+        out.update(
+            n_items=exact.n_items,
+            percent_agreement=_clean(exact.value),
+            alpha=_clean(alpha.value),
+            alpha_n_items=alpha.n_items,
+        )
         if dimension == MEDAL_OVERALL:
             out["adjacent_agreement"] = _clean(adjacent_agreement(triples, ADJACENT_TOLERANCE).value)
     out["table4"] = out["adjacent_agreement"] if dimension == MEDAL_OVERALL else out["percent_agreement"]
@@ -146,12 +155,27 @@ def agreement_markdown(tables: dict[str, Any]) -> list[str]:
     rows = [(lang, v) for lang, v in tables["languages"].items() if v["agreement"]]
     lines: list[str] = []
     captions = (
-        ("table4", 2, f"Table 4: percent exact agreement (issues) and adjacent agreement, |a - b| <= "
-                      f"{tables['adjacent_tolerance']} (overall), between annotators."),
-        ("alpha", 4, "Table 5: Krippendorff's alpha (" + ", ".join(sorted({
-            f"{lvl} for {'overall' if d == MEDAL_OVERALL else 'issues'}"
-            for d, lvl in tables["alpha_levels"].items()})) + ")."),
-    )  # fmt: skip
+        (
+            "table4",
+            2,
+            f"Table 4: percent exact agreement (issues) and adjacent agreement, |a - b| <= "
+            f"{tables['adjacent_tolerance']} (overall), between annotators.",
+        ),
+        (
+            "alpha",
+            4,
+            "Table 5: Krippendorff's alpha ("
+            + ", ".join(
+                sorted(
+                    {
+                        f"{lvl} for {'overall' if d == MEDAL_OVERALL else 'issues'}"
+                        for d, lvl in tables["alpha_levels"].items()
+                    }
+                )
+            )
+            + ").",
+        ),
+    )
     for key, digits, caption in captions:
         lines += [head, rule]
         for lang, v in rows:

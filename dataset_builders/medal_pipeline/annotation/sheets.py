@@ -214,8 +214,11 @@ class AnnotationSet:
 
     def ratings(self, dimension: str, language: str | None = None) -> list[tuple[str, str, float | None]]:
         """``(item, annotator, value)`` triples of one label (for :mod:`harness.meta.agreement`)."""
-        return [(d, a, v) for d, a, dim, v, _ in self.labels
-                if dim == dimension and (language is None or self.language_of.get(d) == language)]  # fmt: skip
+        return [
+            (d, a, v)
+            for d, a, dim, v, _ in self.labels
+            if dim == dimension and (language is None or self.language_of.get(d) == language)
+        ]
 
 
 class _Sink:
@@ -240,8 +243,15 @@ def _decode(path: Path, sink: _Sink) -> str | None:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
-        sink.add(DataValidationError(path, line, "(encoding)", f"not UTF-8 text ({exc.reason}); save the "
-                                     "file as UTF-8", row_label="line"))  # fmt: skip
+        sink.add(
+            DataValidationError(
+                path,
+                line,
+                "(encoding)",
+                f"not UTF-8 text ({exc.reason}); save the file as UTF-8",
+                row_label="line",
+            )
+        )
         return None
 
 
@@ -301,7 +311,11 @@ def _parse_label(dimension: str, cell: Any) -> tuple[float | None, str, str | No
     if key in allowed:
         return allowed[key], raw, None
     if overall:
-        return None, raw, f"{raw!r} is not an overall rating: use an integer from 1 (Very bad) to 5 (Very good)"  # fmt: skip
+        return (
+            None,
+            raw,
+            f"{raw!r} is not an overall rating: use an integer from 1 (Very bad) to 5 (Very good)",
+        )
     return None, raw, f"{raw!r} is not an issue label: use 0 (absent) or 1 (present), or false/true"
 
 
@@ -320,14 +334,25 @@ def _read_file(
     if parsed is None:
         return None
     annotator = path.stem
-    named = [(n, str(r["annotator"]).strip()) for n, r in parsed
-             if isinstance(r, dict) and str(r.get("annotator") or "").strip()]  # fmt: skip
+    named = [
+        (n, str(r["annotator"]).strip())
+        for n, r in parsed
+        if isinstance(r, dict) and str(r.get("annotator") or "").strip()
+    ]
     if named:
         annotator = named[0][1]
         for number, name in named:
             if name != annotator:
-                sink.add(DataValidationError(path, number, "annotator", f"annotator {name!r} differs from "
-                                             f"{annotator!r} on earlier rows: one annotator per file", **loc))  # fmt: skip
+                sink.add(
+                    DataValidationError(
+                        path,
+                        number,
+                        "annotator",
+                        f"annotator {name!r} differs from "
+                        f"{annotator!r} on earlier rows: one annotator per file",
+                        **loc,
+                    )
+                )
     result: _Rows = []
     first_row: dict[str, int] = {}
     for number, row in parsed:
@@ -354,8 +379,11 @@ def _read_file(
         first_row[did] = number
         row_lang = str(row.get("language") or "").strip()
         if row_lang and row_lang != lang:
-            sink.add(DataValidationError(path, number, "language", f"language {row_lang!r}, but this file is "
-                                         f"under {lang}/", **loc))  # fmt: skip
+            sink.add(
+                DataValidationError(
+                    path, number, "language", f"language {row_lang!r}, but this file is under {lang}/", **loc
+                )
+            )
         labels = {}
         for column in LABEL_COLUMNS:
             value, raw, problem = _parse_label(column, row.get(column))
@@ -369,8 +397,14 @@ def _read_file(
     absent = [d for d in wanted if d not in first_row]
     if absent and not allow_partial:
         shown = ", ".join(absent[:5]) + (", ..." if len(absent) > 5 else "")
-        sink.add(_whole_file(path, "dialogue_id", f"covers {len(wanted) - len(absent)} of the {len(wanted)} "
-                             f"{lang!r} dialogues; missing: {shown}"))  # fmt: skip
+        sink.add(
+            _whole_file(
+                path,
+                "dialogue_id",
+                f"covers {len(wanted) - len(absent)} of the {len(wanted)} "
+                f"{lang!r} dialogues; missing: {shown}",
+            )
+        )
     return annotator, result
 
 
@@ -387,16 +421,26 @@ def _read_all(in_dir: Path, expected: Mapping[str, str], allow_partial: bool, si
         for path in files:
             suffix = path.suffix.lower()
             if suffix in _SPREADSHEETS:
-                sink.add(_whole_file(path, "(format)", "spreadsheet files are not read: export it as CSV "
-                                     f"(UTF-8) to {lang}/{path.stem}.csv"))  # fmt: skip
+                sink.add(
+                    _whole_file(
+                        path,
+                        "(format)",
+                        f"spreadsheet files are not read: export it as CSV (UTF-8) to {lang}/{path.stem}.csv",
+                    )
+                )
             if suffix not in (".csv", ".jsonl") or path.stem == SHEET_STEM:
                 continue
             if (res := _read_file(path, lang, expected, allow_partial, sink)) is None:
                 continue
             annotator, rows = res
             if annotator in owners:
-                sink.add(_whole_file(path, "annotator", f"annotator {annotator!r} already has a file in "
-                                     f"{lang}/: {owners[annotator].name}"))  # fmt: skip
+                sink.add(
+                    _whole_file(
+                        path,
+                        "annotator",
+                        f"annotator {annotator!r} already has a file in {lang}/: {owners[annotator].name}",
+                    )
+                )
                 continue
             owners[annotator] = path
             ann.files.append(path)
@@ -414,8 +458,14 @@ def _read_all(in_dir: Path, expected: Mapping[str, str], allow_partial: bool, si
     for lang in language_order(expected.values()):
         if lang not in ann.annotators and not allow_partial:
             n = sum(lg == lang for lg in expected.values())
-            sink.add(_whole_file(in_dir / lang, "annotator", f"no annotator file for the {n} {lang!r} dialogues "
-                                 f"(expected {lang}/<annotator_id>.csv or .jsonl)"))  # fmt: skip
+            sink.add(
+                _whole_file(
+                    in_dir / lang,
+                    "annotator",
+                    f"no annotator file for the {n} {lang!r} dialogues "
+                    f"(expected {lang}/<annotator_id>.csv or .jsonl)",
+                )
+            )
     return ann
 
 

@@ -54,10 +54,14 @@ class EnsembleJudge(Judge):
             model=o.get("model", bert.get("model_arg")),
             num_layers=o.get("num_layers", bert.get("num_layers")),
             embed_model=o.get("model", emb.get("model_arg")),
-            batch_size=check_option(f"ensemble judge {spec.raw!r}", "batch_size", o.get("batch_size", 64), int, lo=1, hi=100_000),
+            batch_size=check_option(
+                f"ensemble judge {spec.raw!r}", "batch_size", o.get("batch_size", 64), int, lo=1, hi=100_000
+            ),
             device=o.get("device"),
             use_stemmer=bool(ref.get("rouge", {}).get("use_stemmer", False)),
-            show_progress=check_option("ensemble judge", "show_progress", o.get("show_progress", False), bool),
+            show_progress=check_option(
+                "ensemble judge", "show_progress", o.get("show_progress", False), bool
+            ),
         )
         self.llm_features = [f for f in self.ensemble.features if f.startswith(LLM_FEATURE_PREFIX)]
         self.ref_features = [f for f in self.ensemble.features if not f.startswith(LLM_FEATURE_PREFIX)]

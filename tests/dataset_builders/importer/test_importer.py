@@ -18,38 +18,106 @@ from harness.data.schema import DIALOGUE_FEATURES, TURN_FEATURES, DataValidation
 # -- fixtures in the ComperDial layout (see dataset_builders/importer/mappings/comperdial.yaml) -------------
 PERSONA = ["My name is Ana.", "I'm 31 years old.", "I love hiking."]
 CD_TURN = [
-    {"dialogue_id": "d01", "turn_id": 2, "model_name": "sysA", "persona": PERSONA,
-     "context": ["Hi! How was your weekend?", "Great, I went hiking.", "Where did you go?"],
-     "response": "To the mountains near my town.", "gold_response": "I hiked up Mount Tam.",
-     "score": [4, 5, 4]},
-    {"dialogue_id": "d01", "turn_id": 2, "model_name": "sysB", "persona": PERSONA,
-     "context": ["Hi! How was your weekend?", "Great, I went hiking.", "Where did you go?"],
-     "response": "I like turtles.", "gold_response": "I hiked up Mount Tam.", "score": [1, 2, 3]},
-    {"dialogue_id": "d02", "turn_id": 0, "model_name": "human1", "persona": PERSONA,
-     "context": ["Hello there."], "response": "Hi, nice to meet you!", "gold_response": "Hello!",
-     "score": 5},
-]  # fmt: skip
+    {
+        "dialogue_id": "d01",
+        "turn_id": 2,
+        "model_name": "sysA",
+        "persona": PERSONA,
+        "context": ["Hi! How was your weekend?", "Great, I went hiking.", "Where did you go?"],
+        "response": "To the mountains near my town.",
+        "gold_response": "I hiked up Mount Tam.",
+        "score": [4, 5, 4],
+    },
+    {
+        "dialogue_id": "d01",
+        "turn_id": 2,
+        "model_name": "sysB",
+        "persona": PERSONA,
+        "context": ["Hi! How was your weekend?", "Great, I went hiking.", "Where did you go?"],
+        "response": "I like turtles.",
+        "gold_response": "I hiked up Mount Tam.",
+        "score": [1, 2, 3],
+    },
+    {
+        "dialogue_id": "d02",
+        "turn_id": 0,
+        "model_name": "human1",
+        "persona": PERSONA,
+        "context": ["Hello there."],
+        "response": "Hi, nice to meet you!",
+        "gold_response": "Hello!",
+        "score": 5,
+    },
+]
 CD_DIAL = [
-    {"dialogue_id": "d01", "model_name": "sysA", "persona": PERSONA, "score": [4, 4],
-     "dialogue": [{"speaker": "A", "text": "Hi!"}, {"speaker": "B", "text": "Hello, I'm Ana."},
-                  {"speaker": "A", "text": "Do you hike?"}, {"speaker": "B", "text": "Every weekend."}]},
-    {"dialogue_id": "d01", "model_name": "sysB", "persona": PERSONA, "score": [2, 3],
-     "dialogue": [{"speaker": "A", "text": "Hi!"}, {"speaker": "B", "text": "Turtles."}]},
-]  # fmt: skip
+    {
+        "dialogue_id": "d01",
+        "model_name": "sysA",
+        "persona": PERSONA,
+        "score": [4, 4],
+        "dialogue": [
+            {"speaker": "A", "text": "Hi!"},
+            {"speaker": "B", "text": "Hello, I'm Ana."},
+            {"speaker": "A", "text": "Do you hike?"},
+            {"speaker": "B", "text": "Every weekend."},
+        ],
+    },
+    {
+        "dialogue_id": "d01",
+        "model_name": "sysB",
+        "persona": PERSONA,
+        "score": [2, 3],
+        "dialogue": [{"speaker": "A", "text": "Hi!"}, {"speaker": "B", "text": "Turtles."}],
+    },
+]
 
 # -- fixtures in the DSTC11 track 4 layout (CHANEL UID/SID/SEG + annotation columns) ---------------
-DS_TURN_HEADER = ["UID", "SID", "CONTEXT", "SEG", "APPROPRIATENESS", "CONTENT_RICHNESS",
-                  "GRAMMATICAL_CORRECTNESS", "RELEVANCE"]  # fmt: skip
+DS_TURN_HEADER = [
+    "UID",
+    "SID",
+    "CONTEXT",
+    "SEG",
+    "APPROPRIATENESS",
+    "CONTENT_RICHNESS",
+    "GRAMMATICAL_CORRECTNESS",
+    "RELEVANCE",
+]
 DS_TURN = [
-    ["CHATEV-000001-0003", "blenderbot", "Hi there\nHello! How are you?", "I'm fine, thanks.", "4.5", "3", "5", "4.25"],
-    ["CHATEV-000001-0005", "blenderbot", "Hi there\nHello!\nWhat do you do?\nI teach.", "Cool, what subject?", "4", "3.5", "5", "4"],
+    [
+        "CHATEV-000001-0003",
+        "blenderbot",
+        "Hi there\nHello! How are you?",
+        "I'm fine, thanks.",
+        "4.5",
+        "3",
+        "5",
+        "4.25",
+    ],
+    [
+        "CHATEV-000001-0005",
+        "blenderbot",
+        "Hi there\nHello!\nWhat do you do?\nI teach.",
+        "Cool, what subject?",
+        "4",
+        "3.5",
+        "5",
+        "4",
+    ],
     ["CHATEV-000002-0001", "gpt3", "Any plans today?", "The moon is cheese.", "1.5", "2", "4", "1"],
-]  # fmt: skip
+]
 DS_DIAL_HEADER = ["DID", "SID", "DIALOGUE", "COHERENCE", "ENGAGENESS", "INFORMATIVENESS", "OVERALL"]
 DS_DIAL = [
-    ["CHATEV-000001", "blenderbot", "Hi there\nHello! How are you?\nGood.\nNice to hear.", "4", "3.5", "3", "4"],
+    [
+        "CHATEV-000001",
+        "blenderbot",
+        "Hi there\nHello! How are you?\nGood.\nNice to hear.",
+        "4",
+        "3.5",
+        "3",
+        "4",
+    ],
     ["CHATEV-000002", "gpt3", "Any plans today?\nThe moon is cheese.", "1", "1.5", "1", "1.25"],
-]  # fmt: skip
+]
 
 
 def write_csv(path: Path, header: list[str], rows: list[list[str]]) -> Path:
@@ -113,16 +181,22 @@ def test_comperdial_layout_builds_loadable_configs(comperdial_src, tmp_path):
     r = rows["d01-2-sysA"]
     assert r["item_id"] == "d01-2" == rows["d01-2-sysB"]["item_id"]
     assert (r["dataset"], r["language"], r["level"], r["system"], r["dialogue_id"]) == (
-        "comperdial-turn", "en", "turn", "sysA", "d01",
-    )  # fmt: skip
+        "comperdial-turn",
+        "en",
+        "turn",
+        "sysA",
+        "d01",
+    )
     assert r["persona"] == "\n".join(PERSONA)
     assert [m["role"] for m in r["context"]] == ["user", "assistant", "user"]
     assert r["context"][0]["text"] == "Hi! How was your weekend?"
     assert r["response"] == "To the mountains near my town." and r["reference"] == "I hiked up Mount Tam."
     assert r["dimension"] == "overall" and r["rating"] == pytest.approx(13 / 3)
     assert [(lab["annotator"], lab["value"], lab["raw"]) for lab in r["labels"]] == [
-        ("annotator1", 4.0, "4"), ("annotator2", 5.0, "5"), ("annotator3", 4.0, "4"),
-    ]  # fmt: skip
+        ("annotator1", 4.0, "4"),
+        ("annotator2", 5.0, "5"),
+        ("annotator3", 4.0, "4"),
+    ]
     (agg,) = r["aggregates"]
     assert agg["dimension"] == "overall" and agg["n"] == 3 and agg["mean"] == pytest.approx(13 / 3)
     assert agg["aggregate"] == pytest.approx(13 / 15)  # sum / (n * max), UPHELD App. E.1
@@ -155,8 +229,9 @@ def test_comperdial_layout_builds_loadable_configs(comperdial_src, tmp_path):
         man["configs"]["comperdial-turn"]["rows"] == 3 and man["configs"]["comperdial-turn"]["instances"] == 2
     )
     assert [i["file"] for i in man["inputs"]] == [
-        "ComperDial_turn_level_evaluation.json", "ComperDial_dialogue_level_evaluation.json",
-    ]  # fmt: skip
+        "ComperDial_turn_level_evaluation.json",
+        "ComperDial_dialogue_level_evaluation.json",
+    ]
     assert man["dimensions"][0]["name"] == "overall" and man["dimensions"][0]["max"] == 5
     assert man["options"]["mapping"] == "comperdial" and len(man["options"]["mapping_sha256"]) == 64
 
@@ -188,15 +263,26 @@ def test_dstc11_layout_csv_and_parquet(dstc11_src, tmp_path):
         r["response"] == "Cool, what subject?" and r["dimension"] == "appropriateness" and r["rating"] == 4.0
     )
     assert {lab["dimension"]: lab["value"] for lab in r["labels"]} == {
-        "appropriateness": 4.0, "content_richness": 3.5, "grammatical_correctness": 5.0, "relevance": 4.0,
-    }  # fmt: skip
+        "appropriateness": 4.0,
+        "content_richness": 3.5,
+        "grammatical_correctness": 5.0,
+        "relevance": 4.0,
+    }
     assert {lab["annotator"] for lab in r["labels"]} == {"mean"}
     assert [a["dimension"] for a in r["aggregates"]] == [
-        "appropriateness", "content_richness", "grammatical_correctness", "relevance",
-    ]  # fmt: skip
+        "appropriateness",
+        "content_richness",
+        "grammatical_correctness",
+        "relevance",
+    ]
     assert r["aggregates"][1] == {
-        "dimension": "content_richness", "n": 1, "mean": 3.5, "aggregate": 0.7, "majority": 3.5, "agreement": "single",
-    }  # fmt: skip
+        "dimension": "content_richness",
+        "n": 1,
+        "mean": 3.5,
+        "aggregate": 0.7,
+        "majority": 3.5,
+        "agreement": "single",
+    }
     assert load(tmp_path / "out_pq", "dstc11-turn", tmp_path).to_list() == turn.to_list()
 
     dial = load(out, "dstc11-dial", tmp_path)
@@ -213,17 +299,40 @@ DIMS = [
 
 
 def inhouse_mapping(**config) -> dict:
-    base = {"name": "turn", "level": "turn", "files": ["*.jsonl"], "language_column": "lang", "id": "id",
-            "context": {"column": "history", "roles": "prefixed"}, "response": "response"}  # fmt: skip
+    base = {
+        "name": "turn",
+        "level": "turn",
+        "files": ["*.jsonl"],
+        "language_column": "lang",
+        "id": "id",
+        "context": {"column": "history", "roles": "prefixed"},
+        "response": "response",
+    }
     return {"name": "inhouse", "dimensions": DIMS, "configs": [{**base, **config}]}
 
 
 WIDE = [
-    {"id": "w1", "lang": "en", "history": ["user: hi", "assistant: hello!", "user: any tips?"],
-     "response": "Drink water.", "rater_ann": "4", "rater_bob": 5, "rater_cy": "", "rel": "Yes"},
-    {"id": "w2", "lang": "pt-BR", "history": "user: oi", "response": "Olá!", "rater_ann": 3,
-     "rater_bob": 3, "rater_cy": 3, "rel": "No"},
-]  # fmt: skip
+    {
+        "id": "w1",
+        "lang": "en",
+        "history": ["user: hi", "assistant: hello!", "user: any tips?"],
+        "response": "Drink water.",
+        "rater_ann": "4",
+        "rater_bob": 5,
+        "rater_cy": "",
+        "rel": "Yes",
+    },
+    {
+        "id": "w2",
+        "lang": "pt-BR",
+        "history": "user: oi",
+        "response": "Olá!",
+        "rater_ann": 3,
+        "rater_bob": 3,
+        "rater_cy": 3,
+        "rel": "No",
+    },
+]
 
 
 def test_wide_jsonl_with_rater_columns_value_map_and_languages(tmp_path):
@@ -239,11 +348,12 @@ def test_wide_jsonl_with_rater_columns_value_map_and_languages(tmp_path):
     w1 = rows[0]
     assert [m["role"] for m in w1["context"]] == ["user", "assistant", "user"]
     assert w1["context"][1]["text"] == "hello!"
+    # rater_cy is empty: no label
     assert [(lab["annotator"], lab["dimension"], lab["value"]) for lab in w1["labels"]] == [
         ("ann", "overall", 4.0),
         ("bob", "overall", 5.0),
         ("mean", "relevant", 1.0),
-    ]  # fmt: skip  (rater_cy is empty: no label)
+    ]
     assert w1["labels"][2]["raw"] == "Yes" and w1["rating"] == 4.5
     assert rows[1]["language"] == "pt-BR" and rows[1]["aggregates"][0]["agreement"] == "full"
     assert card_front(out)["configs"][0]["config_name"] == "turn"
@@ -262,7 +372,7 @@ LONG = [
     ["i1", "", "", "w1", "Relevant", "1"],
     ["i1", "", "", "w3", "Fluency", "3"],  # an aspect the mapping ignores (mapped to null)
     ["i2", "Hello", "Bye.", "w1", "Overall", "2"],
-]  # fmt: skip
+]
 
 
 def long_mapping() -> dict:
@@ -270,12 +380,24 @@ def long_mapping() -> dict:
         "name": "inhouse-long",
         "dimensions": DIMS,
         "configs": [
-            {"name": "long", "level": "turn", "files": "*.csv", "language": "en", "id": "item",
-             "context": "dialogue", "response": "reply", "headline": "overall",
-             "long_labels": {"annotator_column": "worker", "dimension_column": "aspect", "value_column": "score",
-                             "dimension_map": {"Overall": "overall", "Relevant": "relevant", "Fluency": None}}}
+            {
+                "name": "long",
+                "level": "turn",
+                "files": "*.csv",
+                "language": "en",
+                "id": "item",
+                "context": "dialogue",
+                "response": "reply",
+                "headline": "overall",
+                "long_labels": {
+                    "annotator_column": "worker",
+                    "dimension_column": "aspect",
+                    "value_column": "score",
+                    "dimension_map": {"Overall": "overall", "Relevant": "relevant", "Fluency": None},
+                },
+            }
         ],
-    }  # fmt: skip
+    }
 
 
 def test_long_format_groups_labels_by_id(tmp_path):
@@ -290,8 +412,10 @@ def test_long_format_groups_labels_by_id(tmp_path):
     assert rows["id"] == ["i1", "i2"]
     i1 = rows[0]
     assert [(lab["annotator"], lab["dimension"], lab["value"]) for lab in i1["labels"]] == [
-        ("w1", "overall", 5.0), ("w2", "overall", 4.0), ("w1", "relevant", 1.0),
-    ]  # fmt: skip
+        ("w1", "overall", 5.0),
+        ("w2", "overall", 4.0),
+        ("w1", "relevant", 1.0),
+    ]
     assert i1["rating"] == 4.5 and [a["n"] for a in i1["aggregates"]] == [2, 1]
     assert i1["aggregates"][1]["aggregate"] == 1.0 and i1["aggregates"][0]["agreement"] == "none"
 

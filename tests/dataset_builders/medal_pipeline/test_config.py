@@ -69,8 +69,16 @@ def test_any_language_with_a_name_and_paths_relative_to_the_file(tmp_path):
 
     p = tmp_path / "sub" / "c.yaml"
     p.parent.mkdir()
-    p.write_text(yaml.safe_dump({"models": MODELS, "languages": ["sw", "pt-BR"], "language_names": {"sw": "Swahili"},
-                                 "seeds": {"personas": "p.jsonl"}}))  # fmt: skip
+    p.write_text(
+        yaml.safe_dump(
+            {
+                "models": MODELS,
+                "languages": ["sw", "pt-BR"],
+                "language_names": {"sw": "Swahili"},
+                "seeds": {"personas": "p.jsonl"},
+            }
+        )
+    )
     cfg = PipelineConfig.load(p)
     assert cfg.language_name_map() == {"sw": "Swahili", "pt-BR": "Portuguese"}
     assert cfg.source(cfg.seeds.personas) == str(tmp_path / "sub" / "p.jsonl")
@@ -78,9 +86,17 @@ def test_any_language_with_a_name_and_paths_relative_to_the_file(tmp_path):
 
 
 def _ctx(**kw):
-    base = dict(id="s", scene_id="x", scene="PersonX is made aware. Now PersonX wants to find out more. PersonX is sad.",
-                scene_source="builtin", persona_id="p", persona="A book editor", persona_source="t", language="en",
-                gender="female")  # fmt: skip
+    base = dict(
+        id="s",
+        scene_id="x",
+        scene="PersonX is made aware. Now PersonX wants to find out more. PersonX is sad.",
+        scene_source="builtin",
+        persona_id="p",
+        persona="A book editor",
+        persona_source="t",
+        language="en",
+        gender="female",
+    )
     return SeedContext(**{**base, **kw})
 
 
@@ -106,10 +122,17 @@ def test_prompts_follow_tables_7_to_10():
 
 @pytest.mark.parametrize(
     ("reply", "verdict"),
-    [("Yes.", (True, "")), ("yes", (True, "")), ("**Yes.**", (True, "")), ("No. Too long.", (False, "Too long.")),
-     ("No: sounds like an assistant", (False, "sounds like an assistant")), ("Perhaps.", (None, "")),
-     ("", (None, "")), ("Nope, too long", (None, ""))],
-)  # fmt: skip
+    [
+        ("Yes.", (True, "")),
+        ("yes", (True, "")),
+        ("**Yes.**", (True, "")),
+        ("No. Too long.", (False, "Too long.")),
+        ("No: sounds like an assistant", (False, "sounds like an assistant")),
+        ("Perhaps.", (None, "")),
+        ("", (None, "")),
+        ("Nope, too long", (None, "")),
+    ],
+)
 def test_user_judge_replies(reply, verdict):
     assert parse_user_judge(reply) == verdict
 

@@ -23,8 +23,15 @@ from tasks.medal.templates import MEDAL_DIALOGUE_EVALUATION
 
 
 def _dialogue(did, language, user, bot, chatbot="bot-a"):
-    return Dialogue(did, f"seed-{did}", language, "user-llm", chatbot,
-                    [Turn("user", user, "user-llm"), Turn("assistant", bot, chatbot)], "max_turns")  # fmt: skip
+    return Dialogue(
+        did,
+        f"seed-{did}",
+        language,
+        "user-llm",
+        chatbot,
+        [Turn("user", user, "user-llm"), Turn("assistant", bot, chatbot)],
+        "max_turns",
+    )
 
 
 def _verdict(overall=4, **labels):
@@ -43,14 +50,27 @@ NOT_JSON = "The dialogue looks good to me, I would give it a four."
 @pytest.fixture
 def dialogues():
     return [
-        _dialogue("d-it", "it", "Ciao! Sto pensando di visitare Firenze, hai qualche consiglio?",
-                  "Certo! Visita gli Uffizi e il Ponte Vecchio."),
-        _dialogue("d-br", "pt-BR", "Oi! Estou pensando em visitar Lisboa, alguma dica?",
-                  "Claro! Visite Alfama e prove os pastéis de nata."),
-        _dialogue("d-de", "de", "Hallo! Ich plane eine Reise nach Hamburg, hast du Tipps?",
-                  "Klar! Besuche die Elbphilharmonie und den Hafen.", chatbot="bot-b"),
+        _dialogue(
+            "d-it",
+            "it",
+            "Ciao! Sto pensando di visitare Firenze, hai qualche consiglio?",
+            "Certo! Visita gli Uffizi e il Ponte Vecchio.",
+        ),
+        _dialogue(
+            "d-br",
+            "pt-BR",
+            "Oi! Estou pensando em visitar Lisboa, alguma dica?",
+            "Claro! Visite Alfama e prove os pastéis de nata.",
+        ),
+        _dialogue(
+            "d-de",
+            "de",
+            "Hallo! Ich plane eine Reise nach Hamburg, hast du Tipps?",
+            "Klar! Besuche die Elbphilharmonie und den Hafen.",
+            chatbot="bot-b",
+        ),
         _dialogue("d-en", "en", "Hi! I'm planning a trip to York, any tips?", "Sure! Walk the city walls."),
-    ]  # fmt: skip
+    ]
 
 
 @pytest.fixture
@@ -89,9 +109,13 @@ def test_medal_task_for_adds_the_english_template_for_any_language():
 def test_dialogue_item_renders_the_table11_user_prompt(dialogues):
     d = dialogues[0]
     item = dialogue_item(d)
-    assert item == {"id": "d-it", "language": "it", "level": "dialogue", "system": "bot-a",
-                    "turns": [{"role": "user", "text": d.turns[0].text},
-                              {"role": "assistant", "text": d.turns[1].text}]}  # fmt: skip
+    assert item == {
+        "id": "d-it",
+        "language": "it",
+        "level": "dialogue",
+        "system": "bot-a",
+        "turns": [{"role": "user", "text": d.turns[0].text}, {"role": "assistant", "text": d.turns[1].text}],
+    }
     req = medal_task_for(["it"]).build_request(item)
     assert req.messages[1].content == f"user: {d.turns[0].text}\nassistant: {d.turns[1].text}"
     assert req.json_schema is not None and req.config.temperature == 0.0

@@ -24,26 +24,44 @@ NAMES = {"pt": "Portuguese", "en": "English", "zh": "Chinese"}
 
 PT_USER = "Oi! Estou pensando em visitar Lisboa no próximo mês, você tem alguma dica de passeio?"
 PT_BOT = "Claro! Recomendo visitar o bairro de Alfama e o Castelo de São Jorge, além de provar os pastéis de nata em Belém."
-EN_BOT = ("Sure! I would recommend visiting the Alfama district and the castle, and you should "
-          "definitely try the custard tarts in Belém.")  # fmt: skip
+EN_BOT = (
+    "Sure! I would recommend visiting the Alfama district and the castle, and you should "
+    "definitely try the custard tarts in Belém."
+)
 
 
 def _d(did, language, *turns):
-    return Dialogue(did, f"seed-{did}", language, "user-llm", "bot",
-                    [Turn(role, text, "user-llm" if role == "user" else "bot") for role, text in turns],
-                    "max_turns")  # fmt: skip
+    return Dialogue(
+        did,
+        f"seed-{did}",
+        language,
+        "user-llm",
+        "bot",
+        [Turn(role, text, "user-llm" if role == "user" else "bot") for role, text in turns],
+        "max_turns",
+    )
 
 
 def _reply(role=0, mixing=0, role_comment="", mixing_comment=""):
-    return json.dumps({"role_confusion": {"label": role, "comment": role_comment},
-                       "language_mixing": {"label": mixing, "comment": mixing_comment}})  # fmt: skip
+    return json.dumps(
+        {
+            "role_confusion": {"label": role, "comment": role_comment},
+            "language_mixing": {"label": mixing, "comment": mixing_comment},
+        }
+    )
 
 
 CLEAN = _d("clean", "pt-BR", ("user", PT_USER), ("assistant", PT_BOT), ("user", "Que bom! Obrigado."))
-ROLE = _d("role", "en",
-          ("user", "I'm planning a trip to York next month. Any tips on what to see there?"),
-          ("assistant", "You could walk the city walls and visit the Minster."),
-          ("user", "Great question! As an AI assistant, I can help you plan your trip. Here are some tips for you."))  # fmt: skip
+ROLE = _d(
+    "role",
+    "en",
+    ("user", "I'm planning a trip to York next month. Any tips on what to see there?"),
+    ("assistant", "You could walk the city walls and visit the Minster."),
+    (
+        "user",
+        "Great question! As an AI assistant, I can help you plan your trip. Here are some tips for you.",
+    ),
+)
 MIXED = _d("mixed", "pt", ("user", PT_USER.replace("Lisboa", "Porto")), ("assistant", EN_BOT))
 BROKEN = _d("broken", "pt", ("user", PT_USER.replace("Lisboa", "Coimbra")), ("assistant", PT_BOT))
 ROLE_COMMENT = "In turn 2 the user offers help as an AI assistant."
@@ -177,8 +195,9 @@ def test_both_sources_and_an_llm_label_without_comment(tmp_path):
     f = tmp_path / "r.jsonl"
     f.write_text(json.dumps({"default": {"text": _reply(mixing=1)}}) + "\n")
     cache = RequestCache(tmp_path / "c.sqlite")
-    (c,) = detect_malformed([MIXED], CachedBackend(ReplayBackend(str(f)), cache), language_names=NAMES,
-                            progress=False)  # fmt: skip
+    (c,) = detect_malformed(
+        [MIXED], CachedBackend(ReplayBackend(str(f)), cache), language_names=NAMES, progress=False
+    )
     assert c.reasons == ["language_mixing"]
     llm, langid = c.details["language_mixing"].split(" | ")
     assert llm == "llm: (no comment)" and langid.startswith("langid: turn 1 (assistant)")

@@ -280,15 +280,36 @@ def test_cli_builds_versions_and_imports_annotations(tmp_path):
     en = [r for r in bench if r["language"] == "en"]
     assert {x["annotator"] for x in en[0]["labels"]} == {"ann1", "ann2"}
     card = (v2 / "README.md").read_text("utf-8")
-    for needle in ("Table 4", "Table 5", "Krippendorff", "Statistics (App. C.4", "CC-BY-4.0", "CC-BY-NC-SA-4.0",
-                   "first user turn pass rate", "Balanced curation", "@misc{mendonca2026medal"):  # fmt: skip
+    for needle in (
+        "Table 4",
+        "Table 5",
+        "Krippendorff",
+        "Statistics (App. C.4",
+        "CC-BY-4.0",
+        "CC-BY-NC-SA-4.0",
+        "first user turn pass rate",
+        "Balanced curation",
+        "@misc{mendonca2026medal",
+    ):
         assert needle in card, needle
     manifest = json.loads((v2 / "build_manifest.json").read_text("utf-8"))
     assert manifest["release"]["version"] == "1.1.0"
     # the benchmark meta-evaluates judges like any MEDAL release
     labeller = tmp_path / "replay" / "labeller.jsonl"
-    r3 = runner.invoke(app, ["run", "--judge", f"replay:{labeller}", "--task", "medal", "--dataset", str(v2),
-                             "--output", str(tmp_path / "run")])  # fmt: skip
+    r3 = runner.invoke(
+        app,
+        [
+            "run",
+            "--judge",
+            f"replay:{labeller}",
+            "--task",
+            "medal",
+            "--dataset",
+            str(v2),
+            "--output",
+            str(tmp_path / "run"),
+        ],
+    )
     assert r3.exit_code == 0, r3.output
     results = json.loads((tmp_path / "run" / "results.json").read_text("utf-8"))
     assert "medal" in json.dumps(results)
@@ -304,8 +325,19 @@ def test_sigkill_mid_generation_then_rerun_completes_identically(run, tmp_path):
 
     _, _, reference, _ = run
     cfg_path = write_replay_config(tmp_path, delay=0.01)
-    cmd = [sys.executable, "-c", "from harness.cli import main; main()", "datasets", "build", "medal",
-           "--config", str(cfg_path), "--output", str(tmp_path / "out"), "-q"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-c",
+        "from harness.cli import main; main()",
+        "datasets",
+        "build",
+        "medal",
+        "--config",
+        str(cfg_path),
+        "--output",
+        str(tmp_path / "out"),
+        "-q",
+    ]
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     state_file = tmp_path / "work" / "state.json"

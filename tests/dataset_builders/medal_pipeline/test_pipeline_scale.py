@@ -116,8 +116,10 @@ def test_vllm_tensor_parallel_config_runs_turn_synchronously(tmp_path, fake_vllm
         assert e.kwargs["tensor_parallel_size"] == 4 and e.kwargs["dtype"] == "float32"
     qe, le = engines[str(tiny_qwen2)], engines[str(tiny_llama)]
 
-    calls = {name: [(_call_kind(e, prompts), prompts, params) for prompts, params, _ in e.calls]
-             for name, e in (("qwen", qe), ("llama", le))}  # fmt: skip
+    calls = {
+        name: [(_call_kind(e, prompts), prompts, params) for prompts, params, _ in e.calls]
+        for name, e in (("qwen", qe), ("llama", le))
+    }
     assert {k for k, _, _ in calls["llama"]} == {"chatbot"}  # the llama only plays a chatbot
     assert {k for k, _, _ in calls["qwen"]} == {"first_turn", "chatbot", "user_turn"}
 

@@ -49,8 +49,11 @@ def _scene(text: str, i: int | None = None) -> Scene:
 
 def test_affective_states_are_balanced_and_detectable():
     assert set(AFFECTIVE_STATES) == {
-        "positive-activated", "negative-activated", "negative-deactivated", "positive-deactivated",
-    }  # fmt: skip
+        "positive-activated",
+        "negative-activated",
+        "negative-deactivated",
+        "positive-deactivated",
+    }
     sizes = {len(v) for v in AFFECTIVE_STATES.values()}
     assert len(sizes) == 1 and sizes.pop() >= 3
     all_states = [s for v in AFFECTIVE_STATES.values() for s in v]
@@ -111,8 +114,20 @@ def test_atomic_figure3_example():
 
 
 def test_atomic_templates_cover_relations():
-    for rel in ("xWant", "xReact", "xAttr", "xEffect", "xIntent", "xNeed", "oReact", "oWant", "oEffect",
-                "HinderedBy", "isAfter", "isBefore"):  # fmt: skip
+    for rel in (
+        "xWant",
+        "xReact",
+        "xAttr",
+        "xEffect",
+        "xIntent",
+        "xNeed",
+        "oReact",
+        "oWant",
+        "oEffect",
+        "HinderedBy",
+        "isAfter",
+        "isBefore",
+    ):
         assert rel in ATOMIC_TEMPLATES
         sentence = atomic_sentence("PersonX bakes bread", rel, "something")
         assert "PersonX bakes bread" in sentence and "something" in sentence
@@ -184,10 +199,20 @@ def test_load_scenes_file_formats(tmp_path):
 @pytest.mark.parametrize(
     ("content", "row", "column", "problem"),
     [
-        ('{"head": "PersonX runs", "relation": "xWant", "tail": "to win"}\n'
-         '{"head": "PersonX runs", "relation": "xWant", "tail": ""}\n', 2, "tail", "empty"),
-        ('{"head": "PersonX runs", "relation": "xWant", "tail": "to win"}\n\n'
-         '{"head": "PersonX runs", "relation": "xFoo", "tail": "x"}\n', 3, "relation", "unknown"),
+        (
+            '{"head": "PersonX runs", "relation": "xWant", "tail": "to win"}\n'
+            '{"head": "PersonX runs", "relation": "xWant", "tail": ""}\n',
+            2,
+            "tail",
+            "empty",
+        ),
+        (
+            '{"head": "PersonX runs", "relation": "xWant", "tail": "to win"}\n\n'
+            '{"head": "PersonX runs", "relation": "xFoo", "tail": "x"}\n',
+            3,
+            "relation",
+            "unknown",
+        ),
         ('{"relation": "xWant", "tail": "to win"}\n', 1, "head", "missing"),
         ('{"scene": "   "}\n', 1, "scene", "empty"),
         ('{"scene": 3}\n', 1, "scene", "string"),
@@ -196,7 +221,7 @@ def test_load_scenes_file_formats(tmp_path):
         ('{"scene": "same"}\n{"scene": "same"}\n', 2, "scene", "duplicate scene text"),
         ('{"scene": "ok"}\n{not json\n', 2, "<record>", "invalid JSON"),
     ],
-)  # fmt: skip
+)
 def test_load_scenes_bad_rows(tmp_path, content, row, column, problem):
     path = tmp_path / "bad.jsonl"
     path.write_text(content, encoding="utf-8")
@@ -275,9 +300,7 @@ def test_load_personas_formats_and_dedup(tmp_path):
     assert [p.text for p in got] == ["A chef", "A poet"]
     assert got[0] == Persona(stable_id("persona", "A chef"), "A chef", "p.jsonl")
     (tmp_path / "p.csv").write_text("persona\nA chef\nA poet\n")
-    assert load_personas(str(tmp_path / "p.csv")) == [
-        Persona(p.id, p.text, "p.csv") for p in got
-    ]  # fmt: skip
+    assert load_personas(str(tmp_path / "p.csv")) == [Persona(p.id, p.text, "p.csv") for p in got]
     (tmp_path / "p.txt").write_text("A chef\nA poet\nA chef\n")
     assert [p.id for p in load_personas(str(tmp_path / "p.txt"))] == [p.id for p in got]
     (tmp_path / "p.json").write_text(json.dumps([{"who": "A chef"}]))

@@ -44,12 +44,24 @@ def test_utterance_length_units():
 
 def test_mtld_tokens_per_language():
     assert st.mtld_tokens(["The cats were running, and I don't worry!"], "en") == [
-        "the", "cat", "be", "run", "and", "i", "dont", "worry",
-    ]  # fmt: skip
+        "the",
+        "cat",
+        "be",
+        "run",
+        "and",
+        "i",
+        "dont",
+        "worry",
+    ]
     # Other languages: lower-cased, punctuation (ASCII and Unicode) removed, no lemmas.
     assert st.mtld_tokens(["«Les chats» étaient là — n'est-ce pas ?"], "fr") == [
-        "les", "chats", "étaient", "là", "nestce", "pas",
-    ]  # fmt: skip
+        "les",
+        "chats",
+        "étaient",
+        "là",
+        "nestce",
+        "pas",
+    ]
     assert st.mtld_tokens("¿Qué tal?  Bien.", "es") == ["qué", "tal", "bien"]
 
 

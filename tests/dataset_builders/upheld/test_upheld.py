@@ -11,11 +11,21 @@ from dataset_builders.upheld.labels import UnknownLabel, parse_label
 from harness.data.schema import DataValidationError
 
 HEADER = [
-    "id_annotated", "chat_history", "Option A", "Option B",
-    "score_task_1_content", "score_task_2_style", "score_task_3_reasonableness", "model",
-]  # fmt: skip
-C = {1: "1: Strongly Disagree -- no content overlap", 3: "3: Neutral  - some overlap of content",
-     4: "4: Agree - mostly same content", 5: "5: Strongly Agree -- same content"}  # fmt: skip
+    "id_annotated",
+    "chat_history",
+    "Option A",
+    "Option B",
+    "score_task_1_content",
+    "score_task_2_style",
+    "score_task_3_reasonableness",
+    "model",
+]
+C = {
+    1: "1: Strongly Disagree -- no content overlap",
+    3: "3: Neutral  - some overlap of content",
+    4: "4: Agree - mostly same content",
+    5: "5: Strongly Agree -- same content",
+}
 S = {1: "1: Different styles", 3: "3: Somewhat same styles", 5: "5: Same styles"}
 R = {1: "1: Not a reasonable continuation", 5: "5:  A reasonable continuation"}
 HIST = "user: Hi, I need a train to Cambridge.\n \n\n  assistant: Where from?\n \n\n  user: From London."
@@ -38,8 +48,12 @@ def write_set(root, rows_by_annotator, folder="main", header=HEADER, encoding="u
 
 def good_source(tmp_path):
     labels = {  # annotator -> (content, style, reasonableness) for item t-1/gpt4
-        1: (5, 5, 5), 2: (5, 5, 5), 3: (4, 3, 5), 4: (5, 1, 1), 5: (3, 3, 5),
-    }  # fmt: skip
+        1: (5, 5, 5),
+        2: (5, 5, 5),
+        3: (4, 3, 5),
+        4: (5, 1, 1),
+        5: (3, 3, 5),
+    }
     rows = {
         a: [row("t-1", *v), row("t-1", 1, 1, 1, model="random", b="I like trains.")]
         for a, v in labels.items()
@@ -130,8 +144,10 @@ def test_build_merges_annotators_and_aggregates(tmp_path):
     assert rec["rating"] == pytest.approx(4.4) and rec["dimension"] == "content"
     other = {r["id"]: r for r in ds}["t-1::random"]
     assert {a["dimension"]: a["agreement"] for a in other["aggregates"]} == {
-        "content": "full", "style": "full", "reasonableness": "full"
-    }  # fmt: skip
+        "content": "full",
+        "style": "full",
+        "reasonableness": "full",
+    }
     counts = res.manifest["configs"]["main"]["counts"]
     assert counts["label_sets"] == 10 and counts["labels"] == 30 and counts["annotators_per_item"] == {"5": 2}
     assert [d["name"] for d in res.manifest["dimensions"]] == ["content", "style", "reasonableness"]

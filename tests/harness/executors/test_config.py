@@ -22,7 +22,9 @@ def test_options_are_validated_with_the_flag_named():
     # the judge spec's num_gpus / num_cpus win over the flags
     assert ex.resources(parse_spec("hf:m,num_gpus=2,num_cpus=4")) == {"num_cpus": 4.0, "num_gpus": 2.0}
     assert ex.resources(parse_spec("hf:m")) == {"num_cpus": 1.0, "num_gpus": 1.0}
-    with pytest.raises(ValueError, match="tensor_parallel_size=2 needs 2 GPUs per worker.*--gpus-per-worker 2"):
+    with pytest.raises(
+        ValueError, match="tensor_parallel_size=2 needs 2 GPUs per worker.*--gpus-per-worker 2"
+    ):
         ex.resources(parse_spec("vllm:m,tensor_parallel_size=2"))
 
 
@@ -43,8 +45,22 @@ def test_without_ray_the_error_names_the_extra(monkeypatch, tmp_path):
             pass
     with executor_scope(ExecutorConfig()) as scope:  # local never imports ray
         assert scope.describe() == {"kind": "local"}
-    r = CliRunner().invoke(app, ["run", "--executor", "ray", "--workers", "2", "-q", "--no-cache",
-                                 "--judge", "replay:nope.jsonl", "--output", str(tmp_path / "o")])  # fmt: skip
+    r = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "--executor",
+            "ray",
+            "--workers",
+            "2",
+            "-q",
+            "--no-cache",
+            "--judge",
+            "replay:nope.jsonl",
+            "--output",
+            str(tmp_path / "o"),
+        ],
+    )
     assert r.exit_code == 2 and "pip install 'dialeval-harness[ray]'" in r.output
     r = CliRunner().invoke(app, ["run", "--workers", "2", "-q", "--output", str(tmp_path / "o")])
     assert r.exit_code == 2 and "--executor ray" in r.output

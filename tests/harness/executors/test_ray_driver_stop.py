@@ -22,7 +22,9 @@ pytest.importorskip("ray", reason="the Ray executor tests need ray: pip install 
 from tests.fixtures.kill_resume import cache_rows, process_tree, still_running, wait_for_rows  # noqa: E402
 from tests.fixtures.servers.openai import OpenAIStandIn  # noqa: E402
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the process tree from /proc")
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="reads the process tree from /proc"
+)
 
 WORKERS, CONCURRENCY = 2, 8
 
@@ -37,12 +39,35 @@ def test_a_stopped_driver_repeats_only_calls_in_flight_and_leaves_no_ray_process
         env = {**os.environ, "DIALEVAL_HOME": str(tmp_path / "home"), "OPENAI_API_KEY": "sk-test"}
         env.pop("RAY_ADDRESS", None)  # the driver starts (and owns) a local cluster
         cache = tmp_path / "cache.sqlite"
-        args = [sys.executable, "-m", "harness.cli", "run", "--judge",
-                f"openai:stand-in,base_url={srv.base_url},concurrency={CONCURRENCY}", "--task", "demo-turn",
-                "--limit", "8", "--batch-size", "32", "--bootstrap", "20", "--quiet", "--cache", str(cache),
-                "--executor", "ray", "--workers", str(WORKERS)]  # fmt: skip
-        proc = subprocess.Popen([*args, "--output", str(tmp_path / "stopped")], env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        args = [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "run",
+            "--judge",
+            f"openai:stand-in,base_url={srv.base_url},concurrency={CONCURRENCY}",
+            "--task",
+            "demo-turn",
+            "--limit",
+            "8",
+            "--batch-size",
+            "32",
+            "--bootstrap",
+            "20",
+            "--quiet",
+            "--cache",
+            str(cache),
+            "--executor",
+            "ray",
+            "--workers",
+            str(WORKERS),
+        ]
+        proc = subprocess.Popen(
+            [*args, "--output", str(tmp_path / "stopped")],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             assert wait_for_rows(proc, cache, 20, 180) >= 20 and proc.poll() is None
             tree = process_tree(proc.pid)

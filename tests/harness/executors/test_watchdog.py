@@ -68,7 +68,9 @@ def test_a_killed_driver_takes_its_cluster_down_and_nothing_else():
         while time.monotonic() - t0 < watchdog.GRACE_S + 3 and len(still_running(tree)) > 1:
             time.sleep(0.05)
         assert [p.split()[0] for p in still_running(tree)] == [str(helper)]  # the reaper is done, too
-        assert time.monotonic() - t0 < watchdog.GRACE_S + 1  # the grace: its workers save their last responses
+        assert (
+            time.monotonic() - t0 < watchdog.GRACE_S + 1
+        )  # the grace: its workers save their last responses
     finally:
         driver.kill()
         if helper:

@@ -10,7 +10,9 @@ import pytest
 
 from harness.executors.worker import DRIVER_GONE_EXIT, DriverWatch, process_identity
 
-pytestmark = pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="the watch needs a pidfd (Linux >= 5.3)")
+pytestmark = pytest.mark.skipif(
+    not hasattr(os, "pidfd_open"), reason="the watch needs a pidfd (Linux >= 5.3)"
+)
 
 WATCHER = """
 import sys, time
@@ -23,8 +25,11 @@ time.sleep(60)
 
 def test_a_worker_exits_the_moment_its_driver_dies():
     driver = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    watcher = subprocess.Popen([sys.executable, "-c", WATCHER, str(driver.pid)], stdout=subprocess.PIPE,
-                               env={**os.environ, "PYTHONPATH": os.getcwd()})  # fmt: skip
+    watcher = subprocess.Popen(
+        [sys.executable, "-c", WATCHER, str(driver.pid)],
+        stdout=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+    )
     try:
         assert watcher.stdout.readline().strip() == b"True"
         driver.kill()

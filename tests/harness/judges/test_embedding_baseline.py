@@ -21,9 +21,11 @@ M = read_baseline(PACKAGED_DIR / "multilingual-e5-small.topical-chat.json").vect
 
 def _item(lang: str, ctx: str, resp: str, i: int = 0) -> dict:
     return {
-        "id": f"x{i}-{lang}", "language": lang, "response": resp,
+        "id": f"x{i}-{lang}",
+        "language": lang,
+        "response": resp,
         "context": [{"role": "user", "text": "hello"}, {"role": "assistant", "text": ctx}],
-    }  # fmt: skip
+    }
 
 
 ITEMS = [

@@ -8,7 +8,11 @@ from harness.judges import load_judge
 from harness.tasks import get_task
 
 TASK = get_task("demo-turn")
-ITEM = {"language": "es", "context": [{"role": "user", "text": "¿Te gusta el café?"}], "response": "Sí, mucho."}
+ITEM = {
+    "language": "es",
+    "context": [{"role": "user", "text": "¿Te gusta el café?"}],
+    "response": "Sí, mucho.",
+}
 
 
 def _replay(tmp_path, rules):
@@ -18,7 +22,15 @@ def _replay(tmp_path, rules):
 
 
 def test_llm_judge_scores_p_yes_and_keeps_raw(tmp_path):
-    f = _replay(tmp_path, [{"match": "café", "response": {"text": "Yes", "choice_logprobs": {"Yes": math.log(0.3), "No": math.log(0.1)}}}])
+    f = _replay(
+        tmp_path,
+        [
+            {
+                "match": "café",
+                "response": {"text": "Yes", "choice_logprobs": {"Yes": math.log(0.3), "No": math.log(0.1)}},
+            }
+        ],
+    )
     j = load_judge(f"replay:{f}", RequestCache(tmp_path / "c.sqlite"))
     (v,) = j.score(TASK, [ITEM])
     assert v.score == pytest.approx(0.75) and v.status == "ok" and v.raw == "Yes"

@@ -19,20 +19,29 @@ EVALUATOR = "evaluator:minilm-topicalchat"
 
 def _turn(ctx, resp, lang="en", **kw):
     roles = ["user" if (len(ctx) - 1 - k) % 2 == 0 else "assistant" for k in range(len(ctx))]
-    return {"language": lang, "context": [{"role": r, "text": t} for r, t in zip(roles, ctx, strict=True)],
-            "response": resp, **kw}  # fmt: skip
+    return {
+        "language": lang,
+        "context": [{"role": r, "text": t} for r, t in zip(roles, ctx, strict=True)],
+        "response": resp,
+        **kw,
+    }
 
 
 def _dialogue(turns, lang="en"):
-    return {"language": lang, "turns": [{"role": "user" if k % 2 == 0 else "assistant", "text": t}
-                                        for k, t in enumerate(turns)]}  # fmt: skip
+    return {
+        "language": lang,
+        "turns": [{"role": "user" if k % 2 == 0 else "assistant", "text": t} for k, t in enumerate(turns)],
+    }
 
 
 TURN_ITEMS = [
-    _turn(["I adopted a puppy.", "How old is it?", "Ten weeks, and very playful."], "Puppies that age need lots of naps!"),
+    _turn(
+        ["I adopted a puppy.", "How old is it?", "Ten weeks, and very playful."],
+        "Puppies that age need lots of naps!",
+    ),
     _turn(["What did you cook tonight?"], "The train to Berlin leaves at nine."),
     _turn(["¿Te gusta el café?"], "Sí, lo tomo cada mañana.", lang="es"),
-]  # fmt: skip
+]
 DIAL_ITEMS = [
     _dialogue(["Do you like jazz?", "Yes, especially Coltrane.", "Which album?", "A Love Supreme."]),
     _dialogue(["Hi!", "Bananas are yellow.", "What time is it?", "My car is red."]),
@@ -57,8 +66,10 @@ def test_spec_splits_members_and_members_own_their_options():
         ("evaluator", "minilm-topicalchat", {"batch_size": 8}),
     ]
     assert [m.kind for m in mean_members("mean:embed:minilm+metric:rougeL+replay:x.jsonl")] == [
-        "embed", "metric", "replay"
-    ]  # fmt: skip
+        "embed",
+        "metric",
+        "replay",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -161,8 +172,13 @@ def test_likert_member_is_mapped_from_1_5(tmp_path):
 
 
 def test_a_member_none_makes_the_ensemble_none(tmp_path):
-    f = _replay(tmp_path, [{"match": "puppy", "response": {"text": "Yes", "p_yes": 0.8}},
-                           {"default": {"text": "I would say yes"}}])  # fmt: skip
+    f = _replay(
+        tmp_path,
+        [
+            {"match": "puppy", "response": {"text": "Yes", "p_yes": 0.8}},
+            {"default": {"text": "I would say yes"}},
+        ],
+    )
     member = f"replay:{f}"
     judge = load_judge(f"mean:{EMBED}+{member}", RequestCache(tmp_path / "c.sqlite"))
     emb = load_judge(EMBED).score(TURN, TURN_ITEMS)
@@ -179,8 +195,22 @@ def test_a_member_none_makes_the_ensemble_none(tmp_path):
 
 # -- end to end -----------------------------------------------------------------------------------------
 def _run(tmp_path, judge, out, *args):
-    r = CliRunner().invoke(app, ["run", "--judge", judge, "--quiet", "--output", str(out), "--bootstrap", "20",
-                                 "--cache", str(tmp_path / "cache.sqlite"), *args])  # fmt: skip
+    r = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "--judge",
+            judge,
+            "--quiet",
+            "--output",
+            str(out),
+            "--bootstrap",
+            "20",
+            "--cache",
+            str(tmp_path / "cache.sqlite"),
+            *args,
+        ],
+    )
     assert r.exit_code == 0, r.output
     return json.loads((out / "results.json").read_text()), pd.read_parquet(out / "samples.parquet")
 
@@ -206,8 +236,17 @@ def test_cli_run_records_both_members_and_reruns_from_cache(tmp_path):
 
 def test_cli_run_counts_member_failures(tmp_path):
     f = _replay(tmp_path, [{"match": ".", "responses": [{"p_yes": 0.7}, {"text": "no idea"}]}])
-    res, samples = _run(tmp_path, f"mean:{EMBED}+replay:{f}", tmp_path / "out", "--task", "demo-turn",
-                        "--language", "en", "--limit", "6")  # fmt: skip
+    res, samples = _run(
+        tmp_path,
+        f"mean:{EMBED}+replay:{f}",
+        tmp_path / "out",
+        "--task",
+        "demo-turn",
+        "--language",
+        "en",
+        "--limit",
+        "6",
+    )
     bad = samples[samples["parse_status"] != "ok"]
     assert len(bad) == 3 and bad["score"].isna().all() and set(bad["parse_status"]) == {"missing_logprobs"}
     assert res["parse_failures"]["demo-turn"] == 3

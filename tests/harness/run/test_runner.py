@@ -15,7 +15,10 @@ from tests.fixtures.kill_resume import kill_after_rows
 
 REPLAY_RULES = [
     # one scripted parse failure: a response without label log-probs
-    {"match": "Dialogue Response:\\n[^\\n]*(lemon|limón|Zitrone|citron|レモン|柠檬|레몬|नींबू|ليمون|лимон)", "response": {"text": "Maybe"}},
+    {
+        "match": "Dialogue Response:\\n[^\\n]*(lemon|limón|Zitrone|citron|レモン|柠檬|레몬|नींबू|ليمون|лимон)",
+        "response": {"text": "Maybe"},
+    },
     {"default": {"hashed_p_yes": True}},
 ]
 
@@ -28,11 +31,29 @@ def replay_file(tmp_path):
 
 
 def test_replay_run_writes_versioned_results_and_samples(tmp_path, replay_file):
-    out = run(RunConfig(judge=f"replay:{replay_file}", tasks=["demo"], output_dir=tmp_path / "run",
-                        n_bootstrap=200, show_progress=False))
+    out = run(
+        RunConfig(
+            judge=f"replay:{replay_file}",
+            tasks=["demo"],
+            output_dir=tmp_path / "run",
+            n_bootstrap=200,
+            show_progress=False,
+        )
+    )
     res = load_results(tmp_path / "run")
     assert res["schema_version"] == SCHEMA_VERSION
-    for key in ("harness", "run", "judge", "datasets", "tasks", "results", "usage", "cache", "timings", "environment"):
+    for key in (
+        "harness",
+        "run",
+        "judge",
+        "datasets",
+        "tasks",
+        "results",
+        "usage",
+        "cache",
+        "timings",
+        "environment",
+    ):
         assert key in res, key
     assert res["harness"]["git_sha"] and res["harness"]["version"]
     assert res["judge"]["role"] == "judge" and res["judge"]["identity"]["backend"] == "replay"
@@ -78,8 +99,17 @@ def test_warm_rerun_makes_no_backend_calls_and_no_cache_option(tmp_path, replay_
 
 
 def test_language_and_limit_filters(tmp_path, replay_file):
-    out = run(RunConfig(judge=f"replay:{replay_file}", tasks=["demo-turn"], languages=["de", "japanese"],
-                        limit=5, n_bootstrap=0, output_dir=tmp_path / "r", show_progress=False))
+    out = run(
+        RunConfig(
+            judge=f"replay:{replay_file}",
+            tasks=["demo-turn"],
+            languages=["de", "japanese"],
+            limit=5,
+            n_bootstrap=0,
+            output_dir=tmp_path / "r",
+            show_progress=False,
+        )
+    )
     assert sorted(out.samples.language.unique()) == ["de", "ja"]
     assert len(out.samples) == 10
     assert out.results["results"]["demo-turn"]["de"]["pearson"]["ci"] is None  # no bootstrap requested
@@ -101,8 +131,16 @@ def test_bad_configuration_is_a_clear_error(tmp_path, kwargs, match):
 
 
 def test_tiny_hf_judge_end_to_end(tmp_path, tiny_qwen2):
-    out = run(RunConfig(judge=f"hf:{tiny_qwen2},batch_size=8", tasks=["demo"], limit=3, n_bootstrap=50,
-                        output_dir=tmp_path / "hf", show_progress=False))
+    out = run(
+        RunConfig(
+            judge=f"hf:{tiny_qwen2},batch_size=8",
+            tasks=["demo"],
+            limit=3,
+            n_bootstrap=50,
+            output_dir=tmp_path / "hf",
+            show_progress=False,
+        )
+    )
     df = out.samples
     assert len(df) == 2 * 10 * 3
     assert (df.parse_status == "ok").all()
@@ -116,7 +154,9 @@ def test_tiny_hf_judge_end_to_end(tmp_path, tiny_qwen2):
 
 
 def test_embedded_default_judge_on_demo(tmp_path):
-    out = run(RunConfig(tasks=["demo"], limit=4, n_bootstrap=50, output_dir=tmp_path / "e", show_progress=False))
+    out = run(
+        RunConfig(tasks=["demo"], limit=4, n_bootstrap=50, output_dir=tmp_path / "e", show_progress=False)
+    )
     from harness.judges import DEFAULT_JUDGE
 
     # the multilingual default (issue 16): packaged E5 for every language, the English MiniLM for en
@@ -130,22 +170,48 @@ def test_embedded_default_judge_on_demo(tmp_path):
 def test_killed_run_resumes_without_repeating_calls(tmp_path, replay_file):
     env = {**os.environ, "DIALEVAL_HOME": str(tmp_path / "home")}
     cache = tmp_path / "cache.sqlite"
-    args = [sys.executable, "-m", "harness.cli", "run", "--judge", f"replay:{replay_file},delay=0.04",
-            "--task", "demo-turn", "--limit", "8", "--batch-size", "4", "--bootstrap", "100", "--quiet",
-            "--cache", str(cache)]
+    args = [
+        sys.executable,
+        "-m",
+        "harness.cli",
+        "run",
+        "--judge",
+        f"replay:{replay_file},delay=0.04",
+        "--task",
+        "demo-turn",
+        "--limit",
+        "8",
+        "--batch-size",
+        "4",
+        "--bootstrap",
+        "100",
+        "--quiet",
+        "--cache",
+        str(cache),
+    ]
     done_before = kill_after_rows([*args, "--output", str(tmp_path / "killed")], env, cache, 20, 120)
     assert 20 <= done_before < 80, done_before
     assert not (tmp_path / "killed" / "results.json").exists()
 
-    subprocess.run([*args, "--output", str(tmp_path / "resumed")], env=env, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [*args, "--output", str(tmp_path / "resumed")],
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     resumed = load_results(tmp_path / "resumed")
     assert resumed["usage"]["backend"]["requests"] == 80 - done_before  # zero repeated calls
     assert resumed["cache"]["hits"] == done_before
 
     # identical results to an uninterrupted run with a fresh cache
-    subprocess.run([*args[:-1], str(tmp_path / "fresh.sqlite"), "--output", str(tmp_path / "fresh")], env=env,
-                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [*args[:-1], str(tmp_path / "fresh.sqlite"), "--output", str(tmp_path / "fresh")],
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     fresh = load_results(tmp_path / "fresh")
     assert fresh["usage"]["backend"]["requests"] == 80
     assert resumed["results"] == fresh["results"]
@@ -157,9 +223,20 @@ def test_killed_run_resumes_without_repeating_calls(tmp_path, replay_file):
 def test_url_credentials_never_reach_results(tmp_path, replay_file):
     from harness.provenance import redact
 
-    assert redact("openai:m,base_url=https://bob:s3cret@host:8000/v1") == "openai:m,base_url=https://***@host:8000/v1"
-    out = run(RunConfig(judge=f"replay:{replay_file},note=http://u:s3cret@x", tasks=["demo-turn"], limit=1,
-                        n_bootstrap=0, output_dir=tmp_path / "r", show_progress=False))
+    assert (
+        redact("openai:m,base_url=https://bob:s3cret@host:8000/v1")
+        == "openai:m,base_url=https://***@host:8000/v1"
+    )
+    out = run(
+        RunConfig(
+            judge=f"replay:{replay_file},note=http://u:s3cret@x",
+            tasks=["demo-turn"],
+            limit=1,
+            n_bootstrap=0,
+            output_dir=tmp_path / "r",
+            show_progress=False,
+        )
+    )
     text = (tmp_path / "r" / "results.json").read_text() + "".join(out.samples.judge)
     assert "s3cret" not in text and "***@x" in text
 
@@ -168,8 +245,16 @@ def test_run_on_a_prebuilt_dataset_directory(tmp_path, replay_file):
     from harness.data.builders import build_dataset
 
     built = build_dataset("demo", None, tmp_path / "demo-ds", show_progress=False)
-    out = run(RunConfig(judge=f"replay:{replay_file}", tasks=["demo-dialogue"], dataset=str(tmp_path / "demo-ds"),
-                        n_bootstrap=0, output_dir=tmp_path / "r", show_progress=False))
+    out = run(
+        RunConfig(
+            judge=f"replay:{replay_file}",
+            tasks=["demo-dialogue"],
+            dataset=str(tmp_path / "demo-ds"),
+            n_bootstrap=0,
+            output_dir=tmp_path / "r",
+            show_progress=False,
+        )
+    )
     ds = out.results["datasets"]["demo-dialogue"]
     assert ds["location"] == str((tmp_path / "demo-ds").resolve())
     assert ds["fingerprint"] == built.fingerprint and ds["used_configs"] == ["demo-dial"]

@@ -70,7 +70,9 @@ def parse_spec(spec: str) -> JudgeSpec:
     kind, rest = spec.split(":", 1)
     kind = kind.strip().lower()
     if kind not in known_kinds():
-        raise SpecError(f"unknown judge kind {kind!r} in {spec!r}; expected one of {', '.join(known_kinds())}")
+        raise SpecError(
+            f"unknown judge kind {kind!r} in {spec!r}; expected one of {', '.join(known_kinds())}"
+        )
     if kind == "mean":
         js = JudgeSpec(kind=kind, target=rest.strip(), raw=spec)
         mean_members(js)  # validate the members now: a malformed one fails before any work is done
@@ -181,9 +183,13 @@ def panel_members(spec: str | JudgeSpec) -> tuple[list[JudgeSpec], dict[str, Any
     for k, part in enumerate(parts, 1):
         keys = [p.split("=", 1)[0].strip() for p in part.split(",")[1:]]
         if any(key in PANEL_OPTIONS for key in keys):
-            raise SpecError(f"judge spec {raw!r}: panel options {PANEL_OPTIONS} go after the last member only")
+            raise SpecError(
+                f"judge spec {raw!r}: panel options {PANEL_OPTIONS} go after the last member only"
+            )
         if part.split(":", 1)[0].strip().lower() in ("mean", "panel"):
-            raise SpecError(f"judge spec {raw!r}: member {k} {part!r} is a 'mean:'/'panel:' spec; they cannot nest")
+            raise SpecError(
+                f"judge spec {raw!r}: member {k} {part!r} is a 'mean:'/'panel:' spec; they cannot nest"
+            )
         try:
             members.append(parse_spec(part))
         except SpecError as e:
@@ -227,14 +233,18 @@ def language_routes(spec: str | JudgeSpec) -> dict[str, JudgeSpec]:
             )
         member = member.strip()
         if member.split(":", 1)[0].strip().lower() == "bylang":
-            raise SpecError(f"judge spec {raw!r}: route {part!r} is itself a 'bylang:' spec; they cannot nest")
+            raise SpecError(
+                f"judge spec {raw!r}: route {part!r} is itself a 'bylang:' spec; they cannot nest"
+            )
         try:
             member_spec = parse_spec(member)
         except SpecError as e:
             raise SpecError(f"judge spec {raw!r}: route {codes.strip()!r}: {e}") from None
         for code in (c.strip() for c in codes.split(",")):
             if code != OTHER_LANGUAGES and not _LANG_CODE.match(code):
-                raise SpecError(f"judge spec {raw!r}: {code!r} is not a language code (e.g. en, zh, pt-BR) or '*'")
+                raise SpecError(
+                    f"judge spec {raw!r}: {code!r} is not a language code (e.g. en, zh, pt-BR) or '*'"
+                )
             if code in routes:
                 raise SpecError(f"judge spec {raw!r}: language {code!r} is routed twice")
             routes[code] = member_spec

@@ -106,8 +106,9 @@ def test_continuation_word_logprob_uses_the_last_occurrence():
 
 def test_continuation_word_logprob_multibyte_bytes_count_with_their_character():
     # "是" split over two byte tokens: the first has an empty string (backends' token_strings rule)
-    s = continuation_word_logprob(_cont(("答案", -0.1), ("：", -0.1), ("", -0.4), ("是", -0.5), ("。", -0.1)),
-                                  "答案：是。", "是")  # fmt: skip
+    s = continuation_word_logprob(
+        _cont(("答案", -0.1), ("：", -0.1), ("", -0.4), ("是", -0.5), ("。", -0.1)), "答案：是。", "是"
+    )
     assert s.value == pytest.approx(-0.9)
 
 

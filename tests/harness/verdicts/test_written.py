@@ -87,7 +87,14 @@ def test_likert_failures_are_none(text, why):
         ("I would rate this response 80", 0, 100, False, None, 80.0),
         ("I would give this response a 75 out of 100.", 0, 100, False, None, 75.0),
         ("Score: 75\n\nI would rate it 75 out of 100 because it asks a question.", 0, 100, False, None, 75.0),
-        ("Final score: 70. The variety sub-score is 60 and the interest score is 80.", 0, 100, False, None, 70.0),
+        (
+            "Final score: 70. The variety sub-score is 60 and the interest score is 80.",
+            0,
+            100,
+            False,
+            None,
+            70.0,
+        ),
         ("1. Variety: good\n2. Interest: high\nOverall score: 80", 0, 100, False, None, 80.0),
         ("Score: 85\n\nIt is the 2nd best reply I have seen.", 0, 100, False, None, 85.0),
         ("0分表示不吸引人，100分表示非常吸引人。我给80分。", 0, 100, False, "zh", 80.0),
@@ -109,14 +116,20 @@ def test_likert_failures_are_none(text, why):
         ("75 - it asks a follow-up question.", 0, 100, False, None, 75.0),
         ("The reply is specific and invites an answer, so I'd say\n\n85", 0, 100, False, None, 85.0),
         ("Considering everything: 60", 0, 100, False, None, 60.0),
-        ("A score of zero means 'disengaging' and a score of 100 means 'very engaging'. This one is a 70.",
-         0, 100, False, None, 70.0),
+        (
+            "A score of zero means 'disengaging' and a score of 100 means 'very engaging'. This one is a 70.",
+            0,
+            100,
+            False,
+            None,
+            70.0,
+        ),
         # never rescaled
         ("Score: 0.8", 0, 100, False, None, 0.8),
         ("Puntuación: 7,5", 0, 100, False, "es", 7.5),
         ("Score: 90%", 0, 100, False, None, 90.0),
     ],
-)  # fmt: skip
+)
 def test_scale_score_parsed(text, lo, hi, integer, language, value):
     s = parse_scale_score(text, lo, hi, integer=integer, language=language)
     assert s.status == "ok" and s.value == pytest.approx(value), s
@@ -138,11 +151,17 @@ def test_scale_score_parsed(text, lo, hi, integer, language, value):
         ("Engagingness: 2\nEngagingness: 3", 1, 3, True, "ambiguous"),
         ("The response is engaging.", 0, 100, False, "no 0-100 score"),
         ("Score: N/A", 0, 100, False, "no 0-100 score"),
-        ("The response is engaging; it asks 2 questions and mentions 3 hobbies.", 0, 100, False, "several numbers"),
+        (
+            "The response is engaging; it asks 2 questions and mentions 3 hobbies.",
+            0,
+            100,
+            False,
+            "several numbers",
+        ),
         ("I would score it somewhere in the 70-80 range.", 0, 100, False, "a range"),
         ("It mentions 250 islands.", 1, 3, True, "outside 1-3"),
     ],
-)  # fmt: skip
+)
 def test_scale_score_failures_are_none(text, lo, hi, integer, why):
     s = parse_scale_score(text, lo, hi, integer=integer)
     assert s.value is None and s.status == "parse_error"

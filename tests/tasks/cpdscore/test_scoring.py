@@ -347,9 +347,15 @@ def test_run_cpdscore_results_dict(replay, tmp_path):
     res = run_cpdscore(_records(), f"replay:{replay}", cache=tmp_path / "c.sqlite")
     json.dumps(res)  # results.json-ready
     assert set(res["results"]) == {
-        "cpds-s-ref", "cpds-s-noref", "cpds-d-ref", "cpds-d-noref",
-        "cpds-dial[cpds-s-ref]", "cpds-dial[cpds-s-noref]", "cpds-dial[cpds-d-ref]", "cpds-dial[cpds-d-noref]",
-    }  # fmt: skip
+        "cpds-s-ref",
+        "cpds-s-noref",
+        "cpds-d-ref",
+        "cpds-d-noref",
+        "cpds-dial[cpds-s-ref]",
+        "cpds-dial[cpds-s-noref]",
+        "cpds-dial[cpds-d-ref]",
+        "cpds-dial[cpds-d-noref]",
+    }
     s = res["results"]["cpds-s-ref"]
     assert set(s) >= {"turn", "dialogue", "system", "parse_failures", "prompt_sha256"}
     assert set(s["system"]) == {"pearson", "spearman", "kendall"}

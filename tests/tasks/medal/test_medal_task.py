@@ -91,9 +91,11 @@ def test_medal_task_definition_is_valid_and_verbatim():
         spec.fields({"turns": [{"role": "user", "text": "Hi"}, {"role": "assistant", "text": "Yo"}]})
     )
     assert msgs[0].role == "system" and msgs[1].content == "user: Hi\nassistant: Yo"
-    for phrase in ('"overall_quality_rating": { "label": 1-5, "comment": "" }',
-                   "The \"assistant\" is just a name and has no role attached to it",
-                   "**5 – Very good** (Consistently appropriate, coherent, natural)"):  # fmt: skip
+    for phrase in (
+        '"overall_quality_rating": { "label": 1-5, "comment": "" }',
+        'The "assistant" is just a name and has no role attached to it',
+        "**5 – Very good** (Consistently appropriate, coherent, natural)",
+    ):
         assert phrase in msgs[0].content
     g = spec.generation
     assert (g.temperature, g.top_p, g.max_tokens, spec.reasoning_max_tokens) == (0.0, 1.0, 8192, 32768)
@@ -115,8 +117,17 @@ def test_reasoning_judges_get_the_larger_budget(tmp_path):
 def test_medal_run_with_replay_judge(tmp_path, medal_src):
     records = medal_records()
     replay, n = make_replay(tmp_path / "medal.jsonl", records)
-    out = run(RunConfig(judge=f"replay:{replay}", tasks=["medal"], source=str(medal_src), n_bootstrap=50,
-                        output_dir=tmp_path / "run", show_progress=False, use_cache=False))  # fmt: skip
+    out = run(
+        RunConfig(
+            judge=f"replay:{replay}",
+            tasks=["medal"],
+            source=str(medal_src),
+            n_bootstrap=50,
+            output_dir=tmp_path / "run",
+            show_progress=False,
+            use_cache=False,
+        )
+    )
     res = out.results
     assert res["schema_version"] == "1.1" and res["run"]["n_items"] == len(records)
     # malformed JSON and an out-of-range overall are parse failures; the others keep their overall
@@ -136,8 +147,11 @@ def test_medal_run_with_replay_judge(tmp_path, medal_src):
     hum = [json.loads(x)["repetitive"] for x in s["human_labels"]]
     per_slot = []
     for slot in (0, 1):
-        pairs = [(list(h.values())[slot], j) for h, j in zip(hum, judge, strict=True)
-                 if j is not None and len(h) > slot and list(h.values())[slot] is not None]  # fmt: skip
+        pairs = [
+            (list(h.values())[slot], j)
+            for h, j in zip(hum, judge, strict=True)
+            if j is not None and len(h) > slot and list(h.values())[slot] is not None
+        ]
         yt, yp = zip(*pairs, strict=True)
         per_slot.append(f1_score(yt, yp, pos_label=1, zero_division=0))
     assert r["all"]["repetitive/f1_pos"]["value"] == pytest.approx(np.mean(per_slot), abs=1e-12)
@@ -153,9 +167,19 @@ def test_medal_run_with_replay_judge(tmp_path, medal_src):
 
 
 def test_medal_run_with_tiny_hf_model_counts_failures(tmp_path, medal_src, tiny_qwen2):
-    out = run(RunConfig(judge=f"hf:{tiny_qwen2},max_tokens=12,max_length=2000", tasks=["medal"], source=str(medal_src),
-                        languages=["en"], limit=3, n_bootstrap=0, output_dir=tmp_path / "hf",
-                        show_progress=False, use_cache=False))  # fmt: skip
+    out = run(
+        RunConfig(
+            judge=f"hf:{tiny_qwen2},max_tokens=12,max_length=2000",
+            tasks=["medal"],
+            source=str(medal_src),
+            languages=["en"],
+            limit=3,
+            n_bootstrap=0,
+            output_dir=tmp_path / "hf",
+            show_progress=False,
+            use_cache=False,
+        )
+    )
     s = out.samples
     assert len(s) == 3 and s["score"].isna().all() and (s["parse_status"] == "parse_error").all()
     assert out.results["parse_failures"]["medal"] == 3
@@ -173,8 +197,9 @@ def test_medal_evaluate_module(tmp_path):
         for lab in r["labels"]:
             d.setdefault(lab["dimension"], {})[lab["annotator"]] = lab["value"]
         hl.append(d)
-    res = m.compute(dialogues=[conv(r) for r in records], judge=f"replay:{replay}", human_labels=hl,
-                    n_bootstrap=20)  # fmt: skip
+    res = m.compute(
+        dialogues=[conv(r) for r in records], judge=f"replay:{replay}", human_labels=hl, n_bootstrap=20
+    )
     assert len(res["overall"]) == len(records) and res["parse_failures"] >= 1
     assert res["prompt"]["name"] == "medal-dialogue-evaluation"
     assert "repetitive/f1_pos" in res["issue_detection"] and "spearman" in res["correlation"]
@@ -187,9 +212,27 @@ def test_stability_command(tmp_path, medal_src):
     rp = tmp_path / "s.jsonl"
     # the verdicts cycle over calls, so the same dialogue gets different verdicts in different runs
     rp.write_text(json.dumps({"match": ".", "responses": [{"text": v} for v in verdicts]}))
-    res = CliRunner().invoke(app, ["stability", "--judge", f"replay:{rp}", "--task", "medal", "--runs", "3",
-                                   "--source", str(medal_src), "--language", "en", "--output",
-                                   str(tmp_path / "st"), "--bootstrap", "0", "-q"])  # fmt: skip
+    res = CliRunner().invoke(
+        app,
+        [
+            "stability",
+            "--judge",
+            f"replay:{rp}",
+            "--task",
+            "medal",
+            "--runs",
+            "3",
+            "--source",
+            str(medal_src),
+            "--language",
+            "en",
+            "--output",
+            str(tmp_path / "st"),
+            "--bootstrap",
+            "0",
+            "-q",
+        ],
+    )
     assert res.exit_code == 0, res.output
     rep = json.loads((tmp_path / "st" / "stability.json").read_text())
     st = rep["tasks"]["medal"]
@@ -198,9 +241,22 @@ def test_stability_command(tmp_path, medal_src):
     scores = np.array([r.sort_values("id")["score"].to_numpy() for r in runs])
     assert st["overall"]["mean_item_std"] == pytest.approx(float(np.std(scores, axis=0).mean()))
     assert st["overall"]["n_runs"] == 3
-    bad = CliRunner().invoke(app, ["stability", "--judge", f"replay:{rp},seed=1", "--task", "medal",
-                                   "--source", str(medal_src), "-q"])  # fmt: skip
+    bad = CliRunner().invoke(
+        app,
+        ["stability", "--judge", f"replay:{rp},seed=1", "--task", "medal", "--source", str(medal_src), "-q"],
+    )
     assert bad.exit_code == 2 and "seed" in bad.output
-    mean = CliRunner().invoke(app, ["stability", "--judge", f"mean:replay:{rp}+replay:{rp}", "--task", "medal",
-                                    "--source", str(medal_src), "-q"])  # fmt: skip
+    mean = CliRunner().invoke(
+        app,
+        [
+            "stability",
+            "--judge",
+            f"mean:replay:{rp}+replay:{rp}",
+            "--task",
+            "medal",
+            "--source",
+            str(medal_src),
+            "-q",
+        ],
+    )
     assert mean.exit_code == 2 and "each member" in mean.output

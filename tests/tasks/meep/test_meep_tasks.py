@@ -30,9 +30,17 @@ REPO = Path(__file__).resolve().parents[3]
 ROLE_EN = "You are an expert evaluator of dialogue."
 
 TURN_TASKS = [
-    "meep-naive", "meep-naive-r", "meep-hd", "meep-hd-r", "meep-meep", "meep-meep-r", "meep-meep-sa",
-    "meep-meep-sa-r", "meep-meep-sa-native", "meep-meep-sa-r-native",
-]  # fmt: skip
+    "meep-naive",
+    "meep-naive-r",
+    "meep-hd",
+    "meep-hd-r",
+    "meep-meep",
+    "meep-meep-r",
+    "meep-meep-sa",
+    "meep-meep-sa-r",
+    "meep-meep-sa-native",
+    "meep-meep-sa-r-native",
+]
 ITEM = {
     "id": "x",
     "language": "en",
@@ -65,30 +73,49 @@ def judge(tmp_path):
 
 # -- prompts as data -----------------------------------------------------------------------------
 KEY_PHRASES = {
-    "meep-naive": ["where a score of zero means ‘disengaging’ and a score of 100 means ‘very engaging’",
-                   "Assume the response immediately follows the dialogue context."],
-    "meep-hd": ["This might be an inquisitive question or an interesting response that can be followed-up on.",
-                "A score of 2 means Somewhat: the response is not particularly engaging but still leaves room for follow-up.",
-                "· I have a feeling that if you can dodge a wrench you can dodge a ball."],
-    "meep-meep": ["likelihood of creating a sense of belonging for the other participant",
-                  "variety of response according to the context, likelihood of encouraging the other participant to respond"],
-    "meep-meep+sa": ["such as responding to ‘Hi how are you?’ with ‘I feel magnificent, because I just successfully defended my PhD! How are you?’",
-                     "(such as ‘I love legos! I like using them to make funny things. Do you like legos?’ instead of ‘I like legos.’)",
-                     "likelihood of creating a sense of belonging for the other participant"],
-    "meep-meep+sa-es": ["donde una puntuación de cero significa “desinteresante”",
-                        "probabilidad de crear un sentido de pertenencia para el otro participante."],
+    "meep-naive": [
+        "where a score of zero means ‘disengaging’ and a score of 100 means ‘very engaging’",
+        "Assume the response immediately follows the dialogue context.",
+    ],
+    "meep-hd": [
+        "This might be an inquisitive question or an interesting response that can be followed-up on.",
+        "A score of 2 means Somewhat: the response is not particularly engaging but still leaves room for follow-up.",
+        "· I have a feeling that if you can dodge a wrench you can dodge a ball.",
+    ],
+    "meep-meep": [
+        "likelihood of creating a sense of belonging for the other participant",
+        "variety of response according to the context, likelihood of encouraging the other participant to respond",
+    ],
+    "meep-meep+sa": [
+        "such as responding to ‘Hi how are you?’ with ‘I feel magnificent, because I just successfully defended my PhD! How are you?’",
+        "(such as ‘I love legos! I like using them to make funny things. Do you like legos?’ instead of ‘I like legos.’)",
+        "likelihood of creating a sense of belonging for the other participant",
+    ],
+    "meep-meep+sa-es": [
+        "donde una puntuación de cero significa “desinteresante”",
+        "probabilidad de crear un sentido de pertenencia para el otro participante.",
+    ],
     "meep-meep+sa-zh": ["其中0分表示“不吸引人”，100分表示“非常吸引人”", "为其他参与者创造归属感的可能性"],
-    "meep-g-eval": ["Engagingness (1-3) Is the response dull/interesting?",
-                    "1. Read the conversation, the corresponding fact and the response carefully.",
-                    "Evaluation Form (scores ONLY):\n- Engagingness:"],
-    "meep-gptscore": ["Answer the question based on the conversation between a human and AI.",
-                      "Question: Are the responses of AI engaging? (a) Yes. (b) No."],
-    "meep-meep+sa-dial": ["In this task, you will be shown part of a dialogue.",
-                          "likelihood of encouraging quality responses from the other participant",
-                          "Consider the overall engagingness of the conversation."],
-    "meep-g-eval-dial": ["Engagingness (1-3) Is the conversation dull/interesting?",
-                         "1. Read the conversation carefully.", "- Engagingness:"],
-}  # fmt: skip
+    "meep-g-eval": [
+        "Engagingness (1-3) Is the response dull/interesting?",
+        "1. Read the conversation, the corresponding fact and the response carefully.",
+        "Evaluation Form (scores ONLY):\n- Engagingness:",
+    ],
+    "meep-gptscore": [
+        "Answer the question based on the conversation between a human and AI.",
+        "Question: Are the responses of AI engaging? (a) Yes. (b) No.",
+    ],
+    "meep-meep+sa-dial": [
+        "In this task, you will be shown part of a dialogue.",
+        "likelihood of encouraging quality responses from the other participant",
+        "Consider the overall engagingness of the conversation.",
+    ],
+    "meep-g-eval-dial": [
+        "Engagingness (1-3) Is the conversation dull/interesting?",
+        "1. Read the conversation carefully.",
+        "- Engagingness:",
+    ],
+}
 
 
 @pytest.mark.parametrize("tpl", T.ALL_TEMPLATES, ids=lambda t: t.name)
@@ -196,9 +223,22 @@ def test_tasks_registered_with_groups_scoring_and_validate():
         else:
             assert s.name == "meep-gptscore" and s.scoring == "gptscore" and s.generation.max_tokens == 1
     assert set(CONFIGS) == {
-        "naive", "naive_r", "hd", "hd_r", "meep", "meep_r", "meep_sa", "meep_sa_r", "meep_sa_native",
-        "meep_sa_r_native", "geval", "gptscore", "meep_sa_dial", "meep_sa_r_dial", "geval_dial",
-    }  # fmt: skip
+        "naive",
+        "naive_r",
+        "hd",
+        "hd_r",
+        "meep",
+        "meep_r",
+        "meep_sa",
+        "meep_sa_r",
+        "meep_sa_native",
+        "meep_sa_r_native",
+        "geval",
+        "gptscore",
+        "meep_sa_dial",
+        "meep_sa_r_dial",
+        "geval_dial",
+    }
 
 
 def test_max_tokens_is_overridable_by_the_judge_spec(judge):
@@ -210,8 +250,15 @@ def test_max_tokens_is_overridable_by_the_judge_spec(judge):
 
 # -- end to end ----------------------------------------------------------------------------------
 def _run(tmp_path, judge, dataset, tasks, **kw):
-    cfg = dict(judge=judge, tasks=tasks, dataset=str(dataset), output_dir=tmp_path / "run", n_bootstrap=50,
-               show_progress=False, use_cache=False)  # fmt: skip
+    cfg = dict(
+        judge=judge,
+        tasks=tasks,
+        dataset=str(dataset),
+        output_dir=tmp_path / "run",
+        n_bootstrap=50,
+        show_progress=False,
+        use_cache=False,
+    )
     return run(RunConfig(**{**cfg, **kw}))
 
 

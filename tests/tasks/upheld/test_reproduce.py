@@ -24,8 +24,14 @@ def test_paper_tables_transcribed():
 
 def test_reproduce_on_synthetic_release(tmp_path):
     src = write_upheld_source(tmp_path / "src", n_items=12, n_arena=10)
-    cfg = ReproduceConfig(source=str(src), output_dir=tmp_path / "out", n_bootstrap=20, show_progress=False,
-                          protocols=("app-b", "pearson-mean"), ensemble_protocols=("app-b",))  # fmt: skip
+    cfg = ReproduceConfig(
+        source=str(src),
+        output_dir=tmp_path / "out",
+        n_bootstrap=20,
+        show_progress=False,
+        protocols=("app-b", "pearson-mean"),
+        ensemble_protocols=("app-b",),
+    )
     rep = reproduce_upheld(cfg)
     res = json.loads((tmp_path / "out" / "results.json").read_text())
     assert res["dataset"]["n_items"] == {"main": 72, "llm_arena": 10}
@@ -35,8 +41,12 @@ def test_reproduce_on_synthetic_release(tmp_path):
     # pearson-mean full-set value = scipy on the per-item mean labels
     from scipy import stats
 
-    frame = joined(rep.features[rep.features["dataset"] == "main"], rep.records["main"], "content",
-                   PROTOCOLS["pearson-mean"])  # fmt: skip
+    frame = joined(
+        rep.features[rep.features["dataset"] == "main"],
+        rep.records["main"],
+        "content",
+        PROTOCOLS["pearson-mean"],
+    )
     assert cell["full"]["value"] == pytest.approx(
         stats.pearsonr(frame["rougeL"], frame["human"]).statistic, abs=1e-12
     )
@@ -70,17 +80,51 @@ def test_reproduce_on_synthetic_release(tmp_path):
 def test_cli_reproduce_with_replay_llm_judge(tmp_path):
     src = write_upheld_source(tmp_path / "src", n_items=6, n_arena=6)
     rules = tmp_path / "judge.jsonl"
-    rules.write_text("\n".join(json.dumps(r) for r in [
-        {"match": "likert", "response": {"text": "Score: 4"}},
-        {"match": "(?i)overall dialogue", "response": {"text": "Overall Dialogue Score: 3\nDialogue Interaction Score: 4\nFinal Score: 3.5"}},
-        {"match": "Person B", "responses": [{"text": "Score: 4"}, {"text": "Score: 2"}, {"text": "no idea"}]},
-        {"match": "Prediction: Coffee", "response": {"text": "unsure"}},
-        {"default": {"text": "Yes"}},
-    ]) + "\n")  # fmt: skip
-    r = CliRunner().invoke(app, ["reproduce", "upheld", "--source", str(src), "-o", str(tmp_path / "o"),
-                                 "--judge", f"replay:{rules}", "--protocol", "pearson-rows",
-                                 "--ensemble-protocol", "pearson-rows", "--bootstrap", "0", "-q",
-                                 "--cpdscore-judge", f"replay:{rules}", "--cpdscore-dialogues", "2"])  # fmt: skip
+    rules.write_text(
+        "\n".join(
+            json.dumps(r)
+            for r in [
+                {"match": "likert", "response": {"text": "Score: 4"}},
+                {
+                    "match": "(?i)overall dialogue",
+                    "response": {
+                        "text": "Overall Dialogue Score: 3\nDialogue Interaction Score: 4\nFinal Score: 3.5"
+                    },
+                },
+                {
+                    "match": "Person B",
+                    "responses": [{"text": "Score: 4"}, {"text": "Score: 2"}, {"text": "no idea"}],
+                },
+                {"match": "Prediction: Coffee", "response": {"text": "unsure"}},
+                {"default": {"text": "Yes"}},
+            ]
+        )
+        + "\n"
+    )
+    r = CliRunner().invoke(
+        app,
+        [
+            "reproduce",
+            "upheld",
+            "--source",
+            str(src),
+            "-o",
+            str(tmp_path / "o"),
+            "--judge",
+            f"replay:{rules}",
+            "--protocol",
+            "pearson-rows",
+            "--ensemble-protocol",
+            "pearson-rows",
+            "--bootstrap",
+            "0",
+            "-q",
+            "--cpdscore-judge",
+            f"replay:{rules}",
+            "--cpdscore-dialogues",
+            "2",
+        ],
+    )
     assert r.exit_code == 0, r.output
     res = json.loads((tmp_path / "o" / "results.json").read_text())
     pf = res["features"]["llm_judge"]["parse_failures"]
@@ -106,8 +150,14 @@ def test_real_upheld_rouge_rows_meet_the_target(shared_data, tmp_path):
     src = shared_data / "upheld"
     if not src.is_dir():
         pytest.skip("UPHELD not in ../shared/data")
-    cfg = ReproduceConfig(source=str(src), output_dir=tmp_path / "out", protocols=("app-b",),
-                          ensemble_protocols=(), n_bootstrap=0, show_progress=False)  # fmt: skip
+    cfg = ReproduceConfig(
+        source=str(src),
+        output_dir=tmp_path / "out",
+        protocols=("app-b",),
+        ensemble_protocols=(),
+        n_bootstrap=0,
+        show_progress=False,
+    )
     res = reproduce_upheld(cfg).results
     for dim in ("content", "style", "reasonableness"):
         for m in paper.TOKEN:

@@ -63,13 +63,16 @@ def _replay(tmp_path, rules):
 
 
 def test_written_verdicts_parse_and_failures_are_counted(tmp_path):
-    spec = _replay(tmp_path, [
-        {"match": "Prediction: bad json", "response": {"text": "{\"score\": }"}},
-        {"match": "Prediction: seven", "response": {"text": "Score: 7"}},
-        {"match": "Prediction: words", "response": {"text": "I'd say four."}},
-        {"match": "Prediction: explained", "response": {"text": "Score: 2 - it drops the time."}},
-        {"default": {"text": "5"}},
-    ])  # fmt: skip
+    spec = _replay(
+        tmp_path,
+        [
+            {"match": "Prediction: bad json", "response": {"text": '{"score": }'}},
+            {"match": "Prediction: seven", "response": {"text": "Score: 7"}},
+            {"match": "Prediction: words", "response": {"text": "I'd say four."}},
+            {"match": "Prediction: explained", "response": {"text": "Score: 2 - it drops the time."}},
+            {"default": {"text": "5"}},
+        ],
+    )
     items = [
         dict(ITEM, id=str(i), response=r)
         for i, r in enumerate(["bad json", "seven", "words", "explained", "ok"])
@@ -84,14 +87,26 @@ def test_written_verdicts_parse_and_failures_are_counted(tmp_path):
 
 
 def test_evaluate_module_with_replay_and_correlation(tmp_path):
-    spec = _replay(tmp_path, [{"match": "Prediction: same", "response": {"text": "Yes."}},
-                              {"match": "Prediction: garbled", "response": {"text": "hmm"}},
-                              {"default": {"text": "No, different."}}])  # fmt: skip
+    spec = _replay(
+        tmp_path,
+        [
+            {"match": "Prediction: same", "response": {"text": "Yes."}},
+            {"match": "Prediction: garbled", "response": {"text": "hmm"}},
+            {"default": {"text": "No, different."}},
+        ],
+    )
     m = evaluate.load(str(REPO / "tasks" / "upheld"), "yes_no")
     conts = ["same"] * 4 + ["other"] * 4 + ["garbled"]
     human = [5, 4, 5, 4, 1, 2, 1, 1, 3]
-    out = m.compute(conversations=["user: hi"] * 9, references=["ref"] * 9, continuations=conts, judge=spec,
-                    human=human, systems=list("aabbccaab"), n_bootstrap=50)  # fmt: skip
+    out = m.compute(
+        conversations=["user: hi"] * 9,
+        references=["ref"] * 9,
+        continuations=conts,
+        judge=spec,
+        human=human,
+        systems=list("aabbccaab"),
+        n_bootstrap=50,
+    )
     assert out["scores"] == [1.0] * 4 + [0.0] * 4 + [None]
     assert out["parse_failures"] == 1 and out["raw"][-1] == "hmm"
     r = stats.pearsonr([1.0] * 4 + [0.0] * 4, human[:8]).statistic
@@ -107,8 +122,16 @@ def test_tiny_hf_model_runs_the_likert_task(tmp_path, tiny_qwen2):
 
 
 def test_metric_judge_run_on_upheld_source(tmp_path, source):
-    out = run(RunConfig(judge="metric:rougeL", tasks=["upheld-content"], source=str(source),
-                        output_dir=tmp_path / "run", n_bootstrap=50, show_progress=False))  # fmt: skip
+    out = run(
+        RunConfig(
+            judge="metric:rougeL",
+            tasks=["upheld-content"],
+            source=str(source),
+            output_dir=tmp_path / "run",
+            n_bootstrap=50,
+            show_progress=False,
+        )
+    )
     s = out.samples
     assert set(s["dataset"]) == {"main", "llm_arena"} and s["score"].notna().all()
     # scores are rouge-score's F-measure of (reference, response); human = mean content label
@@ -134,8 +157,16 @@ def test_metric_judge_run_on_upheld_source(tmp_path, source):
     assert r == pytest.approx(stats.pearsonr(m["score"], m["human_rating"]).statistic, abs=1e-9)
     assert r > 0.5  # the fixture's labels follow word overlap
     assert out.results["judge"]["identity"]["metric"] == "rougeL"
-    again = run(RunConfig(judge="metric:rougeL", tasks=["upheld-content"], source=str(source),
-                          output_dir=tmp_path / "run2", n_bootstrap=0, show_progress=False))  # fmt: skip
+    again = run(
+        RunConfig(
+            judge="metric:rougeL",
+            tasks=["upheld-content"],
+            source=str(source),
+            output_dir=tmp_path / "run2",
+            n_bootstrap=0,
+            show_progress=False,
+        )
+    )
     assert again.results["usage"]["backend"]["requests"] == 0  # all from the request cache
 
 
@@ -151,23 +182,46 @@ def test_ensemble_saved_reloaded_as_judge_and_run(tmp_path, source):
     from harness.judges.learned.model import fit_ensemble, load_ensemble
 
     feats = ["rouge1", "rougeL", "bert_score_F1", "message_embedding_cos_sim"]
-    first = run(RunConfig(judge="metric:rouge1", tasks=["upheld-content"], source=str(source),
-                          output_dir=tmp_path / "r0", n_bootstrap=0, show_progress=False))  # fmt: skip
+    first = run(
+        RunConfig(
+            judge="metric:rouge1",
+            tasks=["upheld-content"],
+            source=str(source),
+            output_dir=tmp_path / "r0",
+            n_bootstrap=0,
+            show_progress=False,
+        )
+    )
     ids = first.samples[first.samples["dataset"] == "main"]["id"].tolist()
     from harness.data.resolve import load_items, prepare_dataset
     from harness.judges.metric import ReferenceFeatures
 
     items = load_items(prepare_dataset("upheld", source=str(source), show_progress=False), "main")
-    f = ReferenceFeatures(RequestCache(enabled=False)).compute([i["reference"] for i in items],
-                                                               [i["response"] for i in items], feats)  # fmt: skip
+    f = ReferenceFeatures(RequestCache(enabled=False)).compute(
+        [i["reference"] for i in items], [i["response"] for i in items], feats
+    )
     f["human"] = [get_task("upheld-content").human_rating(i) for i in items]
-    ens = fit_ensemble(f, feats, "human", "linear_regression", label_scale="continuous",
-                       training={"dataset": "upheld", "config": "main"},
-                       feature_info={"reference_metrics": {"rouge": {"use_stemmer": False}}})  # fmt: skip
+    ens = fit_ensemble(
+        f,
+        feats,
+        "human",
+        "linear_regression",
+        label_scale="continuous",
+        training={"dataset": "upheld", "config": "main"},
+        feature_info={"reference_metrics": {"rouge": {"use_stemmer": False}}},
+    )
     path = ens.save(tmp_path / "ens")
     assert set(ids) == {i["id"] for i in items}
-    out = run(RunConfig(judge=f"ensemble:{path}", tasks=["upheld-content"], source=str(source),
-                        output_dir=tmp_path / "r1", n_bootstrap=0, show_progress=False))  # fmt: skip
+    out = run(
+        RunConfig(
+            judge=f"ensemble:{path}",
+            tasks=["upheld-content"],
+            source=str(source),
+            output_dir=tmp_path / "r1",
+            n_bootstrap=0,
+            show_progress=False,
+        )
+    )
     main = out.samples[out.samples["dataset"] == "main"].set_index("id")
     expected = load_ensemble(path).predict_scores(f)
     got = main.loc[[i["id"] for i in items], "score"].to_numpy()

@@ -39,13 +39,25 @@ def test_turn_module_matches_harness_run(tmp_path, replay):
         judge=f"replay:{replay}",
         n_bootstrap=200,
     )
-    ref = run(RunConfig(judge=f"replay:{replay}", tasks=["demo-turn"], languages=["en", "de"], n_bootstrap=200,
-                        output_dir=tmp_path / "run", show_progress=False)).results["results"]["demo-turn"]
+    ref = run(
+        RunConfig(
+            judge=f"replay:{replay}",
+            tasks=["demo-turn"],
+            languages=["en", "de"],
+            n_bootstrap=200,
+            output_dir=tmp_path / "run",
+            show_progress=False,
+        )
+    ).results["results"]["demo-turn"]
     for lang in ("en", "de"):
         assert out["per_language"][lang]["pearson"] == pytest.approx(ref[lang]["pearson"]["value"], abs=1e-12)
-        assert out["per_language"][lang]["spearman"] == pytest.approx(ref[lang]["spearman"]["value"], abs=1e-12)
+        assert out["per_language"][lang]["spearman"] == pytest.approx(
+            ref[lang]["spearman"]["value"], abs=1e-12
+        )
     assert out["pearson"] == pytest.approx(ref["all"]["pearson"]["value"], abs=1e-12)
-    assert out["meta"]["all"]["pearson"]["ci"] == pytest.approx(ref["all"]["pearson"]["ci"])  # paired bootstrap, same seed
+    assert out["meta"]["all"]["pearson"]["ci"] == pytest.approx(
+        ref["all"]["pearson"]["ci"]
+    )  # paired bootstrap, same seed
     assert len(out["scores"]) == len(rows) and out["parse_failures"] == 0
 
 

@@ -37,8 +37,16 @@ def make_dialogues() -> tuple[list[Dialogue], dict[str, SeedContext]]:
     for lang, n in N_DIALOGUES.items():
         for i in range(n):
             sid = f"seed-{lang}-{i}"
-            seeds[sid] = SeedContext(sid, f"sc{i}", f"PersonX goes hiking ({lang} {i}).", "atomic10x", f"p{i}",
-                                     f"A teacher, {i}", "personahub", lang)  # fmt: skip
+            seeds[sid] = SeedContext(
+                sid,
+                f"sc{i}",
+                f"PersonX goes hiking ({lang} {i}).",
+                "atomic10x",
+                f"p{i}",
+                f"A teacher, {i}",
+                "personahub",
+                lang,
+            )
             turns = [
                 Turn("user", f'Hi, "{lang}" dialogue {i}, with a comma', "user-llm"),
                 Turn("assistant", f"Hello!\nA second line; {i}", "secret-bot-x" if i % 2 else "secret-bot-y"),
@@ -68,8 +76,10 @@ def label_vectors() -> dict[tuple[str, str, str], list[int]]:
     for lang, annotators in ANNOTATORS.items():
         for a in annotators:
             for dim in LABEL_COLUMNS:
-                vec = [rng.randint(1, 5) if dim == "overall" else int(rng.random() < 0.4)
-                       for _ in range(N_DIALOGUES[lang])]  # fmt: skip
+                vec = [
+                    rng.randint(1, 5) if dim == "overall" else int(rng.random() < 0.4)
+                    for _ in range(N_DIALOGUES[lang])
+                ]
                 vec[0] = 1 if dim != "overall" else 5  # every vector varies or shares a value
                 vec[1] = 0 if dim != "overall" else 2
                 out[(lang, a, dim)] = EXPLICIT.get((lang, a, dim), vec)
@@ -296,27 +306,78 @@ GOOD = {f"dlg-en-{i}": {**dict.fromkeys(MEDAL_ISSUES, 0), "overall": 4} for i in
 
 BAD_CSV = [
     # (id, mutate(rows list of dicts) -> rows, row, column, text)
-    ("missing column", lambda rows: [{k: v for k, v in r.items() if k != "repetitive"} for r in rows],
-     "header row", "repetitive", "required column missing"),
-    ("empty cell", lambda rows: [rows[0], {**rows[1], "unsafe": ""}, *rows[2:]], "row 2 ", "unsafe", "empty label"),
-    ("issue 2", lambda rows: [*rows[:2], {**rows[2], "incoherent": "2"}, *rows[3:]], "row 3 ", "incoherent",
-     "'2' is not an issue label"),
-    ("issue yes", lambda rows: [{**rows[0], "nonfactual": "yes"}, *rows[1:]], "row 1 ", "nonfactual",
-     "'yes' is not an issue label"),
-    ("overall 6", lambda rows: [*rows[:3], {**rows[3], "overall": "6"}, *rows[4:]], "row 4 ", "overall",
-     "'6' is not an overall rating"),
-    ("overall 3.5", lambda rows: [*rows[:5], {**rows[5], "overall": "3.5"}], "row 6 ", "overall",
-     "'3.5' is not an overall rating"),
-    ("unknown id", lambda rows: [*rows[:4], {**rows[4], "dialogue_id": "dlg-xx-9"}, rows[5]], "row 5 ",
-     "dialogue_id", "unknown dialogue id 'dlg-xx-9'"),
-    ("duplicate", lambda rows: [*rows[:5], {**rows[5], "dialogue_id": "dlg-en-1"}], "row 6 ", "dialogue_id",
-     "'dlg-en-1' appears twice (first on row 2)"),
-    ("wrong language", lambda rows: [{**rows[0], "dialogue_id": "dlg-fr-0"}, *rows[1:]], "row 1 ", "dialogue_id",
-     "is in language 'fr', but this file is under en/"),
+    (
+        "missing column",
+        lambda rows: [{k: v for k, v in r.items() if k != "repetitive"} for r in rows],
+        "header row",
+        "repetitive",
+        "required column missing",
+    ),
+    (
+        "empty cell",
+        lambda rows: [rows[0], {**rows[1], "unsafe": ""}, *rows[2:]],
+        "row 2 ",
+        "unsafe",
+        "empty label",
+    ),
+    (
+        "issue 2",
+        lambda rows: [*rows[:2], {**rows[2], "incoherent": "2"}, *rows[3:]],
+        "row 3 ",
+        "incoherent",
+        "'2' is not an issue label",
+    ),
+    (
+        "issue yes",
+        lambda rows: [{**rows[0], "nonfactual": "yes"}, *rows[1:]],
+        "row 1 ",
+        "nonfactual",
+        "'yes' is not an issue label",
+    ),
+    (
+        "overall 6",
+        lambda rows: [*rows[:3], {**rows[3], "overall": "6"}, *rows[4:]],
+        "row 4 ",
+        "overall",
+        "'6' is not an overall rating",
+    ),
+    (
+        "overall 3.5",
+        lambda rows: [*rows[:5], {**rows[5], "overall": "3.5"}],
+        "row 6 ",
+        "overall",
+        "'3.5' is not an overall rating",
+    ),
+    (
+        "unknown id",
+        lambda rows: [*rows[:4], {**rows[4], "dialogue_id": "dlg-xx-9"}, rows[5]],
+        "row 5 ",
+        "dialogue_id",
+        "unknown dialogue id 'dlg-xx-9'",
+    ),
+    (
+        "duplicate",
+        lambda rows: [*rows[:5], {**rows[5], "dialogue_id": "dlg-en-1"}],
+        "row 6 ",
+        "dialogue_id",
+        "'dlg-en-1' appears twice (first on row 2)",
+    ),
+    (
+        "wrong language",
+        lambda rows: [{**rows[0], "dialogue_id": "dlg-fr-0"}, *rows[1:]],
+        "row 1 ",
+        "dialogue_id",
+        "is in language 'fr', but this file is under en/",
+    ),
     ("partial", lambda rows: rows[:4], "whole file", "dialogue_id", "covers 4 of the 6 'en' dialogues"),
-    ("language column", lambda rows: [rows[0], {**rows[1], "language": "fr"}, *rows[2:]], "row 2 ", "language",
-     "language 'fr'"),
-]  # fmt: skip
+    (
+        "language column",
+        lambda rows: [rows[0], {**rows[1], "language": "fr"}, *rows[2:]],
+        "row 2 ",
+        "language",
+        "language 'fr'",
+    ),
+]
 
 
 def write_rows(path: Path, rows: list[dict]):
@@ -353,7 +414,10 @@ def test_allow_partial_counts_missing_and_uncovered(exported):
     expected = {d: lg for d, lg in expected_from_manifest(out).items() if lg in ("en", "fr")}
     errors = validate_annotations(out, expected)
     assert [(Path(e.file).name, e.row, e.column) for e in errors] == [
-        ("ann2.csv", 2, "overall"), ("ann2.csv", "file", "dialogue_id"), ("fr", "file", "annotator")]  # fmt: skip
+        ("ann2.csv", 2, "overall"),
+        ("ann2.csv", "file", "dialogue_id"),
+        ("fr", "file", "annotator"),
+    ]
     with pytest.raises(DataValidationError, match="empty label"):
         import_annotations(out, expected)
     ann = import_annotations(out, expected, allow_partial=True)
@@ -379,8 +443,13 @@ def test_validate_collects_every_error_and_jsonl_lines(exported):
     expected = {d: lg for d, lg in expected_from_manifest(out).items() if lg == "en"}
     errors = validate_annotations(out, expected)
     got = [(Path(e.file).name, e.row, e.column) for e in errors]
-    assert got == [("ann1.jsonl", 3, "unsafe"), ("ann1.jsonl", 3, "overall"), ("ann1.jsonl", 8, "(json)"),
-                   ("ann1.jsonl", "file", "annotator"), ("ann3.xlsx", "file", "(format)")]  # fmt: skip
+    assert got == [
+        ("ann1.jsonl", 3, "unsafe"),
+        ("ann1.jsonl", 3, "overall"),
+        ("ann1.jsonl", 8, "(json)"),
+        ("ann1.jsonl", "file", "annotator"),
+        ("ann3.xlsx", "file", "(format)"),
+    ]
     msgs = [str(e) for e in errors]
     assert "ann1.jsonl, line 3, field 'unsafe': '2' is not an issue label" in msgs[0]
     assert "line 3, field 'overall': '4.0' is not an overall rating" in msgs[1]
