@@ -3,7 +3,8 @@
 Prompts are rendered with the tokenizer's chat template (or ``chat_template=alpaca|plain|<jinja>``)
 and decoded by a small batched loop over the model's KV cache: left padding with explicit
 attention masks and position ids (so batched results equal one-by-one results), greedy or seeded
-per-request sampling, stop strings, and log-probs from the *unprocessed* distribution.
+per-request sampling, stop strings, and log-probs from the *unprocessed* distribution (one
+decoding step of one row: :mod:`harness.backends.hf_decode`).
 
 Label words (``Request.choices``) are scored exactly: ``log P(choice | prompt)`` as the start of
 the assistant reply, by teacher forcing. When every label is one token, the first decoding step
@@ -26,12 +27,9 @@ from __future__ import annotations
 import functools
 import gc
 import inspect
-import math
-import secrets
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +37,7 @@ import torch
 
 from harness.backends import hf_scoring
 from harness.backends.base import Backend, Capabilities
+from harness.backends.hf_decode import Row, RowDecoding
 from harness.backends.hf_templates import (
     ChatTemplateError,
     adapter_sha,
@@ -50,7 +49,7 @@ from harness.backends.hf_templates import (
 )
 from harness.models import locate_model
 from harness.options import check_option
-from harness.types import MAX_NEW_TOKENS, ChatMessage, Request, Response, TokenLogprob, Usage
+from harness.types import MAX_NEW_TOKENS, ChatMessage, Request, Response, Usage
 
 __all__ = ["HFBackend", "ChatTemplateError", "PromptTooLongError"]
 
@@ -63,34 +62,7 @@ class PromptTooLongError(ValueError):
     """A rendered prompt is longer than the model's position limit (and no max_length was set)."""
 
 
-@dataclass(eq=False)
-class _Row:
-    """Decoding state of one request."""
-
-    index: int
-    req: Request
-    ids: list[int]
-    truncated: bool
-    max_new: int
-    choice_ids: dict[str, list[int]] | None = None
-    choice_lp: dict[str, float] | None = None
-    first_logits: torch.Tensor | None = None  # next-token logits after the prompt (teacher-forcing path)
-    gen: list[int] = field(default_factory=list)  # generated ids, EOS excluded
-    n_generated: int = 0
-    token_lps: list[TokenLogprob] = field(default_factory=list)
-    finished: bool = False
-    finish_reason: str | None = None
-    stop_at: int | None = None  # char offset where the text is cut at a stop string
-    generator: torch.Generator | None = None
-    cont_ids: list[int] | None = None  # Request.continuation tokens (scoring mode)
-    cont_lps: list[float] | None = None
-
-    @property
-    def single_token_choices(self) -> bool:
-        return self.choice_ids is not None and all(len(c) == 1 for c in self.choice_ids.values())
-
-
-class HFBackend(hf_scoring.SystemRoleFallback, Backend):
+class HFBackend(hf_scoring.SystemRoleFallback, RowDecoding, Backend):
     kind = "hf"
     capabilities = Capabilities(choice_logprobs=True, token_logprobs=True, continuation_logprobs=True)
 
@@ -278,7 +250,7 @@ class HFBackend(hf_scoring.SystemRoleFallback, Backend):
             self._bos_added = bool(probe) and probe[0] == self.tokenizer.bos_token_id
         return self._bos_added
 
-    def _prepare(self, index: int, req: Request) -> _Row:
+    def _prepare(self, index: int, req: Request) -> Row:
         ids = self.encode_prompt(self.render_prompt(req))
         truncated = False
         if self.max_length is not None and len(ids) > self.max_length:
@@ -305,7 +277,7 @@ class HFBackend(hf_scoring.SystemRoleFallback, Backend):
             choice_ids = {
                 c: list(self.tokenizer(c, add_special_tokens=False)["input_ids"]) for c in req.choices
             }
-        return _Row(
+        return Row(
             index, req, ids, truncated, max_new, choice_ids, cont_ids=cont_ids, finished=bool(cont_ids)
         )
 
@@ -320,7 +292,7 @@ class HFBackend(hf_scoring.SystemRoleFallback, Backend):
         rows = [self._prepare(i, r) for i, r in enumerate(requests)]
         out: list[Response | None] = [None] * len(rows)
 
-        def finish(batch: list[_Row]) -> None:
+        def finish(batch: list[Row]) -> None:
             for r in batch:
                 out[r.index] = self._response(r)
                 emit(r.index, out[r.index])
@@ -371,7 +343,7 @@ class HFBackend(hf_scoring.SystemRoleFallback, Backend):
         res = self._model(**kwargs)
         return res.logits[:, -keep:, :].float(), (res.past_key_values if use_cache else None)
 
-    def _decode(self, rows: list[_Row]) -> None:
+    def _decode(self, rows: list[Row]) -> None:
         """Batched decoding with a KV cache until every row has finished."""
         ids, mask, pos = self._pad([r.ids for r in rows])
         cache = None
@@ -401,7 +373,7 @@ class HFBackend(hf_scoring.SystemRoleFallback, Backend):
             pos = pos[:, -1:] + 1
         del cache
 
-    def _score_teacher_forced(self, rows: list[_Row]) -> None:
+    def _score_teacher_forced(self, rows: list[Row]) -> None:
         """Exact log P(label | prompt) for labels of any length, batched over prompt+label sequences."""
         items = []
         for r in rows:
@@ -425,74 +397,7 @@ class HFBackend(hf_scoring.SystemRoleFallback, Backend):
                 if r.first_logits is None:
                     r.first_logits = logits[b, first].clone()
 
-    # -- one decoding step of one row --------------------------------------------------------------
-    def _advance(self, r: _Row, logits: torch.Tensor, greedy_token: int) -> None:
-        cfg = r.req.config
-        sel = logits
-        if (cfg.presence_penalty or cfg.frequency_penalty) and r.gen:
-            counts = torch.bincount(torch.tensor(r.gen, device=logits.device), minlength=logits.numel())
-            counts = counts[: logits.numel()].to(logits.dtype)
-            sel = (
-                logits - cfg.frequency_penalty * counts - cfg.presence_penalty * (counts > 0).to(logits.dtype)
-            )
-            greedy_token = int(sel.argmax())
-        tok = greedy_token if cfg.greedy else self._sample(r, sel)
-        r.n_generated += 1
-        if tok in self._eos_ids:
-            r.finished, r.finish_reason = True, "stop"
-            return
-        r.gen.append(tok)
-        if cfg.logprobs:
-            r.token_lps.append(self._token_logprob(tok, torch.log_softmax(logits, dim=-1), cfg.top_logprobs))
-        if cfg.stop:
-            text = self.tokenizer.decode(r.gen, skip_special_tokens=True)
-            hits = [i for s in cfg.stop if s and (i := text.find(s)) >= 0]
-            if hits:
-                r.stop_at = min(hits)
-                r.finished, r.finish_reason = True, "stop"
-                return
-        if r.n_generated >= r.max_new:
-            r.finished, r.finish_reason = True, "length"
-
-    def _sample(self, r: _Row, logits: torch.Tensor) -> int:
-        cfg = r.req.config
-        x = logits / cfg.temperature
-        if cfg.top_k is not None and 0 < cfg.top_k < x.numel():
-            kth = torch.topk(x, cfg.top_k).values[-1]
-            x = x.masked_fill(x < kth, -math.inf)
-        if cfg.top_p < 1.0:
-            sx, si = torch.sort(x, descending=True)
-            p = torch.softmax(sx, dim=-1)
-            sx = sx.masked_fill(p.cumsum(-1) - p > cfg.top_p, -math.inf)  # always keeps the top token
-            x = torch.full_like(x, -math.inf).scatter(0, si, sx)
-        if r.generator is None:
-            seed = cfg.seed if cfg.seed is not None else secrets.randbits(63)
-            r.generator = torch.Generator(device=x.device).manual_seed(int(seed))
-        return int(torch.multinomial(torch.softmax(x, dim=-1), 1, generator=r.generator))
-
-    def _token_str(self, tok: int) -> str:
-        """A token as text; a token that is only part of a UTF-8 character decodes to U+FFFD, so it is
-        named by its vocabulary entry instead (keeps distinct byte tokens apart in ``top``)."""
-        s = self._tok_str.get(tok)
-        if s is None:
-            s = self.tokenizer.decode([tok])
-            if "\ufffd" in s:
-                s = self.tokenizer.convert_ids_to_tokens(tok) or s
-            self._tok_str[tok] = s
-        return s
-
-    def _token_logprob(self, tok: int, lsm: torch.Tensor, k: int) -> TokenLogprob:
-        top: dict[str, float] = {}
-        if k > 0:
-            vals, idx = torch.topk(lsm, min(k, lsm.numel()))
-            for v, i in zip(vals.tolist(), idx.tolist(), strict=True):
-                s = self._token_str(i)
-                # distinct ids that decode alike (e.g. partial UTF-8 bytes) are merged, as label matching does
-                top[s] = float(torch.logaddexp(torch.tensor(top[s]), torch.tensor(v))) if s in top else v
-            top = dict(sorted(top.items(), key=lambda kv: -kv[1]))
-        return TokenLogprob(token=self._token_str(tok), logprob=float(lsm[tok]), top=top)
-
-    def _response(self, r: _Row) -> Response:
+    def _response(self, r: Row) -> Response:
         raw: dict[str, Any] = {"prompt_tokens": len(r.ids), "truncated": r.truncated}
         raw.update(self._system_raw(r.req.messages))
         if r.cont_ids is not None:
