@@ -21,7 +21,8 @@ from harness.cache import RequestCache
 from harness.judges.metric import ReferenceFeatures, reference_inputs
 from harness.meta.scale_correlation import app_b_correlation, human_targets
 from tasks.upheld import paper as paper
-from tasks.upheld.reproduce import DIMENSIONS, ReproduceConfig, load_records
+from tasks.upheld.protocols import DIMENSIONS
+from tasks.upheld.reproduce import ReproduceConfig, load_records
 
 TARGETS = ("rows", "mean", "majority")
 METHODS = ("auto", "pearson", "spearman", "kendall", "cramers_v")  # auto = App. B by label scale

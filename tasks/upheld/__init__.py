@@ -11,7 +11,8 @@ continuations compared to the human continuation (Option A = reference, Option B
 
 The App. B correlations (Pearson / Cramér's V / point-biserial, per annotator row or per item,
 5-fold held-out folds, system level) and the Tables 7–9 reproduction are in
-:mod:`tasks.upheld.reproduce` (``harness reproduce upheld``).
+:mod:`tasks.upheld.reproduce` (``harness reproduce upheld``), its protocols in
+:mod:`tasks.upheld.protocols`.
 """
 
 from dataset_builders.upheld.builder import UPHELD_CITATION

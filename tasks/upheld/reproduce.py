@@ -6,8 +6,9 @@ Pipeline, on the real release (``--source ../shared/data/upheld``):
 2. features per (reference, model continuation) item: ROUGE-1/2/L/Lsum, BERTScore P/R/F1 and the
    embedding cosine of :mod:`harness.judges.refmetrics`, all through the request cache, plus the four App. H
    LLM-judge verdicts when ``--judge`` names an LLM (parse failures counted, kept as NaN);
-3. correlation with the human labels under each *protocol* (:data:`PROTOCOLS`): mean ± std over the 5
-   held-out folds of a seeded KFold (App. B.2), plus the full-set value with a bootstrap CI;
+3. correlation with the human labels under each *protocol*
+   (:data:`tasks.upheld.protocols.PROTOCOLS`): mean ± std over the 5 held-out folds of a seeded
+   KFold (App. B.2), plus the full-set value with a bootstrap CI;
 4. learned ensembles (App. I): 5-fold CV on ``main``; then fitted on all of ``main``, saved, reloaded
    as ``ensemble:<dir>`` judges and applied unchanged to the verification sets (transfer);
 5. agreement-bucket accuracy (App. J, Table 10) and system-level correlations (ComperDial fn. 9);
@@ -35,53 +36,21 @@ from harness.meta.scale_correlation import (
     app_b_correlation,
     cv_fold_correlations,
     discretize,
-    human_targets,
     system_level,
 )
 from harness.provenance import environment, harness_info
 from tasks.upheld import paper
+from tasks.upheld.protocols import (
+    DIMENSIONS,
+    PROTOCOLS,
+    Protocol,
+    correlate,
+    feature_range,
+    joined,
+    scale_for,
+)
 
 log = logging.getLogger(__name__)
-
-DIMENSIONS = {
-    "content": ("likert", (1.0, 2.0, 3.0, 4.0, 5.0)),
-    "style": ("likert", (1.0, 2.0, 3.0)),
-    "reasonableness": ("binary", (0.0, 1.0)),
-}
-FEATURE_RANGE = {"llm_judge_likert_1_5": (1.0, 5.0), "llm_judge_likert_1_5_explain": (1.0, 5.0)}
-
-
-@dataclass(frozen=True)
-class Protocol:
-    name: str
-    target: str  # "rows" (each annotator's label) | "mean" (per item)
-    method: str  # "auto" (App. B: Cramér's V / point-biserial) | "pearson"
-    exclude_systems: tuple[str, ...]
-    description: str
-
-
-PROTOCOLS = {
-    "app-b": Protocol(
-        "app-b",
-        "rows",
-        "auto",
-        paper.BASELINE_SYSTEMS,
-        "App. B as written: one row per annotator label; Likert content/style are categorical -> Cramér's V "
-        "with the metric binned onto the label scale (equal-width bins over the metric's range); binary "
-        "reasonableness -> point-biserial; the two calibration baselines (gpt4_rephrase, random) excluded",
-    ),
-    "pearson-rows": Protocol(
-        "pearson-rows", "rows", "pearson", (), "Pearson; one row per annotator label; all systems"
-    ),
-    "pearson-mean": Protocol(
-        "pearson-mean",
-        "mean",
-        "pearson",
-        (),
-        "Pearson against the per-item mean label (App. E.1's aggregate is a linear rescaling of it, same r); "
-        "all systems",
-    ),
-}
 
 
 @dataclass
@@ -215,60 +184,6 @@ def _llm_features(
     # the task each feature was judged with: an ``ensemble:`` judge re-judges new items with it
     tasks = {feature: UPHELD_APP_H_TASKS[("content", feature)].name for feature in paper.LLM_JUDGE}
     return frame, {**ident, "tasks": tasks, "parse_failures": failures}
-
-
-# --------------------------------------------------------------------------- correlations
-def scale_for(dimension: str, protocol: Protocol) -> str:
-    """Label scale of the human target: per-item means of Likert/binary labels are continuous."""
-    return DIMENSIONS[dimension][0] if protocol.target == "rows" else "continuous"
-
-
-def _feature_range(feature: str) -> tuple[float, float]:
-    return FEATURE_RANGE.get(feature, (0.0, 1.0))
-
-
-def joined(
-    features: pd.DataFrame, records: list[dict[str, Any]], dimension: str, protocol: Protocol
-) -> pd.DataFrame:
-    """Human targets of ``dimension`` (protocol's target) joined with the item features."""
-    target = human_targets(records, dimension, protocol.target)
-    cols = [c for c in features.columns if c not in ("item_id", "dataset", "system")]
-    out = target.merge(features[cols], on="id", how="left", validate="many_to_one")
-    if protocol.exclude_systems:
-        out = out[~out["system"].isin(protocol.exclude_systems)].reset_index(drop=True)
-    out.attrs.update(target.attrs)
-    return out
-
-
-def correlate(
-    frame: pd.DataFrame, feature: str, dimension: str, protocol: Protocol, cfg: ReproduceConfig
-) -> dict[str, Any]:
-    levels = DIMENSIONS[dimension][1]
-    scale = scale_for(dimension, protocol)
-    lo, hi = _feature_range(feature)
-    kw = dict(scale=scale, method=protocol.method, levels=levels, lo=lo, hi=hi)
-    n_valid = int(frame[feature].notna().sum())
-    if n_valid < 3 * cfg.n_splits:
-        why = f"{n_valid} item(s) with a {feature} value (the rest missing or parse failures)"
-        return {"mean": None, "std": None, "folds": [], "full": None, "skipped": why}
-    folds = cv_fold_correlations(
-        frame,
-        feature,
-        "human",
-        n_splits=cfg.n_splits,
-        seed=cfg.seed,
-        group_col="id" if cfg.group_cv else None,
-        **kw,
-    )
-    full = app_b_correlation(
-        frame[feature].to_numpy(), frame["human"].to_numpy(), n_bootstrap=cfg.n_bootstrap, seed=cfg.seed, **kw
-    ).to_dict()
-    return {
-        "mean": folds["mean"],
-        "std": folds["std"],
-        "folds": [f["value"] for f in folds["folds"]],
-        "full": full,
-    }
 
 
 def ensemble_score_fn(dimension: str, protocol: Protocol):
@@ -422,7 +337,7 @@ def run_buckets(
         )
         cols = {}
         for f in feature_names:
-            lo, hi = _feature_range(f)
+            lo, hi = feature_range(f)
             frame[f"pred:{f}"] = discretize(frame[f].to_numpy(), levels, lo=lo, hi=hi)
             cols[f] = f"pred:{f}"
         ens_dir = cfg.output_dir / "ensembles" / "app-b"

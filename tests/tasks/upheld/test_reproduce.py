@@ -10,7 +10,8 @@ from typer.testing import CliRunner
 from harness.cli import app
 from harness.judges.learned.model import load_ensemble
 from tasks.upheld import paper as paper
-from tasks.upheld.reproduce import PROTOCOLS, ReproduceConfig, joined, reproduce_upheld
+from tasks.upheld.protocols import PROTOCOLS, joined
+from tasks.upheld.reproduce import ReproduceConfig, reproduce_upheld
 from tests.fixtures.upheld_source import write_upheld_source
 
 
