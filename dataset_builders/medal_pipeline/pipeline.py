@@ -31,6 +31,9 @@ from harness.cache import RequestCache
 from harness.spec import parse_spec
 
 SHEETS_DIR = "annotation-sheets"
+#: requests per Ray shard (a generation phase is one big call): a batch size a vLLM engine per
+#: worker stays busy with
+SHARD_SIZE = 256
 
 
 @dataclass
@@ -301,6 +304,30 @@ def run_pipeline(
         return PipelineResult(work, out, sheets, summary, ann is not None, warnings)
     finally:
         cache.close()
+
+
+def run_on_executor(
+    config: str | Path, ex: Any = None, *, progress: bool = True
+) -> tuple[PipelineConfig, PipelineResult, dict[str, Any]]:
+    """Load the pipeline config at ``config`` and run the pipeline with its model requests on
+    ``ex``'s executor (an :class:`~harness.executors.ExecutorConfig`; ``None``: this process), on
+    Ray in shards of :data:`SHARD_SIZE` requests. Returns the config, the result and the executor's
+    description; when Ray pools ran, their per-worker stats also go to ``<work dir>/executor.json``."""
+    import dataclasses
+
+    from harness.executors import executor_scope
+
+    cfg = PipelineConfig.load(config)
+    if ex is not None and ex.distributed:
+        ex = dataclasses.replace(ex, shard_size=SHARD_SIZE)
+    with executor_scope(ex, seed=cfg.seed) as scope:
+        res = run_pipeline(cfg, progress=progress)
+        executor_info = scope.describe()
+    if executor_info.get("pools"):
+        (Path(res.work_dir) / "executor.json").write_text(
+            json.dumps(executor_info, indent=2), encoding="utf-8"
+        )
+    return cfg, res, executor_info
 
 
 def _annotation_markdown(ann: Any, agreement: dict[str, Any] | None, render: Callable) -> list[str]:

@@ -1,4 +1,5 @@
-"""The CLI's shared output: one console for results, one for errors, and :func:`fail`."""
+"""The CLI's shared output: one console for results, one for errors, :func:`fail`, and
+:func:`frame_table` (a data frame as a rich table)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
 
 # Rich assumes 80 columns when output is not a terminal; logs and pipes get room for the tables.
 _WIDTH = None if sys.stdout.isatty() else 140
@@ -37,6 +39,23 @@ def judge_arg(value: Any) -> Any:
         raise AssertionError from e  # unreachable: fail exits
 
 
+def frame_table(title: str, frame: Any) -> Table:
+    """A pandas data frame as a rich table: numeric columns right-aligned, floats with three
+    decimals, NaN as an em dash."""
+    t = Table(title=escape(title))
+    for col in frame.columns:
+        t.add_column(str(col), justify="right" if frame[col].dtype.kind in "fiu" else "left")
+    for _, row in frame.iterrows():
+        t.add_row(*[_cell(v) for v in row])
+    return t
+
+
+def _cell(v: Any) -> str:
+    if isinstance(v, float):
+        return "—" if v != v else f"{v:.3f}"
+    return escape(str(v))
+
+
 def error_message(e: BaseException) -> str:
     """The text of an exception for the user (a KeyError's message without its quotes)."""
     return str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
@@ -53,6 +72,7 @@ __all__ = [
     "executor_config",
     "executor_summary",
     "fail",
+    "frame_table",
     "judge_arg",
 ]
 

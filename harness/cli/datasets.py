@@ -20,12 +20,9 @@ from harness.cli.console import (
     executor_config,
     executor_summary,
     fail,
+    frame_table,
     judge_arg,
 )
-
-#: requests per Ray shard in the MEDAL pipeline (a generation phase is one big call): a batch size
-#: a vLLM engine per worker stays busy with
-MEDAL_SHARD_SIZE = 256
 
 datasets_app = typer.Typer(
     help="Versioned benchmark datasets: build into the local registry, list, show, diff, publish to the Hub.",
@@ -165,33 +162,20 @@ def _run_medal_pipeline(
 ) -> tuple[str, str | None]:
     """Run the MEDAL pipeline (its model requests on ``ex``'s executor); return (publish directory,
     registry name). On Ray the per-worker stats go to ``<work dir>/executor.json``."""
-    import dataclasses
-
-    from dataset_builders.medal_pipeline.config import PipelineConfig
     from dataset_builders.medal_pipeline.generate import ResumeError
-    from dataset_builders.medal_pipeline.pipeline import run_pipeline
+    from dataset_builders.medal_pipeline.pipeline import run_on_executor
     from harness.data.schema import DataValidationError
-    from harness.executors import executor_scope
     from harness.spec import SpecError
     from harness.types import BackendError
 
     try:
-        cfg = PipelineConfig.load(config)
-        if ex is not None and ex.distributed:
-            ex = dataclasses.replace(ex, shard_size=MEDAL_SHARD_SIZE)
-        with executor_scope(ex, seed=cfg.seed) as scope:
-            res = run_pipeline(cfg, progress=not quiet)
-            executor_info = scope.describe()
+        cfg, res, executor_info = run_on_executor(config, ex, progress=not quiet)
     except (ValueError, FileNotFoundError, DataValidationError, ResumeError, SpecError, BackendError) as e:
         fail(f"{config}: {e}")
         raise AssertionError from e  # unreachable: _fail exits
     for w in res.warnings:
         err.print(f"[yellow]warning:[/] {escape(w)}")
-    if executor_info.get("pools"):
-        (Path(res.work_dir) / "executor.json").write_text(
-            json.dumps(executor_info, indent=2), encoding="utf-8"
-        )
-        executor_summary(executor_info)
+    executor_summary(executor_info)
     s = res.summary
     console.print(
         f"MEDAL pipeline: {s['seeds']} seed contexts, {s['generation']['dialogues_with_turns']} dialogues, "
@@ -321,24 +305,9 @@ def show(
     if not agreement:
         return
     for title, table in agreement_tables(path, man, by=by or []):
-        console.print(_rich_table(title, table))
+        console.print(frame_table(title, table))
     for title, table in paper_comparisons(path, man):
-        console.print(_rich_table(title, table))
-
-
-def _rich_table(title: str, frame: Any) -> Table:
-    t = Table(title=escape(title))
-    for col in frame.columns:
-        t.add_column(str(col), justify="right" if frame[col].dtype.kind in "fiu" else "left")
-    for _, row in frame.iterrows():
-        t.add_row(*[_cell(v) for v in row])
-    return t
-
-
-def _cell(v: Any) -> str:
-    if isinstance(v, float):
-        return "—" if v != v else f"{v:.3f}"
-    return escape(str(v))
+        console.print(frame_table(title, table))
 
 
 @datasets_app.command("diff")
