@@ -1,6 +1,7 @@
-"""Helpers for builder subclasses: language selection, speaker roles, ratings, hashing, Parquet
-writing with explicit features, Hub size categories, a progress bar, and CSV records read with
-every decoding problem named by file, row and column."""
+"""Helpers for builder subclasses: language selection, speaker roles, ratings, hashing, atomic
+downloads, Parquet writing with explicit features, Hub size categories, a progress bar, CSV
+records read with every decoding problem named by file, row and column, and numbered raw records
+of a local JSONL / JSON / CSV / TSV / text file or an ``hf:`` dataset (:func:`open_rows`)."""
 
 from __future__ import annotations
 
@@ -8,20 +9,25 @@ import contextlib
 import csv
 import hashlib
 import io
+import json
 import math
 import os
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from datasets import Features
 
-from harness.data.schema import DataValidationError
+from harness.data.schema import DataValidationError, SourceUnavailableError
 from harness.languages import LANGUAGES as LANGUAGE_LITERALS
 from harness.languages import XDIAL_LANGUAGES
+
+if TYPE_CHECKING:
+    import httpx
 
 #: Languages of the record schema, ISO 639-1 code -> English name (xDial-Eval column prefix).
 #: Order is the canonical output order (the order of the xDial-Eval paper).
@@ -78,6 +84,29 @@ def sha256_file(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
         while block := f.read(chunk):
             h.update(block)
     return h.hexdigest()
+
+
+def download_file(url: str, dest: Path, client: httpx.Client) -> bool:
+    """Download ``url`` to ``dest`` (atomically). Returns False on HTTP 404.
+
+    Network failures propagate as :class:`httpx.TransportError`; other HTTP errors as
+    :class:`httpx.HTTPStatusError`.
+    """
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{dest.name}.part-{os.getpid()}")
+    try:
+        with client.stream("GET", url) as resp:
+            if resp.status_code == 404:
+                return False
+            resp.raise_for_status()
+            with open(tmp, "wb") as f:
+                for chunk in resp.iter_bytes():
+                    f.write(chunk)
+        os.replace(tmp, dest)
+        return True
+    finally:
+        if tmp.exists():
+            tmp.unlink()
 
 
 def check_rating(value: Any) -> float | None:
@@ -220,3 +249,99 @@ def undecodable_cell(
                 "(convert it, e.g. iconv -f latin1 -t utf-8, or leave such rows out with --skip-invalid)",
             )
     return None
+
+
+@dataclass
+class RawRows:
+    """Numbered raw records of a source (:func:`open_rows`) and how its errors name them."""
+
+    file: str  # how errors name the source
+    name: str  # recorded as Scene.source / Persona.source
+    rows: Iterator[tuple[int, Any]]  # (1-based row number, record: mapping or string)
+    row_label: str
+    column_label: str = "field"
+    header: tuple[str, ...] | None = None  # CSV/TSV columns
+
+    def error(self, row: int | str, column: str, problem: str) -> DataValidationError:
+        return DataValidationError(
+            self.file, row, column, problem, row_label=self.row_label, column_label=self.column_label
+        )
+
+
+def line_rows(path: Path, parse_json: bool) -> Iterator[tuple[int, Any]]:
+    """Non-blank lines of a JSONL (``parse_json``) or text file, with their 1-based line numbers."""
+    with path.open(encoding="utf-8-sig") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                yield lineno, json.loads(line) if parse_json else line.strip()
+            except json.JSONDecodeError as e:
+                msg = f"invalid JSON: {e.msg}"
+                raise DataValidationError(
+                    path, lineno, "<record>", msg, row_label="line", column_label="field"
+                ) from e
+
+
+def open_rows(source: str, *, split: str, kind: str) -> RawRows:
+    """Resolve ``source`` (a local file or ``hf:org/name[:config]``) into numbered raw records.
+
+    ``kind`` names the records in messages (``"scene"``: the hint names ``load_scenes``)."""
+    hint = f"pass a local file instead, e.g. load_{kind}s('path/to/{kind}s.jsonl')"
+    if source.startswith("hf:"):
+        name, _, config = source[3:].partition(":")
+        if not name:
+            raise ValueError(f"{kind} source {source!r}: expected hf:org/name[:config]")
+        try:
+            import datasets
+
+            ds = datasets.load_dataset(name, config or None, split=split)
+        except Exception as e:  # offline, unknown dataset, bad split, ...
+            raise SourceUnavailableError(
+                f"could not load {kind} source {source!r} (split {split!r}): {type(e).__name__}: {e}. "
+                f"Without network access, {hint}"
+            ) from e
+        return RawRows(source, source, enumerate(ds, 1), "record")
+    path = Path(source).expanduser()
+    if not path.is_file():
+        raise SourceUnavailableError(f"{kind} source {source!r} not found: no such file")
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".txt"):
+        return RawRows(str(path), path.name, line_rows(path, suffix == ".jsonl"), "line")
+    if suffix == ".json":
+        try:
+            data = json.loads(path.read_text(encoding="utf-8-sig"))
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}: invalid JSON at line {e.lineno}, column {e.colno}: {e.msg}") from e
+        if not isinstance(data, list):
+            raise ValueError(f"{path}: expected a JSON array of records, got {type(data).__name__}")
+        return RawRows(str(path), path.name, enumerate(data, 1), "record")
+    if suffix in (".csv", ".tsv"):
+        with path.open(encoding="utf-8-sig", newline="") as fh:
+            reader = csv.DictReader(fh, delimiter="\t" if suffix == ".tsv" else ",")
+            rows = list(reader)
+            header = tuple(reader.fieldnames or ())
+        return RawRows(str(path), path.name, enumerate(rows, 1), "row", "column", header)
+    raise ValueError(
+        f"{kind} source {source!r}: unsupported file type {suffix or '(none)'!r}; "
+        "use .jsonl, .json, .csv, .tsv or .txt, or hf:org/name[:config]"
+    )
+
+
+def text_value(rows: RawRows, rownum: int, rec: Mapping[str, Any], key: str) -> str:
+    """The text of ``rec[key]`` with runs of whitespace collapsed; an error if missing or empty."""
+    value = rec.get(key)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        raise rows.error(rownum, key, "missing or empty")
+    if not isinstance(value, str):
+        raise rows.error(rownum, key, f"expected a string, got {type(value).__name__}")
+    return " ".join(value.split())
+
+
+def pick_field(rows: RawRows, rownum: int, rec: Mapping[str, Any], candidates: Sequence[str]) -> str:
+    """The first of ``candidates`` that ``rec`` has; an error (at the header of a CSV) if none."""
+    for key in candidates:
+        if key in rec:
+            return key
+    where: int | str = "header" if rows.header is not None else rownum
+    raise rows.error(where, candidates[0], f"no text field; expected one of {', '.join(candidates)}")

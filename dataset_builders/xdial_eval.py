@@ -31,6 +31,7 @@ from dataset_builders.helpers import (
     LANGUAGE_NAMES,
     check_rating,
     dialogue_level_roles,
+    download_file,
     messages,
     read_csv_records,
     turn_level_roles,
@@ -149,29 +150,6 @@ XDIAL_CITATION = """\
 # Share of rows whose translation equals the English text above which a warning is raised.
 _IDENTICAL_WARN_FRACTION = 0.5
 _MAX_LISTED_ROWS = 10
-
-
-def download_file(url: str, dest: Path, client: httpx.Client) -> bool:
-    """Download ``url`` to ``dest`` (atomically). Returns False on HTTP 404.
-
-    Network failures propagate as :class:`httpx.TransportError`; other HTTP errors as
-    :class:`httpx.HTTPStatusError`.
-    """
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f".{dest.name}.part-{os.getpid()}")
-    try:
-        with client.stream("GET", url) as resp:
-            if resp.status_code == 404:
-                return False
-            resp.raise_for_status()
-            with open(tmp, "wb") as f:
-                for chunk in resp.iter_bytes():
-                    f.write(chunk)
-        os.replace(tmp, dest)
-        return True
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 def split_utterances(text: str) -> list[str]:

@@ -16,18 +16,16 @@ given its inputs and ``seed``.
 
 from __future__ import annotations
 
-import csv
-import json
 import random
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dataset_builders.helpers import open_rows, pick_field, text_value
 from dataset_builders.medal_pipeline.types import SeedContext, stable_id
-from harness.data.schema import DataValidationError, SourceUnavailableError
 
 # -- affective states ----------------------------------------------------------------------------
 
@@ -194,96 +192,6 @@ class Persona:
     source: str
 
 
-@dataclass
-class _Rows:
-    file: str  # how errors name the source
-    name: str  # recorded as Scene.source / Persona.source
-    rows: Iterator[tuple[int, Any]]  # (1-based row number, record: mapping or string)
-    row_label: str
-    column_label: str = "field"
-    header: tuple[str, ...] | None = None  # CSV/TSV columns
-
-    def error(self, row: int | str, column: str, problem: str) -> DataValidationError:
-        return DataValidationError(
-            self.file, row, column, problem, row_label=self.row_label, column_label=self.column_label
-        )
-
-
-def _line_rows(path: Path, parse_json: bool) -> Iterator[tuple[int, Any]]:
-    """Non-blank lines of a JSONL (``parse_json``) or text file, with their 1-based line numbers."""
-    with path.open(encoding="utf-8-sig") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                yield lineno, json.loads(line) if parse_json else line.strip()
-            except json.JSONDecodeError as e:
-                msg = f"invalid JSON: {e.msg}"
-                raise DataValidationError(
-                    path, lineno, "<record>", msg, row_label="line", column_label="field"
-                ) from e
-
-
-def _open_rows(source: str, *, split: str, kind: str) -> _Rows:
-    """Resolve ``source`` (a local file or ``hf:org/name[:config]``) into numbered raw records."""
-    hint = f"pass a local file instead, e.g. load_{kind}s('path/to/{kind}s.jsonl')"
-    if source.startswith("hf:"):
-        name, _, config = source[3:].partition(":")
-        if not name:
-            raise ValueError(f"{kind} source {source!r}: expected hf:org/name[:config]")
-        try:
-            import datasets
-
-            ds = datasets.load_dataset(name, config or None, split=split)
-        except Exception as e:  # offline, unknown dataset, bad split, ...
-            raise SourceUnavailableError(
-                f"could not load {kind} source {source!r} (split {split!r}): {type(e).__name__}: {e}. "
-                f"Without network access, {hint}"
-            ) from e
-        return _Rows(source, source, enumerate(ds, 1), "record")
-    path = Path(source).expanduser()
-    if not path.is_file():
-        raise SourceUnavailableError(f"{kind} source {source!r} not found: no such file")
-    suffix = path.suffix.lower()
-    if suffix in (".jsonl", ".txt"):
-        return _Rows(str(path), path.name, _line_rows(path, suffix == ".jsonl"), "line")
-    if suffix == ".json":
-        try:
-            data = json.loads(path.read_text(encoding="utf-8-sig"))
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: invalid JSON at line {e.lineno}, column {e.colno}: {e.msg}") from e
-        if not isinstance(data, list):
-            raise ValueError(f"{path}: expected a JSON array of records, got {type(data).__name__}")
-        return _Rows(str(path), path.name, enumerate(data, 1), "record")
-    if suffix in (".csv", ".tsv"):
-        with path.open(encoding="utf-8-sig", newline="") as fh:
-            reader = csv.DictReader(fh, delimiter="\t" if suffix == ".tsv" else ",")
-            rows = list(reader)
-            header = tuple(reader.fieldnames or ())
-        return _Rows(str(path), path.name, enumerate(rows, 1), "row", "column", header)
-    raise ValueError(
-        f"{kind} source {source!r}: unsupported file type {suffix or '(none)'!r}; "
-        "use .jsonl, .json, .csv, .tsv or .txt, or hf:org/name[:config]"
-    )
-
-
-def _text_value(rows: _Rows, rownum: int, rec: Mapping[str, Any], key: str) -> str:
-    value = rec.get(key)
-    if value is None or (isinstance(value, str) and not value.strip()):
-        raise rows.error(rownum, key, "missing or empty")
-    if not isinstance(value, str):
-        raise rows.error(rownum, key, f"expected a string, got {type(value).__name__}")
-    return " ".join(value.split())
-
-
-def _pick_field(rows: _Rows, rownum: int, rec: Mapping[str, Any], candidates: Sequence[str]) -> str:
-    for key in candidates:
-        if key in rec:
-            return key
-    where: int | str = "header" if rows.header is not None else rownum
-    raise rows.error(where, candidates[0], f"no text field; expected one of {', '.join(candidates)}")
-
-
 def _check_limit(limit: int | None) -> None:
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
         raise ValueError(f"limit must be None or a non-negative integer, got {limit!r}")
@@ -308,10 +216,10 @@ def load_scenes(
     """
     _check_limit(limit)
     if source is None or source == "builtin":
-        rows = _open_rows(str(BUILTIN_SCENES), split=split, kind="scene")
+        rows = open_rows(str(BUILTIN_SCENES), split=split, kind="scene")
         rows.name = "builtin"
     else:
-        rows = _open_rows(str(source), split=split, kind="scene")
+        rows = open_rows(str(source), split=split, kind="scene")
     out: list[Scene] = []
     seen: dict[str, int] = {}
     for rownum, rec in rows.rows:
@@ -324,7 +232,7 @@ def load_scenes(
         elif not isinstance(rec, Mapping):
             raise rows.error(rownum, "<record>", f"expected an object or a string, got {type(rec).__name__}")
         elif field is None and any(k in rec for k in _ATOMIC_FIELDS):
-            head, rel, tail = (_text_value(rows, rownum, rec, k) for k in _ATOMIC_FIELDS)
+            head, rel, tail = (text_value(rows, rownum, rec, k) for k in _ATOMIC_FIELDS)
             try:
                 relation = canonical_relation(rel)
             except ValueError as e:
@@ -333,8 +241,8 @@ def load_scenes(
                 raise rows.error(rownum, "tail", "tail is 'none' (no inference to describe)")
             text_field, text = "head", atomic_sentence(head, relation, tail)
         else:
-            text_field = _pick_field(rows, rownum, rec, (field,) if field else _TEXT_FIELDS)
-            text = _text_value(rows, rownum, rec, text_field)
+            text_field = pick_field(rows, rownum, rec, (field,) if field else _TEXT_FIELDS)
+            text = text_value(rows, rownum, rec, text_field)
             rel = rec.get("relation")
             relation = rel if isinstance(rel, str) and rel.strip() else None
         if isinstance(rec, Mapping) and rec.get("id") not in (None, ""):
@@ -368,7 +276,7 @@ def load_personas(
     an empty or missing text raises DataValidationError. ``limit`` keeps the first N personas.
     """
     _check_limit(limit)
-    rows = _open_rows(DEFAULT_PERSONA_SOURCE if source is None else str(source), split=split, kind="persona")
+    rows = open_rows(DEFAULT_PERSONA_SOURCE if source is None else str(source), split=split, kind="persona")
     candidates = (field,) if field else _PERSONA_FIELDS
     out: list[Persona] = []
     seen: set[str] = set()
@@ -378,7 +286,7 @@ def load_personas(
         if isinstance(rec, str):
             text = " ".join(rec.split())
         elif isinstance(rec, Mapping):
-            text = _text_value(rows, rownum, rec, _pick_field(rows, rownum, rec, candidates))
+            text = text_value(rows, rownum, rec, pick_field(rows, rownum, rec, candidates))
         else:
             raise rows.error(rownum, "<record>", f"expected an object or a string, got {type(rec).__name__}")
         if text in seen:

@@ -24,10 +24,9 @@ from typing import Any
 import httpx
 
 from dataset_builders.base import Builder
-from dataset_builders.helpers import read_csv_records, sha256_file, undecodable_cell
+from dataset_builders.helpers import download_file, read_csv_records, sha256_file, undecodable_cell
 from dataset_builders.records import ConfigData, SourceFile
 from dataset_builders.upheld.labels import DIMENSIONS, SCORE_COLUMNS, UnknownLabel, parse_label
-from dataset_builders.xdial_eval import download_file
 from harness.data.schema import DataValidationError, SourceUnavailableError
 
 UPSTREAM_REPO = "https://github.com/upwork/upwork-ai-research/tree/upheld"
