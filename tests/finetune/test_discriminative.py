@@ -13,12 +13,12 @@ import pytest
 from finetune.discriminative import (
     DiscriminativeConfig,
     DiscriminativeEvaluator,
-    artifact_sha256,
     build_model,
     merge_and_save,
     train_discriminative,
     trainable_parameters,
 )
+from finetune.encoder_model import artifact_sha256
 from finetune.trainer import TrainSettings
 from harness.cache import RequestCache
 from harness.judges import load_judge
