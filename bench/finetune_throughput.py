@@ -10,7 +10,7 @@ weight decay), linear learning-rate decay and gradient clipping at 1.0:
   ``clip_grad_norm_``; ``opt.step()``; ``sched.step()``; ``opt.zero_grad()`` on pre-collated batches
   (under ``torch.autocast(bf16)`` on a GPU);
 * **harness**: :func:`finetune.trainer.train` (accelerate, DataLoader + collate per step, logging,
-  checkpoints), the model loaded by :func:`finetune.generative.load_lora_model`.
+  checkpoints), the model loaded by :func:`finetune.lora.load_lora_model`.
 
 Samples/s are taken from per-step timestamps (the raw loop's own, the harness's ``on_step``) over the
 same window: the steps after ``--warmup`` warm-up steps, up to but excluding the last step, because
@@ -192,7 +192,7 @@ def run_raw(model_dir: Path, batches: list[dict], loss_fn, args, device: str) ->
 
 
 def run_harness(model_dir: Path, rows: list[dict], collate, loss_fn, args, total: int) -> dict[str, Any]:
-    from finetune.generative import LoraSettings, load_lora_model
+    from finetune.lora import LoraSettings, load_lora_model
     from finetune.trainer import TrainSettings, train
 
     model = load_lora_model(

@@ -38,7 +38,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from finetune.generative import LoraSettings, load_lora_model, pad_batch, save_adapter
+from finetune.data.generative import pad_batch
+from finetune.lora import LoraSettings, load_lora_model, save_adapter
 from finetune.trainer import TrainSettings, train
 
 log = logging.getLogger(__name__)

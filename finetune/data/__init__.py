@@ -1,4 +1,4 @@
-"""Training data of the evaluator fine-tuning path.
+"""Training data of the evaluator fine-tuning path (and the held-out targets of chatbot evaluation).
 
 * :mod:`~finetune.data.sources` — :func:`load_dialogues`: plain dialogues from Topical-Chat, a
   built / registered common-schema dataset, or JSONL, with a :class:`LoadReport` of what was kept,
@@ -15,7 +15,13 @@
   the examples as an immutable version in the dataset registry (Parquet + card + manifest);
 * :mod:`~finetune.data.baseline` — :func:`fit_response_baseline`: a corpus statistic rather than
   training pairs, the mean embedding of ``n`` sampled utterances (the ``embed:`` judge's
-  ``baseline=``; ``harness finetune baseline``).
+  ``baseline=``; ``harness finetune baseline``);
+* :mod:`~finetune.data.generative` — the generative (P(Yes)) evaluator's examples, prompts,
+  tokenization and ``DATA`` (:func:`~finetune.data.generative.load_generative_data`);
+* :mod:`~finetune.data.targets` — :func:`~finetune.data.targets.load_targets`: the held-out turns
+  that ``harness chatbot-eval`` has chatbots generate, with their histories;
+* :mod:`~finetune.data.order` — the order in which the trainer visits the examples (seeded
+  per-epoch permutations, length grouping, per-process micro-batches).
 """
 
 from finetune.data.builder import RegisteredDataset, load_training_data, register_training_data

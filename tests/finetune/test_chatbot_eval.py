@@ -9,7 +9,8 @@ import re
 import pytest
 from typer.testing import CliRunner
 
-from finetune.chatbot_eval import ChatbotEvalConfig, load_targets, run_chatbot_eval
+from finetune.chatbot_eval import ChatbotEvalConfig, run_chatbot_eval
+from finetune.data.targets import load_targets
 from harness.cli import app
 
 runner = CliRunner()
@@ -244,7 +245,7 @@ def one_torch_thread():
 def test_sft_adapter_beats_its_base_model(tmp_path, tiny_llama, one_torch_thread):
     """The UPHELD App. B.1 effect, small: LoRA SFT on dialogues in one style raises ROUGE-L against
     held-out turns of that style over the base model."""
-    from finetune.generative import ADAPTER_DIR, LoraSettings
+    from finetune.lora import ADAPTER_DIR, LoraSettings
     from finetune.sft import SFTConfig, train_chatbot
     from finetune.trainer import TrainSettings
 

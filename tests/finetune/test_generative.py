@@ -23,23 +23,25 @@ from finetune.data import (
     split_by_dialogue,
     supervised_examples,
 )
+from finetune.data.generative import example_to_generative, load_generative_data
 from finetune.generative import (
-    ADAPTER_DIR,
-    METADATA_FILE,
     GenerativeConfig,
     GenerativeExample,
-    LoraSettings,
     PromptEncoder,
-    default_target_modules,
     encode_examples,
     evaluate_generative,
-    load_lora_model,
-    merge_adapter,
     prompt_for_item,
     train_generative,
     xdial_prompt,
 )
-from finetune.generative_data import example_to_generative, load_generative_data
+from finetune.lora import (
+    ADAPTER_DIR,
+    METADATA_FILE,
+    LoraSettings,
+    default_target_modules,
+    load_lora_model,
+    merge_adapter,
+)
 from finetune.trainer import TrainSettings
 from harness.cache import RequestCache
 from harness.data.schema import Dimension

@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from finetune.generative import ADAPTER_DIR, METADATA_FILE
+from finetune.lora import ADAPTER_DIR, METADATA_FILE
 from finetune.sft import ChatEncoder, SFTConfig, encode_dialogues, to_messages, train_chatbot
 from finetune.trainer import TrainSettings
 

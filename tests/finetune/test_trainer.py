@@ -7,15 +7,14 @@ import json
 import pytest
 import torch
 
+from finetune.data.order import epoch_permutation, shard_batches
 from finetune.trainer import (
     CHECKPOINTS,
     LOG_FILE,
     STATE_FILE,
     TrainSettings,
-    epoch_permutation,
     latest_checkpoint,
     lr_factor,
-    shard_batches,
     train,
 )
 
@@ -273,13 +272,12 @@ def test_checkpoints_keep_resume_finished_and_mismatch(tmp_path):
 def test_lora_resume_equals_uninterrupted(tmp_path, tiny_llama):
     from finetune.generative import (
         GenerativeExample,
-        LoraSettings,
         PromptEncoder,
         encode_examples,
-        load_lora_model,
         make_answer_loss,
         make_left_pad_collate,
     )
+    from finetune.lora import LoraSettings, load_lora_model
 
     enc = PromptEncoder(str(tiny_llama))
     ex = [
