@@ -136,9 +136,9 @@ def _dialogue_targets(
 def _turn_level_config(text: str, info: dict[str, Any]) -> tuple[Path, str] | None:
     """(directory, config) when ``text`` names a built dataset's turn-level config; None for a
     dialogue-level one (or no build manifest), which :func:`load_dialogues` reads."""
-    from finetune.data.sources import _resolve_dataset
+    from finetune.data.sources import resolve_dataset
 
-    directory, config, release = _resolve_dataset(text, None)
+    directory, config, release = resolve_dataset(text, None)
     manifest_path = directory / "build_manifest.json"
     manifest = json.loads(manifest_path.read_text("utf-8")) if manifest_path.is_file() else {}
     levels = {c: e.get("level") for c, e in (manifest.get("configs") or {}).items()}
