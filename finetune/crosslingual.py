@@ -220,7 +220,7 @@ def train_crosslingual(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     save_file(maps, str(out / MAPS_FILE))
-    from finetune.encoder_model import FORMAT, FORMAT_VERSION, META_FILE
+    from finetune.encoder.model import FORMAT, FORMAT_VERSION, META_FILE
 
     seconds = time.perf_counter() - t0
     langs = sorted({e.language for e in examples})

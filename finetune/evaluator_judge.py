@@ -69,7 +69,7 @@ KIND = JudgeKind(
 class EvaluatorJudge(Judge):
     def __init__(self, spec: JudgeSpec, cache: RequestCache, seed: int | None = None) -> None:
         super().__init__(spec, cache, seed)
-        from finetune.encoder_model import read_meta
+        from finetune.encoder.model import read_meta
 
         unknown = set(spec.decoding) | (set(spec.options) - OPTIONS)
         if unknown:
@@ -138,7 +138,7 @@ class EvaluatorJudge(Judge):
                 "data_version": self.meta.get("data_version"),
             }
         if self._identity is None:
-            from finetune.encoder_model import artifact_sha256
+            from finetune.encoder.model import artifact_sha256
 
             sha = artifact_sha256(self.path)
             recorded = self.meta.get("sha256")

@@ -18,7 +18,7 @@ from finetune.discriminative import (
     train_discriminative,
     trainable_parameters,
 )
-from finetune.encoder_model import artifact_sha256
+from finetune.encoder.model import artifact_sha256
 from finetune.trainer import TrainSettings
 from harness.cache import RequestCache
 from harness.judges import load_judge

