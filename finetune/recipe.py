@@ -47,7 +47,9 @@ class RegisterSettings(BaseModel):
 
 class DataSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    source: str
+    #: one source, or several (their dialogues are pooled; ids must not collide; each source's load
+    #: report and license are recorded)
+    source: str | list[str] = Field(min_length=1)
     language: str | None = None
     turn_pairs: int = Field(9000, ge=0)
     dialogue_pairs: int = Field(1000, ge=0)
@@ -78,12 +80,27 @@ class EvaluatorJob(BaseModel):
         return q if q.is_absolute() else (self.base_dir / q).resolve()
 
     def source(self) -> str:
-        kind, sep, rest = self.data.source.partition(":")
-        if sep and kind in ("topical-chat", "jsonl", "xdial-eval") and not Path(rest).is_absolute():
-            return f"{kind}:{self.path(rest)}"
-        if not sep and (self.base_dir / self.data.source).exists():
-            return str(self.path(self.data.source))
-        return self.data.source
+        """The one data source (resolved against the job file); an error for a list of sources."""
+        if isinstance(self.data.source, list):
+            if len(self.data.source) != 1:
+                raise ValueError(
+                    f"job {self.name!r}: this job kind reads one data source, got {len(self.data.source)}"
+                )
+            return self._resolve(self.data.source[0])
+        return self._resolve(self.data.source)
+
+    def sources(self) -> list[str]:
+        """Every data source of the job, resolved against the job file."""
+        raw = self.data.source if isinstance(self.data.source, list) else [self.data.source]
+        return [self._resolve(s) for s in raw]
+
+    def _resolve(self, source: str) -> str:
+        kind, sep, rest = source.partition(":")
+        if sep and kind in ("topical-chat", "jsonl", "xdial-eval", "chitchat") and rest:
+            return f"{kind}:{self.path(rest)}" if not Path(rest).is_absolute() else source
+        if not sep and (self.base_dir / source).exists():
+            return str(self.path(source))
+        return source
 
     @classmethod
     def load(cls, path: str | Path) -> EvaluatorJob:
@@ -121,12 +138,25 @@ def build_examples(job: EvaluatorJob) -> tuple[list[Any], list[Any], dict[str, A
     from finetune.data import coherence_pairs, load_dialogues, relevance_pairs
 
     d = job.data
-    dialogues = load_dialogues(job.source(), language=d.language)
+    dialogues: list[Any] = []
+    loads: list[Any] = []
+    seen: dict[str, str] = {}
+    for source in job.sources():
+        part = load_dialogues(source, language=d.language)
+        for x in part:
+            if x.id in seen:
+                raise ValueError(
+                    f"data.source: dialogue id {x.id!r} of {source} is also in {seen[x.id]} "
+                    "(sources must not share dialogue ids)"
+                )
+            seen[x.id] = source
+        dialogues += list(part)
+        loads.append(getattr(part, "report", None))
     ids = sorted(x.id for x in dialogues)
     random.Random(d.seed).shuffle(ids)
     held = set(ids[: round(len(ids) * d.eval_fraction)])
     sides: dict[str, list[Any]] = {}
-    reports: dict[str, Any] = {"load": getattr(dialogues, "report", None)}
+    reports: dict[str, Any] = {"load": loads[0] if len(loads) == 1 else loads}
     for side, chosen in (
         ("train", [x for x in dialogues if x.id not in held]),
         ("eval", [x for x in dialogues if x.id in held]),
