@@ -235,13 +235,14 @@ class CachedBackend:
         for i, k in enumerate(keys):
             if k in found:
                 try:
-                    out[i] = Response.from_dict(json.loads(found[k]), cached=True)
+                    resp = Response.from_dict(json.loads(found[k]), cached=True)
                 except (ValueError, TypeError, KeyError, AttributeError):  # JSON / UTF-8 / shape
                     undecodable.append(k)
                     del found[k]
                     continue
+                out[i] = resp
                 if on_result:
-                    on_result(i, out[i])
+                    on_result(i, resp)
         if undecodable:  # every occurrence was counted as a hit
             bad = set(undecodable)
             self.cache.reject(

@@ -37,6 +37,10 @@ class DatasetBuilder(Protocol):
         """Write the dataset directory; ``options`` are those of :func:`build_dataset`."""
         ...
 
+    def normalize_languages(self, languages: Iterable[str] | str | None) -> tuple[str, ...]:
+        """The languages to write of a ``--language`` selection (None: every language it has)."""
+        ...
+
     @classmethod
     def paper_comparisons(cls, path: Any, manifest: dict[str, Any]) -> list[tuple[str, Any]]:
         """(title, DataFrame) tables that set a built version's statistics next to its paper's."""
@@ -52,7 +56,7 @@ def _summary(cls: type) -> str:
 
 
 #: name -> builder class (:class:`harness.registry.Registry`; entry-point group ``dialeval_harness.builders``)
-BUILDERS: Registry[type] = Registry(
+BUILDERS: Registry[type[DatasetBuilder]] = Registry(
     "dataset builder",
     plugins.BUILDERS,
     name_of=lambda cls: getattr(cls, "name", None),
@@ -83,7 +87,7 @@ def list_builders() -> list[str]:
     return sorted(BUILDERS.names())
 
 
-def builder_class(name: str) -> type:
+def builder_class(name: str) -> type[DatasetBuilder]:
     """The builder class registered as ``name``."""
     return BUILDERS.get(name)
 

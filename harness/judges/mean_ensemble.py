@@ -52,7 +52,7 @@ class MeanEnsembleJudge(Judge):
         except Exception:
             self.close()
             raise
-        self._ranges: dict[str, list[tuple[float, float]]] = {}
+        self._ranges: dict[str, list[tuple[float, float] | None]] = {}
 
     def _name(self, k: int) -> str:
         return str(self.member_specs[k])
