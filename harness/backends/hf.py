@@ -320,7 +320,7 @@ class HFBackend(hf_scoring.SystemRoleFallback, RowDecoding, Backend):
             batch = pending[start : start + self.batch_size]
             self._decode(batch)
             finish(batch)
-        return out  # type: ignore[return-value]
+        return out  # type: ignore[return-value]  # finish() filled every slot
 
     def _pad(self, seqs: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Left-pad sequences; return input ids, attention mask and position ids."""

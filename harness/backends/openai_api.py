@@ -465,7 +465,7 @@ class OpenAIBackend(Backend):
         for r in results:
             if isinstance(r, BaseException):  # pragma: no cover - only if emit itself raised
                 raise r
-        return list(results)  # type: ignore[arg-type]
+        return list(results)  # type: ignore[arg-type]  # no exception is left (raised above)
 
     def _generate(self, requests: list[Request], emit: Callable[[int, Response], None]) -> list[Response]:
         if self.batch_api:

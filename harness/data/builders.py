@@ -72,7 +72,7 @@ def register_builder(cls: type) -> type:
     :class:`~harness.registry.DuplicateError`."""
     if not _is_builder(cls):
         raise TypeError(f"register_builder expects a builder class with a build() method, got {cls!r}")
-    if not isinstance(getattr(cls, "name", None), str) or not cls.name:  # type: ignore[attr-defined]
+    if not isinstance(getattr(cls, "name", None), str) or not cls.name:  # type: ignore[attr-defined]  # checked
         raise ValueError(f"{cls.__name__} has no builder name")
     return BUILDERS.register(cls)
 

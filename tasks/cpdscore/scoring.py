@@ -145,8 +145,11 @@ class DialogueScore:
     def __post_init__(self) -> None:
         self.score, self.intermediate = _mean(self.finals), _mean(self.intermediates)
         self.interaction, self.turn_mean = _mean(self.interactions), _mean(t.score for t in self.turns)
-        both = self.score is not None and self.intermediate is not None
-        self.adjustment = self.score - self.intermediate if both else None  # type: ignore[operator]
+        self.adjustment = (
+            self.score - self.intermediate
+            if self.score is not None and self.intermediate is not None
+            else None
+        )
         self.n_parsed = sum(s is not None for s in self.finals)
         self.parse_failures = len(self.finals) - self.n_parsed
 

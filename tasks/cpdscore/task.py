@@ -188,6 +188,7 @@ def turn_scores(
     """CPDS-S/D per item (None for an item without a response / reference), one generate() call."""
     ok = [i for i, it in enumerate(items) if not _missing(it, sc.with_reference)]
     scores = sc.score_turns([items[i] for i in ok]) if ok else []
+    # the scorer's backend is the recording wrapper above, which keeps the last responses
     n, last = sc.n_calls, sc.cached.last if ok else []  # type: ignore[attr-defined]
     out: list[TurnScore | None] = [None] * len(items)
     usage = [Usage() for _ in items]

@@ -162,7 +162,7 @@ class EnsembleJudge(Judge):
     def backend_stats(self) -> dict[str, float]:
         stats = self.features.stats.to_dict()
         if self._llm is not None:
-            stats["llm"] = self._llm.backend_stats()  # type: ignore[assignment]
+            stats["llm"] = self._llm.backend_stats()  # type: ignore[assignment]  # nested: the LLM's stats
         return stats
 
     def close(self) -> None:
