@@ -34,6 +34,7 @@ from harness.data.resolve import DatasetHandle, load_items, prepare_dataset
 from harness.executors import ExecutorConfig, ExecutorScope, executor_scope
 from harness.judges.base import Judge
 from harness.judges.loader import DEFAULT_JUDGE, load_judge
+from harness.judges.panel import PanelJudge
 from harness.languages import normalize_languages
 from harness.meta.correlation import meta_evaluate
 from harness.meta.issue_metrics import add_issue_metrics, human_labels_json, label_parse_failures
@@ -208,7 +209,7 @@ def _collect_items(
 
 def run(cfg: RunConfig) -> RunOutput:
     t_start = time.perf_counter()
-    timings: dict[str, float] = {}
+    timings: dict[str, float | None] = {}
     specs = resolve_tasks(cfg.tasks)
     run_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
     judge_name = redact(cfg.judge)
@@ -241,16 +242,19 @@ def run(cfg: RunConfig) -> RunOutput:
         t = time.perf_counter()
         judge = stack.enter_context(scope.adopt(load_judge(cfg.judge, cache, seed=cfg.seed)))
         seed_everything(cfg.seed)
-        timings["load_judge_s"] = time.perf_counter() - t
+        load_judge_s = time.perf_counter() - t
+        timings["load_judge_s"] = load_judge_s
         rows, scoring_s, failure = _score_tasks(cfg, specs, task_items, judge, run_id, judge_name, scope)
         # Weights load lazily on the first call that needs them: book that as judge loading.
         model_load_s = float(judge.backend_stats().get("load_seconds", 0.0))
-        timings["load_judge_s"] += model_load_s
-        timings["scoring_s"] = max(scoring_s - model_load_s, 0.0)
+        timings["load_judge_s"] = load_judge_s + model_load_s
+        net_scoring_s = max(scoring_s - model_load_s, 0.0)
+        timings["scoring_s"] = net_scoring_s
         samples = pd.DataFrame(rows) if rows else pd.DataFrame(columns=SAMPLE_COLUMNS)
 
         t = time.perf_counter()
-        results_by_task, extras = {}, {"human_labels": {}, "alt_test": {}}
+        results_by_task: dict[str, Any] = {}
+        extras: dict[str, Any] = {"human_labels": {}, "alt_test": {}}
         dims = {b: dimension_tables(h) for b, h in handles.items()}
         for spec in specs:
             sub = samples[samples["task"] == spec.name].rename(columns={"human_rating": "human"})
@@ -265,14 +269,12 @@ def run(cfg: RunConfig) -> RunOutput:
             )
             if notes is not None:
                 extras["human_labels"][spec.name], extras["alt_test"][spec.name] = notes, alt
-        if parse_spec(cfg.judge).kind == "panel" and failure is None:
+        if isinstance(judge, PanelJudge) and failure is None:  # a panel: judge
             extras["panel"] = panel_extras(samples, specs, judge, cfg, dims)
         extras = {k: v for k, v in extras.items() if v}
         timings["meta_eval_s"] = time.perf_counter() - t
         timings["total_s"] = time.perf_counter() - t_start
-        timings["items_per_s_scoring"] = (
-            len(samples) / timings["scoring_s"] if timings["scoring_s"] > 0 else None
-        )
+        timings["items_per_s_scoring"] = len(samples) / net_scoring_s if net_scoring_s > 0 else None
         results = _results_document(
             cfg,
             run_id,
@@ -359,7 +361,7 @@ def _results_document(
     samples: pd.DataFrame,
     results_by_task: dict[str, Any],
     cache: RequestCache,
-    timings: dict[str, float],
+    timings: dict[str, float | None],
 ) -> dict[str, Any]:
     def of(task: str) -> pd.DataFrame:
         return samples[samples["task"] == task]
