@@ -7,23 +7,58 @@ A generated block looks like::
     ...
     <!-- bench:NAME:end -->
 
-Each entry of :data:`GENERATED` names the document, the block, and the bench module whose
-``markdown(results)`` renders the block from ``RESULTS`` (its JSON file).
+Each entry of :data:`GENERATED` names the document, the block, the bench module whose
+``RESULTS`` is its JSON file and whose ``render`` function (``markdown`` unless said otherwise)
+renders the block from that JSON, and whether the JSON must be committed (``required``; an entry
+whose bench has not been rerun since it got its markers is not, and its block is checked once the
+JSON lands).
+
+A bench script writes its JSON with :func:`save_results` and, with ``--write-docs``, every block
+it owns (:func:`write_blocks`); ``--docs-only`` rewrites the blocks from the committed JSON
+without running anything (:func:`add_docs_options` / :func:`handle_docs_only`).
+``python bench/docs_tables.py`` rewrites every block from the committed JSON files; ``--check``
+only reports the blocks that differ (exit 1).
 """
 
 from __future__ import annotations
 
+import argparse
+import datetime as _dt
 import importlib
 import json
+import os
+import platform
 import re
+import sys
 from pathlib import Path
+from typing import Any, NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
+RESULTS_DIR = ROOT / "bench" / "results"
 
-#: (document relative to the repo root, block name, bench module)
-GENERATED: list[tuple[str, str, str]] = [
-    ("docs/encoders.md", "e5_parity", "bench.e5_parity"),
+
+class Block(NamedTuple):
+    doc: str  # document, relative to the repo root
+    name: str  # block name in the markers
+    module: str  # bench module: RESULTS (its JSON file) and the render function
+    render: str = "markdown"  # function of the module: results dict -> Markdown
+    required: bool = True  # the module's RESULTS must be committed
+
+
+#: Every generated block of README/docs.
+GENERATED: list[Block] = [
+    # the encoder engineer commits bench/results/e5_parity.json (then: required)
+    Block("docs/encoders.md", "e5_parity", "bench.e5_parity", required=False),
+    Block("bench/README.md", "medal_overhead", "bench.medal_overhead"),
+    Block("README.md", "medal_overhead", "bench.medal_overhead", "summary"),
+    Block("docs/medal-pipeline.md", "medal_overhead", "bench.medal_overhead", "summary"),
 ]
+
+
+def blocks(module: str | None = None) -> list[Block]:
+    """The entries of :data:`GENERATED` (plain tuples accepted), or those of one bench module."""
+    out = [Block(*b) for b in GENERATED]
+    return [b for b in out if module is None or b.module == module]
 
 
 def _pattern(name: str) -> re.Pattern[str]:
@@ -48,7 +83,112 @@ def replace_between_markers(doc: Path, name: str, body: str) -> None:
     )
 
 
+def results_path(module: str) -> Path:
+    return Path(importlib.import_module(module).RESULTS)
+
+
+def render(block: Block | tuple, results: dict[str, Any] | None = None) -> str:
+    """The block's Markdown, rendered by its bench module from ``results`` (default: the committed
+    JSON)."""
+    b = Block(*block)
+    mod = importlib.import_module(b.module)
+    if results is None:
+        results = json.loads(Path(mod.RESULTS).read_text(encoding="utf-8"))
+    return getattr(mod, b.render)(results).rstrip("\n")
+
+
 def expected_block(module: str) -> str:
-    """The block a bench module renders from its committed results JSON."""
-    mod = importlib.import_module(module)
-    return mod.markdown(json.loads(Path(mod.RESULTS).read_text(encoding="utf-8"))).rstrip("\n")
+    """The (first) block a bench module renders from its committed results JSON."""
+    return render(blocks(module)[0])
+
+
+def write_blocks(module: str, results: dict[str, Any] | None = None) -> list[str]:
+    """Rewrite every block of ``module`` from ``results`` (default: its committed JSON); returns
+    ``doc:block`` of each."""
+    done = []
+    for b in blocks(module):
+        replace_between_markers(ROOT / b.doc, b.name, render(b, results))
+        done.append(f"{b.doc}:{b.name}")
+    return done
+
+
+def machine() -> dict[str, Any]:
+    """Where and when a bench ran: date (UTC), CPU model, CPU count, load average at the start."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "date": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d"),
+        "cpu": cpu,
+        "cpus": os.cpu_count(),
+        "load_avg_start": round(os.getloadavg()[0], 2),
+    }
+
+
+def machine_line(m: dict[str, Any]) -> str:
+    """``2026-11-26, 2 CPUs (AMD EPYC ...), load average 3.1 at the start``."""
+    return f"{m['date']}, {m['cpus']} CPUs ({m['cpu']}), load average {m['load_avg_start']:.1f} at the start"
+
+
+def save_results(path: Path, results: dict[str, Any]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return path
+
+
+def add_docs_options(ap: argparse.ArgumentParser, module: str) -> None:
+    docs = ", ".join(sorted({b.doc for b in blocks(module)})) or "the docs"
+    ap.add_argument("--write-docs", action="store_true", help=f"after the run, write its tables into {docs}")
+    ap.add_argument(
+        "--docs-only",
+        action="store_true",
+        help="run nothing: rewrite the tables from the committed bench/results JSON",
+    )
+
+
+def handle_docs_only(args: argparse.Namespace, module: str) -> bool:
+    """With ``--docs-only``: rewrite the module's blocks from its committed JSON; True if done."""
+    if not getattr(args, "docs_only", False):
+        return False
+    for where in write_blocks(module):
+        print(f"wrote {where}")
+    return True
+
+
+def finish(args: argparse.Namespace, module: str, results: dict[str, Any]) -> None:
+    """Save the run's JSON to the module's RESULTS; with ``--write-docs`` rewrite its blocks."""
+    path = save_results(results_path(module), results)
+    print(f"wrote {path.relative_to(ROOT)}")
+    if getattr(args, "write_docs", False):
+        for where in write_blocks(module, results):
+            print(f"wrote {where}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description="Rewrite (or --check) every generated docs block.")
+    ap.add_argument("--check", action="store_true", help="only list the blocks that differ")
+    args = ap.parse_args()
+    sys.path.insert(0, str(ROOT))
+    bad = 0
+    for b in blocks():
+        if not results_path(b.module).is_file():
+            print(f"{b.doc}:{b.name}: no {results_path(b.module).relative_to(ROOT)} (skipped)")
+            continue
+        if args.check:
+            same = read_block(ROOT / b.doc, b.name) == render(b)
+            bad += not same
+            print(f"{b.doc}:{b.name}: {'ok' if same else 'DIFFERS'}")
+        else:
+            replace_between_markers(ROOT / b.doc, b.name, render(b))
+            print(f"wrote {b.doc}:{b.name}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    raise SystemExit(main())
