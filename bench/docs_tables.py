@@ -52,6 +52,7 @@ GENERATED: list[Block] = [
     Block("bench/README.md", "medal_overhead", "bench.medal_overhead"),
     Block("README.md", "medal_overhead", "bench.medal_overhead", "summary"),
     Block("docs/medal-pipeline.md", "medal_overhead", "bench.medal_overhead", "summary"),
+    Block("bench/README.md", "upheld_protocol_search", "bench.upheld_protocol_search"),
 ]
 
 
