@@ -53,6 +53,7 @@ GENERATED: list[Block] = [
     Block("README.md", "medal_overhead", "bench.medal_overhead", "summary"),
     Block("docs/medal-pipeline.md", "medal_overhead", "bench.medal_overhead", "summary"),
     Block("bench/README.md", "upheld_protocol_search", "bench.upheld_protocol_search"),
+    Block("bench/README.md", "finetune_throughput", "bench.finetune_throughput"),
 ]
 
 
