@@ -336,7 +336,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "finetune_throughput.json")
-    from bench.docs_tables import add_docs_options, finish, handle_docs_only, machine
+    from bench.docs_tables import add_docs_options, finish, handle_docs_only, machine, previous
 
     add_docs_options(ap, MODULE)
     args = ap.parse_args()
@@ -496,7 +496,7 @@ def main() -> int:
     )
     print(f"harness / raw = {ratio:.3f} vs goal ≥ {GOAL}: {'OK' if ratio >= GOAL else 'MISSED'}")
     print(f"benchmark wall time {wall:.1f} s; wrote {args.out}")
-    committed = json.loads(RESULTS.read_text("utf-8")) if RESULTS.is_file() else {"variants": {}}
+    committed = previous(args, MODULE, {"variants": {}})
     committed["variants"][variant_key(device, args.size, out["torch_threads"])] = summary(out)
     finish(args, MODULE, committed)
     return 0 if ok else 1

@@ -50,7 +50,7 @@ def markdown(r: dict) -> str:
     )
 
 
-def summary(r: dict) -> str:
+def sentence(r: dict) -> str:
     """README.md / docs/medal-pipeline.md: one sentence."""
     return (
         f"The harness's own cost per request (prompt building, request cache, parsing, checkpoints, "
