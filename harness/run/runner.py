@@ -41,6 +41,7 @@ from harness.meta.issue_metrics import add_issue_metrics, human_labels_json, lab
 from harness.meta.soft_labels import item_dimension, item_distribution
 from harness.provenance import environment, harness_info, redact
 from harness.run.extras import add_task_extras, dimension_tables, panel_extras
+from harness.run.hf_progress import library_progress_bars
 from harness.run.partial import RunIncomplete, incomplete_marker, incomplete_message
 from harness.run.results import SCHEMA_VERSION, write_results
 from harness.spec import parse_spec
@@ -217,16 +218,6 @@ def run(cfg: RunConfig) -> RunOutput:
         cfg.output_dir or Path("runs") / f"{run_id}-{_slug('+'.join(cfg.tasks))}-{_slug(judge_name)}"
     )
 
-    t = time.perf_counter()
-    handles = _prepare(cfg, specs)
-    task_items: dict[str, list[dict[str, Any]]] = {}
-    missing_configs: dict[str, list[str]] = {}
-    for spec in specs:
-        task_items[spec.name], missing_configs[spec.name] = _collect_items(cfg, spec, handles[spec.builder])
-        if not task_items[spec.name]:
-            raise ValueError(f"task {spec.name!r}: no items selected (languages {cfg.languages or 'all'})")
-    timings["load_dataset_s"] = time.perf_counter() - t
-
     # each Ray worker gets exactly the batches a local run would send (same grouping, same results)
     ex_cfg = (
         dataclasses.replace(cfg.executor, shard_size=cfg.batch_size)
@@ -235,15 +226,32 @@ def run(cfg: RunConfig) -> RunOutput:
     )
     # closed in reverse: the judge (and its Ray pools), the executor (its cluster), the cache
     with ExitStack() as stack:
+        stack.enter_context(library_progress_bars(cfg.show_progress))  # -q: none from the HF libraries
         cache = stack.enter_context(
             RequestCache(cfg.cache_path or default_cache_path(), enabled=cfg.use_cache)
         )
         scope = stack.enter_context(executor_scope(ex_cfg, seed=cfg.seed))
+        # The judge first: a bad spec (an option out of range, a model or file that is not there)
+        # is refused before any dataset is built or loaded. Models load lazily, on first use.
         t = time.perf_counter()
         judge = stack.enter_context(scope.adopt(load_judge(cfg.judge, cache, seed=cfg.seed)))
-        seed_everything(cfg.seed)
         load_judge_s = time.perf_counter() - t
         timings["load_judge_s"] = load_judge_s
+
+        t = time.perf_counter()
+        handles = _prepare(cfg, specs)
+        task_items: dict[str, list[dict[str, Any]]] = {}
+        missing_configs: dict[str, list[str]] = {}
+        for spec in specs:
+            task_items[spec.name], missing_configs[spec.name] = _collect_items(
+                cfg, spec, handles[spec.builder]
+            )
+            if not task_items[spec.name]:
+                raise ValueError(
+                    f"task {spec.name!r}: no items selected (languages {cfg.languages or 'all'})"
+                )
+        timings["load_dataset_s"] = time.perf_counter() - t
+        seed_everything(cfg.seed)
         rows, scoring_s, failure = _score_tasks(cfg, specs, task_items, judge, run_id, judge_name, scope)
         # Weights load lazily on the first call that needs them: book that as judge loading.
         model_load_s = float(judge.backend_stats().get("load_seconds", 0.0))
