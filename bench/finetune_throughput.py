@@ -28,7 +28,11 @@ mismatch also fails the run).
 On a 2-core machine that another job keeps busy, torch's 2 threads per process get descheduled in
 bursts (steps 30× slower) and the ratio swings from 0.3 to 2; ``--threads 1`` keeps it stable.
 
-Writes bench/out/finetune_throughput.json (``--out``); exits 1 when the goal is missed.
+Writes its run into bench/results/finetune_throughput.json (committed; one entry per variant:
+device, size and torch threads, so a GPU run and a CPU run sit side by side) and, with
+``--write-docs``, the table in bench/README.md rendered from it (``--docs-only`` rewrites the table
+from the committed JSON); the full run detail goes to ``--out`` (bench/out/, git-ignored). Exits 1
+when the goal is missed.
 """
 
 from __future__ import annotations
@@ -257,6 +261,68 @@ def rates(run: dict[str, Any], warmup: int, timed: int, batch_size: int) -> dict
     }
 
 
+RESULTS = ROOT / "bench" / "results" / "finetune_throughput.json"
+MODULE = "bench.finetune_throughput"
+
+
+def variant_key(device: str, size: str, threads: int) -> str:
+    return f"{device}-{size}" + (f"-threads{threads}" if device == "cpu" else "")
+
+
+def summary(out: dict[str, Any]) -> dict[str, Any]:
+    """The numbers of one run that the docs show (the committed JSON keeps these per variant)."""
+    keys = (
+        "machine",
+        "size",
+        "device",
+        "precision",
+        "torch_threads",
+        "batch_size",
+        "seq_len",
+        "warmup_steps",
+        "timed_steps",
+        "repeats",
+        "raw_samples_per_s",
+        "harness_samples_per_s",
+        "raw_median",
+        "harness_median",
+        "ratio",
+        "paired_ratios",
+        "ratio_median_step",
+        "ratio_incl_final",
+        "loss_max_abs_diff_all_steps",
+        "goal",
+        "goal_met",
+        "losses_match",
+    )
+    return {"model_type": out["model"]["model_type"], **{k: out[k] for k in keys}}
+
+
+def markdown(r: dict[str, Any]) -> str:
+    """bench/README.md: one row per variant."""
+    from bench.docs_tables import machine_line
+
+    lines = [
+        "| variant | model, precision, batch | timed steps × repeats | raw samples/s | harness samples/s "
+        "| harness / raw (per repeat) | median-step ratio | losses max \\|Δ\\| | goal ≥ 0.9 |",
+        "|---|---|---|---:|---:|---|---:|---:|---|",
+    ]
+    for key, v in r["variants"].items():
+        paired = v["paired_ratios"]
+        lines.append(
+            f"| `{key}` | {v['model_type']} {v['size']}, {v['precision']}, {v['batch_size']} × {v['seq_len']} tokens "
+            f"| {v['timed_steps']} × {v['repeats']} | {v['raw_median']:.1f} | {v['harness_median']:.1f} "
+            f"| **{v['ratio']:.2f}** ({min(paired):.2f}–{max(paired):.2f}) | {v['ratio_median_step']:.2f} "
+            f"| {v['loss_max_abs_diff_all_steps']:.1e} | {'met' if v['goal_met'] else 'missed'} |"
+        )
+    lines.append("")
+    for key, v in r["variants"].items():
+        lines.append(
+            f"`{key}`: {machine_line(v['machine'])}, {v['device']}, torch threads: {v['torch_threads']}."
+        )
+    return "\n".join(lines)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", choices=["small", "0.5b"], default="small")
@@ -270,7 +336,13 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "finetune_throughput.json")
+    from bench.docs_tables import add_docs_options, finish, handle_docs_only, machine, previous
+
+    add_docs_options(ap, MODULE)
     args = ap.parse_args()
+    if handle_docs_only(args, MODULE):
+        return 0
+    where = machine()
 
     import torch
 
@@ -344,6 +416,7 @@ def main() -> int:
     wall = time.perf_counter() - t_bench
 
     out = {
+        "machine": where,
         "size": args.size,
         "device": device if device == "cpu" else torch.cuda.get_device_name(),
         "precision": "bf16 weights + bf16 autocast" if args.bf16 else "fp32",
@@ -423,6 +496,9 @@ def main() -> int:
     )
     print(f"harness / raw = {ratio:.3f} vs goal ≥ {GOAL}: {'OK' if ratio >= GOAL else 'MISSED'}")
     print(f"benchmark wall time {wall:.1f} s; wrote {args.out}")
+    committed = previous(args, MODULE, {"variants": {}})
+    committed["variants"][variant_key(device, args.size, out["torch_threads"])] = summary(out)
+    finish(args, MODULE, committed)
     return 0 if ok else 1
 
 

@@ -8,7 +8,9 @@ automatic labelling − time inside the backend) / requests. Goal: ≤ 1 ms per 
     .venv/bin/python bench/medal_overhead.py                 # ~100k requests (default)
     .venv/bin/python bench/medal_overhead.py --scenes 20     # quick run
 
-Writes bench/out/medal_overhead.json; exits 1 when the goal is missed.
+Writes bench/results/medal_overhead.json (committed: the tables in bench/README.md, README.md and
+docs/medal-pipeline.md are rendered from it, ``--write-docs``; ``--docs-only`` rewrites them from
+the committed JSON); exits 1 when the goal is missed.
 """
 
 from __future__ import annotations
@@ -24,9 +26,38 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+MODULE = "bench.medal_overhead"
 
 GOAL_MS = 1.0
 LANGS = ["zh", "en", "de", "fr", "pt", "es"]
+RESULTS = ROOT / "bench" / "results" / "medal_overhead.json"
+
+
+def markdown(r: dict) -> str:
+    """bench/README.md: the run's table."""
+    from bench.docs_tables import machine_line
+
+    return "\n".join(
+        [
+            f"Last run ({machine_line(r['machine'])}; `--scenes {r['scenes']}`: {r['dialogues']:,} dialogues, "
+            f"{r['turns']:,} turns):",
+            "",
+            "| requests | wall (s) | inside replay (s) | checkpoints (s) | overhead (ms/request) | goal | ratio |",
+            "|---:|---:|---:|---:|---:|---:|---:|",
+            f"| {r['requests']:,} | {r['wall_s']:.1f} | {r['inside_backend_s']:.1f} | {r['checkpoint_s']:.1f} "
+            f"| {r['overhead_ms_per_request']:.3f} | {r['goal_ms']} | {r['ratio_to_goal']:.2f} |",
+        ]
+    )
+
+
+def sentence(r: dict) -> str:
+    """README.md / docs/medal-pipeline.md: one sentence."""
+    return (
+        f"The harness's own cost per request (prompt building, request cache, parsing, checkpoints, "
+        f"bookkeeping) is {r['overhead_ms_per_request']:.2f} ms, far below model latency "
+        f"(`bench/medal_overhead.py`: {r['requests']:,} replay requests, {r['dialogues']:,} dialogues, "
+        f"{r['machine']['cpus']} CPUs at load {r['machine']['load_avg_start']:.1f}; goal ≤ {r['goal_ms']:g} ms)."
+    )
 
 
 def write_inputs(root: Path, n_scenes: int) -> Path:
@@ -84,7 +115,13 @@ def write_inputs(root: Path, n_scenes: int) -> Path:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scenes", type=int, default=155, help="scenes (× 6 languages × 2 users × 4 chatbots)")
+    from bench.docs_tables import add_docs_options, finish, handle_docs_only, machine
+
+    add_docs_options(ap, MODULE)
     args = ap.parse_args()
+    if handle_docs_only(args, MODULE):
+        return 0
+    where = machine()
 
     from dataset_builders.medal_pipeline.config import PipelineConfig
     from dataset_builders.medal_pipeline.generate import DialogueGenerator, ModelPool
@@ -128,6 +165,7 @@ def main() -> int:
         )
         overhead_ms = 1000 * (wall - inside["s"]) / requests
         out = {
+            "machine": where,
             "scenes": args.scenes,
             "seed_contexts": len(seeds),
             "dialogues": len(dialogues),
@@ -148,11 +186,10 @@ def main() -> int:
             "labels_ok": sum(lab.status == "ok" for lab in labels),
         }
         cache.close()
-    (ROOT / "bench" / "out").mkdir(parents=True, exist_ok=True)
-    (ROOT / "bench" / "out" / "medal_overhead.json").write_text(json.dumps(out, indent=1))
     w = max(len(k) for k in out)
     for k, v in out.items():
         print(f"{k:<{w}}  {v}")
+    finish(args, MODULE, out)
     ok = overhead_ms <= GOAL_MS
     print(f"\nharness overhead {overhead_ms:.3f} ms/request vs goal {GOAL_MS} ms: {'OK' if ok else 'MISSED'}")
     return 0 if ok else 1

@@ -6,13 +6,15 @@ from ../shared) into a temporary directory, timed end to end (data → registere
     .venv/bin/python bench/minilm_train_time.py            # ~10 min
     .venv/bin/python bench/minilm_train_time.py --pairs 2000
 
-Writes bench/out/minilm_train_time.json; exits 1 when the goal is missed.
+Writes the run into bench/results/minilm_train_time.json (committed; one entry per ``--pairs``) and,
+with ``--write-docs``, the table of bench/README.md rendered from it (``--docs-only`` rewrites it from
+the committed JSON); exits 1 when the goal is missed.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import sys
 import tempfile
 import time
@@ -21,6 +23,31 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 GOAL_S = 600.0
+RESULTS = ROOT / "bench" / "results" / "minilm_train_time.json"
+MODULE = "bench.minilm_train_time"
+
+
+def markdown(r: dict) -> str:
+    """bench/README.md: one row per pair count."""
+    from bench.docs_tables import machine_line
+
+    lines = [
+        "| pairs | steps | training (s) | end to end (s) | goal (s) | ratio | pairs/s | held-out accuracy | held-out AUC |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for run in r["runs"].values():
+        h = run["held_out"]
+        acc, auc = h.get("accuracy"), h.get("auc")
+        lines.append(
+            f"| {run['pairs']:,} | {run['steps']} | {run['train_s']:.0f} | **{run['wall_s']:.1f}** | {run['goal_s']:.0f} "
+            f"| {run['ratio_to_goal']:.2f} | {run['pairs_per_s']:.1f} | {'' if acc is None else f'{acc:.3f}'} "
+            f"| {'' if auc is None else f'{auc:.3f}'} |"
+        )
+    lines.append("")
+    lines += [
+        f"`--pairs {k}`: {machine_line(run['machine'])}, `{run['config']}`." for k, run in r["runs"].items()
+    ]
+    return "\n".join(lines)
 
 
 def main() -> int:
@@ -29,7 +56,13 @@ def main() -> int:
         "--pairs", type=int, default=10_000, help="training pairs (90%% turn, 10%% dialogue level)"
     )
     ap.add_argument("--config", default=str(ROOT / "finetune" / "configs" / "minilm-topicalchat.yaml"))
+    from bench.docs_tables import add_docs_options, finish, handle_docs_only, machine, previous
+
+    add_docs_options(ap, MODULE)
     args = ap.parse_args()
+    if handle_docs_only(args, MODULE):
+        return 0
+    where = machine()
     from finetune.recipe import EvaluatorJob, run_evaluator_job
 
     job = EvaluatorJob.load(args.config)
@@ -41,6 +74,8 @@ def main() -> int:
         wall = time.perf_counter() - t0
     tr = out["train"]["train"]
     res = {
+        "machine": where,
+        "config": os.path.relpath(Path(args.config).resolve(), ROOT),
         "pairs": out["data"]["examples"],
         "steps": tr["steps"],
         "wall_s": round(wall, 1),
@@ -52,10 +87,11 @@ def main() -> int:
         },
     }
     res["ratio_to_goal"] = round(wall / res["goal_s"], 3)
-    (ROOT / "bench" / "out").mkdir(parents=True, exist_ok=True)
-    (ROOT / "bench" / "out" / "minilm_train_time.json").write_text(json.dumps(res, indent=1))
     for k, v in res.items():
         print(f"{k:<14} {v}")
+    committed = previous(args, MODULE, {"runs": {}})
+    committed["runs"][str(args.pairs)] = res
+    finish(args, MODULE, committed)
     ok = wall <= res["goal_s"]
     print(f"\nwall {wall:.0f} s vs goal {res['goal_s']:.0f} s: {'OK' if ok else 'MISSED'}")
     return 0 if ok else 1

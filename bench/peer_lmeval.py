@@ -26,7 +26,10 @@ One-time setup of the lm-eval venv (torch pinned to the repo's CPU wheel)::
     python3 -m venv /work/venvs/lmeval
     /work/venvs/lmeval/bin/pip install -c constraints.txt "lm_eval[hf]>=0.4,<0.5"
 
-Writes bench/out/peer_lmeval.json.
+Appends its run to bench/results/peer_lmeval.json (committed; the last ``KEEP`` runs, each with the
+load average at its start) and, with ``--write-docs``, renders the runs table of bench/README.md and
+the summary sentence of README.md from it (``--docs-only`` rewrites them from the committed JSON);
+the full detail goes to ``--out`` (bench/out/, git-ignored).
 """
 
 from __future__ import annotations
@@ -47,6 +50,46 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SOURCE = ROOT.parent / "shared" / "data" / "xdial-eval"
 DEFAULT_LMEVAL_PYTHON = Path("/work/venvs/lmeval/bin/python")
 LABELS = ("Yes", "No")
+RESULTS = ROOT / "bench" / "results" / "peer_lmeval.json"
+MODULE = "bench.peer_lmeval"
+KEEP = 4  # runs kept in RESULTS
+
+
+def markdown(r: dict) -> str:
+    """bench/README.md: one row per kept run."""
+    lines = [
+        "| date | load average at start | items | ours (hf judge) items/s | lm-eval items/s | ours / lm-eval "
+        "| max \\|ΔP(Yes)\\| | per-repeat seconds, ours | per-repeat seconds, lm-eval |",
+        "|---|---:|---:|---:|---:|---:|---:|---|---|",
+    ]
+    for run in r["runs"]:
+        m = run["machine"]
+        lines.append(
+            f"| {m['date']} | {m['load_avg_start']:.1f} | {run['items']} | {run['ours_items_per_s']:.1f} "
+            f"| {run['lmeval_items_per_s']:.1f} | **{run['ratio']:.2f}** | {run['max_abs_delta_p_yes']:.1e} "
+            f"| {' '.join(f'{s:.2f}' for s in run['ours_seconds'])} "
+            f"| {' '.join(f'{s:.2f}' for s in run['lmeval_seconds'])} |"
+        )
+    last = r["runs"][-1]
+    lines += [
+        "",
+        f"Last run: lm_eval {last['lm_eval']}, torch {last['torch']}, batch {last['batch_size']}, "
+        f"{last['threads']} torch thread(s), {last['repeats']} alternating repeats, "
+        f"{len(last['languages'])} languages; the same {last['items'] * len(LABELS):,} (item, label) token-id "
+        f"sequences on both sides.",
+    ]
+    return "\n".join(lines)
+
+
+def sentence(r: dict) -> str:
+    """README.md: one sentence about the last run."""
+    last = r["runs"][-1]
+    return (
+        f"On CPU our `hf` P(Yes) judge scores xDial-Eval at {last['ratio']:.2f}× the items/s of "
+        f"lm-evaluation-harness's HF model on the same requests and token ids (max |ΔP(Yes)| "
+        f"{last['max_abs_delta_p_yes']:.1e}; `bench/peer_lmeval.py`, {last['items']} items, "
+        f"{last['machine']['date']})."
+    )
 
 
 # -- the lm-eval side (runs in the lm-eval venv; imports nothing from this repo) --------------------
@@ -128,10 +171,18 @@ def main() -> None:
     ap.add_argument("--lmeval-python", type=Path, default=DEFAULT_LMEVAL_PYTHON)
     ap.add_argument("--peer-worker", help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "peer_lmeval.json")
-    args = ap.parse_args()
-    if args.peer_worker:
+    if "--peer-worker" in sys.argv:  # inside the lm-eval venv: nothing from this repo
+        args = ap.parse_args()
         peer_worker(args.peer_worker)
         return
+    sys.path.insert(0, str(ROOT))
+    from bench.docs_tables import add_docs_options, finish, handle_docs_only, machine, previous
+
+    add_docs_options(ap, MODULE)
+    args = ap.parse_args()
+    if handle_docs_only(args, MODULE):
+        return
+    where = machine()
     if not args.source.is_dir():
         sys.exit(f"xDial-Eval source not found: {args.source} (pass --source)")
     if not args.lmeval_python.is_file():
@@ -155,7 +206,7 @@ def main() -> None:
     model = build_tiny_causal_lm(work / "model", "qwen2")
     items = sample_items(args.source, args.n, args.seed)
     task = get_task("xdial-eval-turn")
-    assert tuple(task.labels) == LABELS
+    assert tuple(task.scorer.labels) == LABELS
     judge = LLMJudge(
         parse_spec(f"hf:{model},device=cpu,dtype=float32,batch_size={args.batch_size}"),
         RequestCache(work / "warm.sqlite"),
@@ -261,6 +312,9 @@ def main() -> None:
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(summary, indent=2))
+    committed = previous(args, MODULE, {"runs": []})
+    committed["runs"] = [*committed["runs"], {"machine": where, **summary}][-KEEP:]
+    finish(args, MODULE, committed)
     print(
         f"\nxDial-Eval P(Yes), {n} turn-level items ({len(summary['languages'])} languages), tiny Qwen2, "
         f"batch {args.batch_size}, {args.threads} thread(s), CPU; median of {args.repeats} alternating repeats"

@@ -14,6 +14,11 @@
     .venv/bin/python bench/ray_scaling.py --limit 10 --repeats 1   # quick look
 
 Run it when the machine is otherwise idle (``uptime``): both workers need a core each.
+
+Each run is appended to bench/results/ray_scaling.json (committed; the last ``KEEP`` runs, each
+with its configuration and the load average at its start, since the scaling ratio depends on a
+free second core) and, with ``--write-docs``, the runs table of bench/README.md is rendered from it
+(``--docs-only`` rewrites the table from the committed JSON).
 """
 
 from __future__ import annotations
@@ -30,6 +35,29 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 XDIAL = ROOT.parent / "shared" / "data" / "xdial-eval"
+RESULTS = ROOT / "bench" / "results" / "ray_scaling.json"
+MODULE = "bench.ray_scaling"
+KEEP = 6  # runs kept in RESULTS
+GOAL_RATIO, GOAL_OVERHEAD_MS = 1.6, 2.0
+
+
+def markdown(r: dict) -> str:
+    """bench/README.md: one row per kept run, oldest first."""
+    lines = [
+        "| date | run | load avg | items | local it/s | ray × 1 it/s | ray × 2 it/s | ratio × 2 / × 1 "
+        "| identical | replay overhead ms/item (× 1, × 2) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---|---|",
+    ]
+    for run in r["runs"]:
+        m, med = run["machine"], run["median_items_per_s"]
+        met = "met" if run["ratio"] >= GOAL_RATIO else "missed"
+        over = ", ".join(f"{run['replay_overhead'][w]['overhead_ms']:.3f}" for w in ("1", "2"))
+        lines.append(
+            f"| {m['date']} | `{run['args']}` | {m['load_avg_start']:.2f} | {run['items']} "
+            f"| {run['local_items_per_s']:.1f} | {med['1']:.1f} | {med['2']:.1f} | **{run['ratio']:.2f}** ({met}) "
+            f"| {'yes' if run['identical'] else 'NO'} (max \\|Δ\\| {run['max_abs_diff']:.1g}) | {over} |"
+        )
+    return "\n".join(lines)
 
 
 def _run(judge: str, args, out: Path, workers: int | None):
@@ -122,7 +150,14 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--replay-n", type=int, default=4096)
     ap.add_argument("--json", type=Path, default=None, help="also write the numbers here")
+    sys.path.insert(0, str(ROOT))
+    from bench.docs_tables import add_docs_options, finish, handle_docs_only, machine, previous, run_args
+
+    add_docs_options(ap, MODULE)
+    shown_args = run_args()
     args = ap.parse_args()
+    if handle_docs_only(args, MODULE):
+        return
     args.languages = args.languages.split(",")
     if args.task is None:
         args.task, args.source = ("xdial-eval-turn", XDIAL) if XDIAL.is_dir() else ("demo-turn", None)
@@ -135,9 +170,9 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)  # the local reference run: one thread, like each worker
-    sys.path.insert(0, str(ROOT))
     from tests.fixtures.tiny_models import build_tiny_causal_lm
 
+    where = machine()
     ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level=logging.WARNING)
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
@@ -183,6 +218,26 @@ def main() -> None:
             f"  ray × {w}: {o['ray_ms']:.3f} ms/item vs in-process {o['local_ms']:.3f} → overhead "
             f"{o['overhead_ms']:.3f} ms/item (goal ≤ 2: {'met' if o['overhead_ms'] <= 2 else 'MISSED'})"
         )
+    run_record = {
+        "machine": where,
+        "args": shown_args,
+        "task": args.task,
+        "languages": args.languages,
+        "limit": args.limit,
+        "repeats": args.repeats,
+        "items": n,
+        "ray": ray.__version__,
+        "local_items_per_s": round(local_rate, 2),
+        "items_per_s": {str(w): [round(x, 2) for x in r] for w, r in rates.items()},
+        "median_items_per_s": {str(w): round(m, 2) for w, m in med.items()},
+        "ratio": round(ratio, 3),
+        "identical": same1 and same2,
+        "max_abs_diff": max(d1, d2),
+        "replay_overhead": {str(w): {k: round(v, 4) for k, v in o.items()} for w, o in over.items()},
+    }
+    committed = previous(args, MODULE, {"runs": []})
+    committed["runs"] = [*committed["runs"], run_record][-KEEP:]
+    finish(args, MODULE, committed)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(

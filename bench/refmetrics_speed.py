@@ -12,7 +12,9 @@ side in one run, seconds and ours / raw:
       (both load the model inside the timing);
   (c) ROUGE: a raw ``RougeScorer.score`` loop vs ``rouge_scores``.
 Goal: ours / raw <= 1.10 for each, and the same numbers (max |delta| <= 1e-5; ROUGE exactly).
-Writes bench/out/refmetrics_speed.json; exits non-zero when a goal is missed.
+Writes the run into bench/results/refmetrics_speed.json (committed; one entry per configuration of
+the command line) and, with ``--write-docs``, the table of bench/README.md rendered from it
+(``--docs-only`` rewrites it from the committed JSON); exits non-zero when a goal is missed.
 """
 
 from __future__ import annotations
@@ -81,6 +83,38 @@ def timed(fn):
     return time.perf_counter() - t, out
 
 
+RESULTS = ROOT / "bench" / "results" / "refmetrics_speed.json"
+MODULE = "bench.refmetrics_speed"
+
+
+def markdown(r: dict) -> str:
+    """bench/README.md: one table per configuration."""
+    from bench.docs_tables import machine_line
+
+    out = []
+    for config, run in r["runs"].items():
+        rep = run["report"]
+        out += [
+            f"`{config}` ({machine_line(run['machine'])}; {rep['n_pairs']:,} pairs = {rep['n_unique_pairs']:,} "
+            f"unique pairs, {rep['n_unique_texts']:,} unique texts; {rep['device']}, "
+            f"{rep['torch_threads']} torch threads, batch {rep['batch_size']}):",
+            "",
+            "| | raw (s) | ours (s) | ours / raw | max \\|Δ\\| | work raw vs ours |",
+            "|---|---:|---:|---:|---:|---|",
+        ]
+        for name, row in rep["rows"].items():
+            out.append(
+                f"| {name} | {row['raw_s']:.2f} | {row['ours_s']:.2f} | {row['ratio']:.3f} "
+                f"| {row['max_abs_delta']:.1e} | {row['work']} |"
+            )
+        out += [
+            "",
+            f"Goals (ours / raw ≤ {GOAL_RATIO}, same numbers): {'met' if rep['pass'] else 'MISSED'}.",
+            "",
+        ]
+    return "\n".join(out).rstrip("\n")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=12000, help="number of (reference, prediction) pairs")
@@ -88,7 +122,15 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "refmetrics_speed.json")
+    sys.path.insert(0, str(ROOT))
+    from bench.docs_tables import add_docs_options, finish, handle_docs_only, machine, previous, run_args
+
+    add_docs_options(ap, MODULE)
+    config = run_args()
     args = ap.parse_args()
+    if handle_docs_only(args, MODULE):
+        return
+    where = machine()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -200,6 +242,9 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2))
     print(f"wrote {args.out}")
+    committed = previous(args, MODULE, {"runs": {}})
+    committed["runs"][config] = {"machine": where, "report": report}
+    finish(args, MODULE, committed)
     sys.exit(0 if ok else 1)
 
 

@@ -98,7 +98,7 @@ def xdial_requests(source: Path, n: int, seed: int) -> list:
     pool = [it for it in pool if it.get("context") and it.get("response")]
     items = random.Random(seed).sample(pool, min(n, len(pool)))
     task = get_task("xdial-eval-turn")
-    assert tuple(task.labels) == LABELS
+    assert tuple(task.scorer.labels) == LABELS
     return [task.build_request(it, task.generation) for it in items]
 
 

@@ -14,7 +14,10 @@ judge's roles). Reports for each:
     rerun and >= 50x faster (both end-to-end wall time and the scoring phase are shown);
   * encoded texts/s of MiniLM (torch) vs the packaged E5 engine.
 The E5 engine is ~5x slower per text on CPU, so it runs on `--e5-limit` items per set and language
-(default 30) unless given. Writes bench/out/xdial_throughput.json.
+(default 30) unless given. Writes the run into bench/results/xdial_throughput.json (committed; one
+entry per configuration of the command line, so the full-size run and the quick side-by-side run
+are both kept) and, with ``--write-docs``, the tables of bench/README.md rendered from it
+(``--docs-only`` rewrites them from the committed JSON); the full detail goes to ``--out``.
 """
 
 from __future__ import annotations
@@ -32,6 +35,70 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SOURCE = ROOT.parent / "shared" / "data" / "xdial-eval"
+RESULTS = ROOT / "bench" / "results" / "xdial_throughput.json"
+MODULE = "bench.xdial_throughput"
+NAMES = {"minilm": "MiniLM", "e5": "E5"}
+
+
+def markdown(r: dict) -> str:
+    """bench/README.md: one table per configuration, the encoders side by side."""
+    from bench.docs_tables import machine_line
+
+    out = []
+    for config, run in r["runs"].items():
+        rep = run["report"]
+        n = ", ".join(f"{NAMES[e]} {v['items']:,}" for e, v in rep.items())
+        out += [
+            f"`{config}` ({machine_line(run['machine'])}; items: {n}):",
+            "",
+            "| | " + " | ".join(f"{NAMES[e]} raw | {NAMES[e]} harness | {NAMES[e]} warm" for e in rep) + " |",
+            "|---|" + "---:|---:|---:|" * len(rep),
+        ]
+        rows = [
+            (
+                "items/s (scoring phase)",
+                lambda v: (
+                    f"{v['raw_encoder']['items_per_s']:,.1f}",
+                    f"{v['harness_cold']['items_per_s']:,.1f}",
+                    f"{v['harness_warm']['items_per_s']:,.0f}",
+                ),
+            ),
+            (
+                "wall time, whole run (s)",
+                lambda v: ("", f"{v['harness_cold']['wall_s']:.1f}", f"{v['harness_warm']['wall_s']:.1f}"),
+            ),
+            (
+                "encoder texts",
+                lambda v: (
+                    f"{v['raw_encoder']['texts_encoded']:,}",
+                    f"{v['harness_cold']['backend_requests']:,}",
+                    f"{v['harness_warm']['backend_requests']:,}",
+                ),
+            ),
+            (
+                "encoded texts/s",
+                lambda v: (
+                    f"{v['raw_encoder']['texts_per_s']:.1f}",
+                    f"{v['harness_cold']['backend_requests'] / v['harness_cold']['scoring_s']:.1f}",
+                    "",
+                ),
+            ),
+        ]
+        for label, cells in rows:
+            out.append(f"| {label} | " + " | ".join(" | ".join(cells(v)) for v in rep.values()) + " |")
+        out.append("")
+        for e, v in rep.items():
+            q = v["ratios"]
+            out.append(
+                f"- {NAMES[e]}: harness / raw items/s **{q['harness_vs_raw_items_per_s']:.3f}** (goal ≥ 0.9: "
+                f"{'met' if q['harness_vs_raw_items_per_s'] >= 0.9 else 'missed'}; per encoded text "
+                f"{q['harness_vs_raw_texts_per_s']:.3f}); cold / warm {q['cold_vs_warm_wall']:.1f}× end to end, "
+                f"{q['cold_vs_warm_scoring']:.1f}× for the scoring phase, "
+                f"{v['harness_warm']['backend_requests']} backend calls warm; identical results cold vs warm: "
+                f"{'yes' if v['same_results'] else 'NO'}."
+            )
+        out.append("")
+    return "\n".join(out).rstrip("\n")
 
 
 #: e5 = the default judge's route for non-English items (turn score minus the context's dot product
@@ -199,7 +266,15 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--encode-batch-size", type=int, default=64)
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "xdial_throughput.json")
+    sys.path.insert(0, str(ROOT))
+    from bench.docs_tables import add_docs_options, finish, handle_docs_only, machine, previous, run_args
+
+    add_docs_options(ap, MODULE)
+    config = run_args()
     args = ap.parse_args()
+    if handle_docs_only(args, MODULE):
+        return
+    where = machine()
     if not args.source.is_dir():
         sys.exit(f"xDial-Eval source not found: {args.source} (pass --source)")
     encoders = [e.strip() for e in args.encoders.split(",") if e.strip()]
@@ -284,6 +359,9 @@ def main() -> None:
             f"  ->  MiniLM / E5 = {m / e:.2f}x"
         )
     print(f"wrote {args.out}")
+    committed = previous(args, MODULE, {"runs": {}})
+    committed["runs"][config] = {"machine": where, "report": report}
+    finish(args, MODULE, committed)
     sys.exit(0 if ok else 1)
 
 

@@ -30,7 +30,7 @@ import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from dataset_builders.card import render_card
 from dataset_builders.helpers import normalize_languages, progress_bar, sha256_file, write_parquet
@@ -67,16 +67,16 @@ class Builder(ABC):
     previous ``output_dir`` untouched.
     """
 
-    name: ClassVar[str]
-    version: ClassVar[str]  # semver of the builder (bump when the output changes)
-    description: ClassVar[str] = ""
-    license: ClassVar[str] = "unknown"
-    citation: ClassVar[str] = ""
-    homepage: ClassVar[str] = ""
-    pretty_name: ClassVar[str] = ""
-    tags: ClassVar[tuple[str, ...]] = ("dialogue-evaluation",)
+    name: str
+    version: str  # semver of the builder (bump when the output changes)
+    description: str = ""
+    license: str = "unknown"
+    citation: str = ""
+    homepage: str = ""
+    pretty_name: str = ""
+    tags: tuple[str, ...] = ("dialogue-evaluation",)
     #: The dimension table: every label and headline dimension must be one of these.
-    dimensions: ClassVar[tuple[Dimension, ...]] = ()
+    dimensions: tuple[Dimension, ...] = ()
     #: Set by :meth:`build`: turn bad source rows into counted skips instead of errors.
     skip_invalid: bool = False
 
@@ -207,7 +207,8 @@ class Builder(ABC):
                 )
                 if cfg.expected_instances is not None and cfg.instances != cfg.expected_instances:
                     warnings.append(
-                        f"{cfg.name}: {cfg.instances} instances in {cfg.source.path.name}, "
+                        f"{cfg.name}: {cfg.instances} instances in "
+                        f"{cfg.source.path.name if cfg.source else cfg.name}, "
                         f"but the reference count is {cfg.expected_instances}"
                     )
                 elif expected_rows is not None and cfg.rows != expected_rows:

@@ -28,7 +28,7 @@ import re
 import shutil
 from collections import Counter
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -194,15 +194,15 @@ class CommonSchemaBuilder(Builder):
     version = "1.0.0"
     pretty_name = "Common-schema dataset"
     description = "A dialogue-evaluation dataset supplied in the dialeval-harness common schema."
-    tags = ("dialogue-evaluation", "human-annotations")
+    tags: tuple[str, ...] = ("dialogue-evaluation", "human-annotations")
     #: source used when none is given (None: --source is required)
-    default_source: ClassVar[str | None] = None
+    default_source: str | None = None
     #: headline dimension of records that omit ``dimension`` (None: the field is required)
-    default_dimension: ClassVar[str | None] = None
+    default_dimension: str | None = None
     #: language codes a record may have (None: any ISO 639 code)
-    allowed_languages: ClassVar[tuple[str, ...] | None] = None
+    allowed_languages: tuple[str, ...] | None = None
     #: appended to the error when a ``hub:`` source cannot be loaded
-    hub_hint: ClassVar[str] = ""
+    hub_hint: str = ""
 
     def __init__(self, *, cache_dir: str | os.PathLike[str] | None = None) -> None:
         self._cache_dir = cache_dir
@@ -336,8 +336,8 @@ class CommonSchemaBuilder(Builder):
         computed: Counter[str] = Counter()
         for rowno, obj, bad in t.rows:
             try:
-                if bad is not None:
-                    raise t.err(rowno, *bad)
+                if bad is not None or obj is None:  # a row has its record or its problem
+                    raise t.err(rowno, *(bad or ("<record>", "no record")))
                 rec = self._record(t, rowno, obj, src.config)
                 if rec["id"] in first:
                     problem = f"duplicate id {rec['id']!r} (first on {t.row_label} {first[rec['id']]})"
@@ -369,7 +369,7 @@ class CommonSchemaBuilder(Builder):
         if unrated := sum(r["rating"] is None for r in records):
             warnings.append(f"{src.config}: {unrated} record(s) have no rating (no label of their dimension)")
         heads = Counter(r["dimension"] for r in records)
-        extra = {
+        extra: dict[str, Any] = {
             "file": src.path.name,
             "format": t.kind,
             "headline": heads.most_common(1)[0][0] if heads else self.default_dimension,

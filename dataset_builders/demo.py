@@ -166,7 +166,7 @@ class DemoBuilder(Builder):
             }
             if level == "turn":
                 rec["context"] = messages(utts, turn_level_roles(len(utts)))
-                rec["response"] = response.strip()
+                rec["response"] = str(response).strip()  # a non-empty string (checked above)
             else:
                 rec["turns"] = messages(utts, dialogue_level_roles(len(utts)))
             rec["rating"] = rating

@@ -117,7 +117,7 @@ class MedalBuilder(CommonSchemaBuilder):
     dimensions = MEDAL_DIMENSIONS
     default_source = f"hub:{MEDAL_HUB_ID}"
     default_dimension = MEDAL_OVERALL
-    allowed_languages = MEDAL_LANGUAGES
+    allowed_languages: tuple[str, ...] | None = MEDAL_LANGUAGES
     hub_hint = (
         f". The default MEDAL source is the public release {MEDAL_HUB_ID} (its column layout is not verified "
         "offline). Offline, or if the release is not in the common schema, get the files elsewhere, convert "

@@ -404,12 +404,12 @@ class XDialEvalBuilder(Builder):
                     f"{len(kept)} rows; the {lname} translation may be missing in {path.name}"
                 )
 
-        for lang, bad in mismatches.items():
-            listed = ", ".join(map(str, bad[:_MAX_LISTED_ROWS])) + (
-                " ..." if len(bad) > _MAX_LISTED_ROWS else ""
+        for lang, bad_rows in mismatches.items():
+            listed = ", ".join(map(str, bad_rows[:_MAX_LISTED_ROWS])) + (
+                " ..." if len(bad_rows) > _MAX_LISTED_ROWS else ""
             )
             warnings.append(
-                f"{src.config}: {len(bad)} row(s) of '{LANGUAGE_NAMES[lang]}_{text_col}' have a different number "
+                f"{src.config}: {len(bad_rows)} row(s) of '{LANGUAGE_NAMES[lang]}_{text_col}' have a different number "
                 f"of utterances than the English text (rows {listed}); inferred roles may not align there"
             )
 

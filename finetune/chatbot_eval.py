@@ -29,7 +29,7 @@ from finetune.data.targets import Target, load_targets
 from harness.cache import CachedBackend, RequestCache, default_cache_path
 from harness.provenance import environment, harness_info, redact
 from harness.spec import JudgeSpec, SpecError, parse_spec
-from harness.types import ChatMessage, GenerationConfig, Request
+from harness.types import ChatMessage, GenerationConfig, Request, Response
 
 SCHEMA_VERSION = "chatbot-eval/1.0"
 RESULTS_FILE, SAMPLES_FILE = "results.json", "samples.parquet"
@@ -103,11 +103,14 @@ def paired_difference(base: list, other: list, n_bootstrap: int, seed: int) -> d
     """Mean of ``other - base`` over the items both scored, its CI, and the relative change of the means."""
     both = [(b, o) for b, o in zip(base, other, strict=True) if b is not None and o is not None]
     pairs = np.array(both, dtype=np.float64).reshape(-1, 2)
-    mb, mo = (float(pairs[:, 0].mean()), float(pairs[:, 1].mean())) if both else (None, None)
+    diff = relative = None
+    if both:
+        mb, mo = float(pairs[:, 0].mean()), float(pairs[:, 1].mean())
+        diff, relative = mo - mb, (mo / mb - 1.0 if mb else None)
     return {
         "n": len(both),
-        "diff": mo - mb if both else None,
-        "relative": mo / mb - 1.0 if mb else None,
+        "diff": diff,
+        "relative": relative,
         "ci": mean_ci(pairs[:, 1] - pairs[:, 0], n_bootstrap, seed),
     }
 
@@ -125,9 +128,12 @@ def _generate(cfg: ChatbotEvalConfig, targets, model_specs, cache, progress) -> 
         t0 = time.perf_counter()
         backend = create_backend(JudgeSpec(js.kind, js.target, js.revision, {}, dict(js.options)))
         try:
+
+            def advance(i: int, r: Response, bar: Any = bar) -> None:
+                progress.advance(bar)
+
             resps = CachedBackend(backend, cache).generate(
-                requests_for(targets, gen, cfg.system_prompt),
-                on_result=(lambda i, r, bar=bar: progress.advance(bar)) if progress else None,
+                requests_for(targets, gen, cfg.system_prompt), on_result=advance if progress else None
             )
             ident = backend.identity()
         finally:

@@ -205,9 +205,9 @@ def train_crosslingual(
         cal: dict[str, Any] = {}
         for level in ("turn", "dialogue"):
             feats = [(example_feature(e, proj), int(e.label)) for e in cal_ex if e.level == level]
-            feats = [(x, y) for x, y in feats if x is not None]
-            if feats:
-                cal[level] = _calibrate([x for x, _ in feats], [y for _, y in feats])
+            known = [(x, y) for x, y in feats if x is not None]
+            if known:
+                cal[level] = _calibrate([x for x, _ in known], [y for _, y in known])
         r2 = 1.0 - float(((xk @ W - yk) ** 2).sum() / ((yk - yk.mean(0)) ** 2).sum())
         folds[fold] = {
             "pairs": int(keep.sum()),
@@ -320,7 +320,7 @@ class CrossLingualScorer:
 
     def score(self, payloads: Sequence[Mapping[str, Any]], folds: Sequence[str]) -> list[tuple[float, float]]:
         """(score, cosine feature) per payload (``level`` + ``context``/``response`` or ``turns``)."""
-        texts = []
+        texts: list[str] = []
         for p in payloads:
             texts += p["turns"] if p["level"] == "dialogue" else [p["context"][-1], p["response"]]
         emb = self.student.embed(texts, self.role)

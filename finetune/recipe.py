@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -73,6 +73,10 @@ class EvaluatorJob(BaseModel):
     registry: str | None = None
     base_dir: Path = Field(default=Path("."), exclude=True)
 
+    @overload
+    def path(self, p: str) -> Path: ...
+    @overload
+    def path(self, p: None) -> None: ...
     def path(self, p: str | None) -> Path | None:
         if p is None:
             return None

@@ -34,7 +34,7 @@ import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -104,12 +104,14 @@ class ChatEncoder:
         )
 
     def render(self, messages: list[dict[str, str]], generation_prompt: bool = False) -> str:
-        return self.tokenizer.apply_chat_template(
+        text = self.tokenizer.apply_chat_template(
             messages,
             tokenize=False,
             add_generation_prompt=generation_prompt,
             chat_template=self.chat_template,
         )
+        # transformers types the result for every ``tokenize``; with tokenize=False it is the text
+        return cast(str, text)
 
     def assistant_spans(self, messages: list[dict[str, str]]) -> tuple[str, list[tuple[int, int]]]:
         """The rendered dialogue and the character spans of its assistant parts."""

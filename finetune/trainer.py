@@ -270,8 +270,9 @@ def train(
                 settings.batch_size * nproc,
             )
             shards = shard_batches(order, settings.batch_size, nproc, rank)[skip:]
-            loader = DataLoader(
-                dataset,
+            loader: DataLoader[Any] = DataLoader(
+                # any sequence works (the batch sampler only indexes it); torch's stubs ask for a Dataset
+                dataset,  # type: ignore[arg-type]
                 batch_sampler=[idx for idx, _ in shards],
                 collate_fn=collate_fn,
                 num_workers=settings.num_workers,

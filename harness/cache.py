@@ -18,7 +18,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -235,13 +235,14 @@ class CachedBackend:
         for i, k in enumerate(keys):
             if k in found:
                 try:
-                    out[i] = Response.from_dict(json.loads(found[k]), cached=True)
+                    resp = Response.from_dict(json.loads(found[k]), cached=True)
                 except (ValueError, TypeError, KeyError, AttributeError):  # JSON / UTF-8 / shape
                     undecodable.append(k)
                     del found[k]
                     continue
+                out[i] = resp
                 if on_result:
-                    on_result(i, out[i])
+                    on_result(i, resp)
         if undecodable:  # every occurrence was counted as a hit
             bad = set(undecodable)
             self.cache.reject(
@@ -270,7 +271,7 @@ class CachedBackend:
 
             self.backend.generate(miss_requests, on_result=store)
         assert all(o is not None for o in out)
-        return out  # type: ignore[return-value]
+        return out  # type: ignore[return-value]  # all filled (asserted above)
 
 
 # -- opening, checking and repairing a cache file ---------------------------------------------------
@@ -382,8 +383,8 @@ class CacheReport:
     problem: str | None = None  # the file cannot be opened as a request cache at all
     sqlite: list[str] | None = None  # PRAGMA integrity_check messages (["ok"] when fine)
     rows: int = 0
-    bad_checksum: list[str] = None  # type: ignore[assignment]
-    undecodable: list[str] = None  # type: ignore[assignment]
+    bad_checksum: list[str] = field(default_factory=list)
+    undecodable: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:

@@ -78,6 +78,7 @@ def check_option(
         if isinstance(value, str) and value and (allowed is None or value in allowed):
             return value
         raise _error(owner, name, value, what, allow_none)
+    number: float | None  # an int for kind int
     if kind is int:
         what = _bounds(lo, hi, lo_open, "an integer")
         number = _as_int(value)

@@ -70,7 +70,7 @@ class Registry(Generic[T]):
         what: str,
         group: str,
         *,
-        name_of: Callable[[T], str] = lambda obj: obj.name,  # type: ignore[attr-defined]
+        name_of: Callable[[T], object] = lambda obj: obj.name,  # type: ignore[attr-defined]  # any T
         accepts: Callable[[Any], bool] | None = None,
         builtins: Callable[[], Iterable[T]] | None = None,
         requires: tuple[Registry[Any], ...] = (),

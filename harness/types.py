@@ -292,7 +292,7 @@ def sha256_json(obj: Any) -> str:
 
 
 def _json_default(o: Any) -> Any:
-    if dataclasses.is_dataclass(o):
+    if dataclasses.is_dataclass(o) and not isinstance(o, type):
         return dataclasses.asdict(o)
     if isinstance(o, (set, frozenset)):
         return sorted(o)

@@ -1,5 +1,6 @@
-"""Quality gates of CI: the source trees are ``ruff format``-clean and ``ruff check``-clean, and no
-formatter suppression comment (``fmt`` ``skip`` / ``off``) packs code past the formatter."""
+"""Quality gates of CI: the source trees are ``ruff format``-clean and ``ruff check``-clean, no
+formatter suppression comment (``fmt`` ``skip`` / ``off``) packs code past the formatter, and mypy
+(``[tool.mypy]`` of pyproject.toml: ``harness/`` and what it imports) reports no error."""
 
 from __future__ import annotations
 
@@ -51,3 +52,9 @@ def test_no_formatter_suppression_comments():
                 if SUPPRESSION.search(line):
                     found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
     assert not found, "formatter suppression comments (let ruff format the code):\n" + "\n".join(found)
+
+
+def test_mypy_is_clean():
+    """``mypy`` with the pyproject configuration (files, plug-ins, per-package overrides)."""
+    res = _run(_tool("mypy"), "--config-file", ROOT / "pyproject.toml", timeout=600)
+    assert res.returncode == 0, f"mypy found errors:\n{res.stdout}{res.stderr}"

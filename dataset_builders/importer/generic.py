@@ -55,7 +55,8 @@ class _Table:
     (column, problem) found while reading it (undecodable bytes, a wrong field count ...)."""
 
     def __init__(self, path: Path, kind: str) -> None:
-        self.path, self.columns = path, []
+        self.path = path
+        self.columns: list[str] = []
         self.row_label = {"csv": "row", "tsv": "row", "parquet": "row", "jsonl": "line"}.get(kind, "record")
         self.column_label = "column" if self.row_label == "row" else "field"
         self.rows: list[tuple[int, dict[str, Any]]] = []
@@ -297,7 +298,7 @@ class GenericImporter(Builder):
     ) -> None:
         where, ll = f"{t.row_label} {rowno} of {t.path.name}", cfg.long_labels
         rid = self._field(cfg.id, t, rowno, row, "id", required=True)
-        labels = self._long_label(cfg, t, rowno, row) if ll else []
+        labels = self._long_label(cfg, ll, t, rowno, row) if ll else []
         if ll and rid in records:  # another label of a known item
             for lab in labels:
                 if (key := (rid, lab["annotator"], lab["dimension"])) in first:
@@ -312,19 +313,29 @@ class GenericImporter(Builder):
         lang = cfg.language or self._field(FieldSpec(column=cfg.language_column), t, rowno, row, "language")
         if not _LANG_RE.match(lang):
             raise t.error(rowno, cfg.language_column or "language", f"{lang!r} is not an ISO 639 code")
-        rec = {"id": rid, "item_id": rid, "dataset": cfg.name, "language": lang, "level": cfg.level}
-        for key in ("item_id", "dialogue_id", "system", "scene", "persona"):
-            if (spec := getattr(cfg, key)) is not None:
-                rec[key] = self._field(spec, t, rowno, row, key, required=key == "item_id") or None
+        rec: dict[str, Any] = {
+            "id": rid,
+            "item_id": rid,
+            "dataset": cfg.name,
+            "language": lang,
+            "level": cfg.level,
+        }
+        for name in ("item_id", "dialogue_id", "system", "scene", "persona"):
+            if (spec := getattr(cfg, name)) is not None:
+                rec[name] = self._field(spec, t, rowno, row, name, required=name == "item_id") or None
         if cfg.level == "turn":
             rec["context"] = self._messages(cfg.context, t, rowno, row, "turn") if cfg.context else []
+            if cfg.response is None:  # a turn-level config has one (ConfigSpec's check)
+                raise MappingError(f"{cfg.name}: a turn-level config needs 'response'")
             rec["response"] = self._field(cfg.response, t, rowno, row, "response", required=True)
             if cfg.reference is not None:
                 rec["reference"] = self._field(cfg.reference, t, rowno, row, "reference") or None
         else:
+            if cfg.turns is None:  # a dialogue-level config has them (ConfigSpec's check)
+                raise MappingError(f"{cfg.name}: a dialogue-level config needs 'turns'")
             rec["turns"] = self._messages(cfg.turns, t, rowno, row, "dialogue")
-        for i, lab in enumerate(cfg.labels):
-            labels += self._wide_labels(lab, wide[i], cfg, t, rowno, row)
+        for i, wide_spec in enumerate(cfg.labels):
+            labels += self._wide_labels(wide_spec, wide[i], cfg, t, rowno, row)
         first.update({(rid, x["annotator"], x["dimension"]): where for x in labels if ll})
         rec["dimension"], rec["labels"], first[rid], records[rid] = cfg.headline, labels, where, rec
 
@@ -418,8 +429,9 @@ class GenericImporter(Builder):
             )
         return out
 
-    def _long_label(self, cfg: ConfigSpec, t: _Table, rowno: int, row: dict) -> list[dict[str, Any]]:
-        ll = cfg.long_labels
+    def _long_label(
+        self, cfg: ConfigSpec, ll: LongLabelSpec, t: _Table, rowno: int, row: dict
+    ) -> list[dict[str, Any]]:
         if not (ann := _text(row.get(ll.annotator_column))):
             raise t.error(rowno, ll.annotator_column, "missing annotator (empty cell)")
         dim = ll.dimension
@@ -431,6 +443,8 @@ class GenericImporter(Builder):
                 raise t.error(
                     rowno, ll.dimension_column, f"unknown dimension {aspect!r}; map it in 'dimension_map'"
                 )
+        if dim is None:  # without a dimension column, LongLabelSpec requires 'dimension'
+            raise MappingError(f"{cfg.name}: long_labels need 'dimension' or 'dimension_column'")
         value, text = self._value(row.get(ll.value_column), ll.value_map, cfg, dim, t, rowno, ll.value_column)
         if value is None:
             raise t.error(rowno, ll.value_column, f"missing label value (annotator {ann!r})")

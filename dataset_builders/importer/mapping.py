@@ -19,7 +19,7 @@ _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 Role = Literal["user", "assistant"]
 _LANG_RE = re.compile(r"^[a-z]{2,3}(-[A-Za-z0-9]{2,8})*$")
 #: Default speaker -> role map of ``roles: prefixed`` (matched case-insensitively).
-DEFAULT_SPEAKERS = {
+DEFAULT_SPEAKERS: dict[str, Role] = {
     **dict.fromkeys(("user", "human", "h", "usr", "a", "person a", "speaker a"), "user"),
     **dict.fromkeys(
         ("assistant", "bot", "chatbot", "model", "system", "sys", "c", "b", "person b"), "assistant"
@@ -55,7 +55,11 @@ class FieldSpec(_Spec):
     template: str | None = None
     value: str | None = None
     pattern: str | None = None
-    _shorthand = model_validator(mode="before")(classmethod(lambda cls, d: _column_shorthand(d)))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        return _column_shorthand(data)
 
     @model_validator(mode="after")
     def _check(self) -> FieldSpec:
@@ -82,7 +86,11 @@ class TextSpec(_Spec):
     speakers: dict[str, Role] = Field(default_factory=lambda: dict(DEFAULT_SPEAKERS))
     speaker_key: str = "speaker"
     text_key: str = "text"
-    _shorthand = model_validator(mode="before")(classmethod(lambda cls, d: _column_shorthand(d)))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        return _column_shorthand(data)
 
     @field_validator("speakers")
     @classmethod

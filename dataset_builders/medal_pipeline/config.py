@@ -33,7 +33,7 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -208,6 +208,10 @@ class PipelineConfig(_Strict):
         return {lang: self.language_name(lang) or lang for lang in self.languages}
 
     # -- paths ------------------------------------------------------------------------------------
+    @overload
+    def path(self, value: str) -> Path: ...
+    @overload
+    def path(self, value: None) -> None: ...
     def path(self, value: str | None) -> Path | None:
         if value is None:
             return None
@@ -222,7 +226,7 @@ class PipelineConfig(_Strict):
 
     @property
     def work(self) -> Path:
-        return self.path(self.work_dir)  # type: ignore[return-value]
+        return self.path(self.work_dir)
 
     @property
     def cache_path(self) -> Path:

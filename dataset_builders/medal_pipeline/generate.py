@@ -223,7 +223,7 @@ class DialogueGenerator:
         self.path = work_dir / STATE_FILE
         self.progress = progress
         self.on_checkpoint = on_checkpoint
-        self.timing: Counter[str] = Counter()
+        self.timing: defaultdict[str, float] = defaultdict(float)  # seconds per role / checkpoint
 
     # -- public ---------------------------------------------------------------------------------
     def run(self) -> GenerationState:
@@ -272,7 +272,7 @@ class DialogueGenerator:
         limit = self.gen.first_turn.attempts
         while pending := [k for k, v in state.first_turns.items() if v["status"] == "pending"]:
             self._bar.describe(f"first user turns · {len(pending)} pending")
-            jobs = []
+            jobs: list[tuple[str, str, list, int, list[tuple[str, str]]]] = []
             for key in pending:
                 sid, user = key.split("|", 1)
                 ctx = self.seeds[sid]
@@ -325,7 +325,7 @@ class DialogueGenerator:
             model = self.chatbots[bot]
             reqs = [
                 Request(
-                    chatbot_messages([(t.role, t.text) for t in d.turns]),
+                    tuple(chatbot_messages([(t.role, t.text) for t in d.turns])),
                     model.config(base, request_seed(self.cfg.seed, d.id, n_turn)),
                 )
                 for d in dialogues
@@ -422,7 +422,7 @@ class DialogueGenerator:
                 state.counters["empty_user_text"] += 1
                 continue
             shown = raw if not first else text  # the flag means nothing on a first turn
-            to_judge.append((key, Request(user_judge_messages(history, shown), jcfg)))
+            to_judge.append((key, Request(tuple(user_judge_messages(history, shown)), jcfg)))
         if to_judge:
             verdicts = self._call(state, self.judge, [r for _, r in to_judge])
             for (key, _), resp in zip(to_judge, verdicts, strict=True):

@@ -1,9 +1,11 @@
 """Automatic labelling of generated dialogues with the MEDAL judge (Mendonça, Lavie and Trancoso, §4).
 
-Every dialogue is scored by the registered ``medal`` task (:data:`tasks.medal.MEDAL_TASK`): the
-judge reads the whole dialogue with the English Table 11 prompt and returns, as JSON, the eight
-Table 1 issue labels + ``other`` + an overall 1–5 rating. The paper uses GPT-4.1; any judge spec
-the harness can load works (``openai:gpt-4.1``, ``vllm:…``, ``replay:…`` in tests).
+Every dialogue is scored by the registered ``medal`` task (``tasks/medal``, looked up by name in
+the core's task registry with :func:`harness.tasks.get_task`: the dataset builders sit below the
+task families and never import them, docs/architecture.md): the judge reads the whole dialogue
+with the English Table 11 prompt and returns, as JSON, the eight Table 1 issue labels + ``other``
++ an overall 1–5 rating. The paper uses GPT-4.1; any judge spec the harness can load works
+(``openai:gpt-4.1``, ``vllm:…``, ``replay:…`` in tests).
 
 Parse failures are never coerced: a label the judge did not give validly is ``None`` (reason in
 :attr:`AutoLabel.errors`), and a verdict whose overall rating did not parse has status
@@ -27,31 +29,30 @@ from dataset_builders.helpers import progress_bar
 from dataset_builders.medal_labels import MEDAL_ISSUES, MEDAL_OTHER
 from dataset_builders.medal_pipeline.types import AutoLabel, Dialogue
 from harness.judges.base import Judge, Verdict
-from harness.tasks import TaskSpec
-from tasks.medal import MEDAL_TASK
-from tasks.medal.templates import MEDAL_DIALOGUE_EVALUATION
+from harness.tasks import TaskSpec, get_task
 
 #: Every label the judge writes besides the overall rating, in Table 11's order.
 AUTO_LABELS: tuple[str, ...] = (*MEDAL_ISSUES, MEDAL_OTHER)
+#: The registered task whose judge labels the dialogues (Table 11 prompt, JSON issue verdict).
+LABEL_TASK = "medal"
 
 
 # -- the task ------------------------------------------------------------------------------------
 
 
 def medal_task_for(languages: Iterable[str]) -> TaskSpec:
-    """:data:`MEDAL_TASK` extended so that every code in ``languages`` (any string, e.g. ``"it"``,
-    ``"pt-BR"``) has a template: the English Table 11 prompt, as the paper uses for every language.
-    The task's registered languages keep their templates; the registry is not touched."""
-    extra = [lang for lang in dict.fromkeys(languages) if lang not in MEDAL_TASK.templates]
+    """The registered :data:`LABEL_TASK` extended so that every code in ``languages`` (any string,
+    e.g. ``"it"``, ``"pt-BR"``) has a template: its English one (the Table 11 prompt), as the paper
+    uses for every language. The task's registered languages keep their templates; the registry is
+    not touched."""
+    task = get_task(LABEL_TASK)
+    extra = [lang for lang in dict.fromkeys(languages) if lang not in task.templates]
     if not extra:
-        return MEDAL_TASK
-    templates = dict(MEDAL_TASK.templates)
-    templates.update({lang: MEDAL_DIALOGUE_EVALUATION for lang in extra})
-    return dataclasses.replace(
-        MEDAL_TASK,
-        languages=(*MEDAL_TASK.languages, *extra),
-        templates=templates,
-    )
+        return task
+    english = task.template_for("en")
+    templates = dict(task.templates)
+    templates.update({lang: english for lang in extra})
+    return dataclasses.replace(task, languages=(*task.languages, *extra), templates=templates)
 
 
 def dialogue_item(d: Dialogue) -> dict[str, Any]:

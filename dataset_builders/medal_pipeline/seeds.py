@@ -243,8 +243,8 @@ def load_scenes(
         else:
             text_field = pick_field(rows, rownum, rec, (field,) if field else _TEXT_FIELDS)
             text = text_value(rows, rownum, rec, text_field)
-            rel = rec.get("relation")
-            relation = rel if isinstance(rel, str) and rel.strip() else None
+            given = rec.get("relation")
+            relation = given if isinstance(given, str) and given.strip() else None
         if isinstance(rec, Mapping) and rec.get("id") not in (None, ""):
             explicit_id = str(rec["id"]).strip()
         if not text:

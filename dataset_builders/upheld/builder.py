@@ -226,8 +226,8 @@ class UpheldBuilder(Builder):
     def _annotator_files(folder: Path) -> list[Path]:
         if not folder.is_dir():
             return []
-        files = [p for p in folder.iterdir() if _ANNOTATOR_RE.match(p.name)]
-        return sorted(files, key=lambda p: int(_ANNOTATOR_RE.match(p.name).group(1)))
+        numbered = [(int(m.group(1)), p) for p in folder.iterdir() if (m := _ANNOTATOR_RE.match(p.name))]
+        return [p for _, p in sorted(numbered, key=lambda np_: np_[0])]
 
     @staticmethod
     def _source(config: str, folder: Path, parts: list[tuple[Path, str]]) -> SourceFile:
@@ -279,7 +279,9 @@ class UpheldBuilder(Builder):
         hashes: dict[str, list[str]] = {}
         self._unnamed: list[str] = []
         for path, _origin in src.files():
-            annotator = f"annotator_{_ANNOTATOR_RE.match(path.name).group(1)}"
+            if (m := _ANNOTATOR_RE.match(path.name)) is None:  # files are picked by this pattern
+                raise DataValidationError(path, "name", "file", "not an annotator file (annotator_<n>.csv)")
+            annotator = f"annotator_{m.group(1)}"
             got = self._read_file(path, annotator, src.config, warnings)
             label_sets_per_annotator[annotator] = len(got)
             rows.extend(got)
@@ -323,11 +325,12 @@ class UpheldBuilder(Builder):
             id_col = header[0]
             self._unnamed.append(path.name)
         else:
-            id_col = next((c for c in ID_COLUMNS if c in col), None)
-            if id_col is None:
+            found = next((c for c in ID_COLUMNS if c in col), None)
+            if found is None:
                 raise DataValidationError(
                     path, "header", "id_annotated", "no item-id column (id_annotated / id)"
                 )
+            id_col = found
         for required in (*TEXT_FIELDS, *SCORE_COLUMNS):
             if required not in col:
                 raise DataValidationError(path, "header", required, "required column missing")
@@ -391,11 +394,11 @@ class UpheldBuilder(Builder):
         for column, dim in SCORE_COLUMNS.items():
             raw = row[col[column]]
             try:
-                value = parse_label(raw, dim)
+                label = parse_label(raw, dim)
             except UnknownLabel as e:
                 raise DataValidationError(path, i, column, f"unknown label: {e}") from None
             labels.append(
-                {"annotator": annotator, "dimension": dim, "value": value, "raw": raw.strip() or None}
+                {"annotator": annotator, "dimension": dim, "value": label, "raw": raw.strip() or None}
             )
         system = row[col["model"]].strip() if "model" in col else ""
         return {

@@ -37,7 +37,7 @@ def sample_utterances(source: str, n: int, seed: int) -> tuple[list[str], dict[s
         raise ValueError(f"{source}: no utterances to average ({loaded.report.summary()})")
     random.Random(seed).shuffle(utts)
     rep = loaded.report
-    info = {
+    info: dict[str, Any] = {
         "source": source,
         "files": [{"path": Path(str(f.get("path"))).name, "sha256": f.get("sha256")} for f in rep.files],
         "license": rep.license,

@@ -106,6 +106,8 @@ class _TrainingDataBuilder(Builder):
         self.source_manifest, self.split = source_manifest, split
 
     def resolve_sources(self, source: str | os.PathLike[str] | None, warnings: list[str]) -> list[SourceFile]:
+        if source is None:  # register_training_data always passes it
+            raise TrainingDataError("training data is built from the directory of its serialised tables")
         base = Path(source)  # the directory of the serialised tables (hashed into the manifest)
         return [
             SourceFile(
@@ -198,7 +200,8 @@ def register_training_data(
     if isinstance(examples, DialogueSplit):
         if test is not None:
             raise TrainingDataError("pass either a DialogueSplit or examples + test, not both")
-        examples, test, split = examples.train, examples.test, split or examples.manifest
+        whole = examples
+        examples, test, split = whole.train, whole.test, split or whole.manifest
     if not description or not description.strip():
         raise TrainingDataError("a description is required (it heads the dataset card)")
     if not isinstance(source_manifest, Mapping):

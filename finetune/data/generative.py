@@ -133,7 +133,8 @@ def encode_examples(
 ) -> tuple[list[dict[str, list[int]]], dict[str, Any]]:
     """Token ids + labels (-100 on the prompt) per example, and counts (truncated prompts, answers)."""
     eos = encoder.tokenizer.eos_token_id
-    rows, truncated, answers = [], 0, collections.Counter()
+    rows: list[dict[str, list[int]]] = []
+    truncated, answers = 0, collections.Counter[str]()
     for i, ex in enumerate(examples):
         if not ex.answer or not ex.answer.strip():
             raise ValueError(f"example {i} has an empty answer")

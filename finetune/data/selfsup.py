@@ -276,7 +276,7 @@ def relevance_pairs(
                 continue
             report.unique_positives += 1
             base = f"{d.id}#t{i}"
-            common = {"language": lang, "level": "turn", "turns": None}
+            common: dict[str, Any] = {"language": lang, "level": "turn", "turns": None}
             n_pos = len(negatives) if balance else 1
             for k in range(len(negatives)):
                 if k < n_pos:
@@ -415,7 +415,7 @@ def coherence_pairs(
                 continue
             report.unique_positives += 1
             n_pos = len(negatives) if balance else 1
-            common = {"language": lang, "level": "dialogue", "response": None}
+            common: dict[str, Any] = {"language": lang, "level": "dialogue", "response": None}
             for k in range(len(negatives)):
                 if k < n_pos:
                     out.append(

@@ -367,6 +367,8 @@ class InputEncoder:
         if self.pair_mode == "cosine":
             level, utts, response = example_parts(ex, self.context_turns)
             if level == "turn":  # the (kept) context as one text, as the embed: judge does
+                if response is None:  # example_parts gives a turn its response
+                    raise ValueError("empty response")
                 segs = ["\n".join(utts), response]
             else:
                 segs = utts
@@ -417,7 +419,10 @@ class InputEncoder:
         import torch
 
         if "segments" in feats[0]:
-            segs, pa, pb, owner = [], [], [], []
+            segs: list[Mapping[str, list[int]]] = []
+            pa: list[int] = []
+            pb: list[int] = []
+            owner: list[int] = []
             for i, f in enumerate(feats):
                 start = len(segs)
                 segs += f["segments"]

@@ -169,7 +169,8 @@ class HFBackend(hf_scoring.SystemRoleFallback, RowDecoding, Backend):
         }
         if self.device != "cpu":
             kwargs.setdefault("device_map", self.device)
-        model = AutoModelForCausalLM.from_pretrained(self.model, revision=self.revision, **kwargs)
+        # a PreTrainedModel of the checkpoint's class, or a PeftModel around it (below)
+        model: Any = AutoModelForCausalLM.from_pretrained(self.model, revision=self.revision, **kwargs)
         if "device_map" not in kwargs:
             model.to(self.device)
         if self._adapter_dir is not None:
@@ -210,7 +211,7 @@ class HFBackend(hf_scoring.SystemRoleFallback, RowDecoding, Backend):
                 d["model_fingerprint"] = local_model_fingerprint(self.model)
             else:
                 d["resolved_revision"] = getattr(self.config, "_commit_hash", None)
-            if self.adapter:
+            if self._adapter_dir is not None:  # set exactly when self.adapter is
                 d["adapter"] = self.adapter
                 d["adapter_sha256"] = adapter_sha(self._adapter_dir)
             if self.max_length is not None:
@@ -294,15 +295,16 @@ class HFBackend(hf_scoring.SystemRoleFallback, RowDecoding, Backend):
 
         def finish(batch: list[Row]) -> None:
             for r in batch:
-                out[r.index] = self._response(r)
-                emit(r.index, out[r.index])
+                resp = self._response(r)
+                out[r.index] = resp
+                emit(r.index, resp)
 
-        cont_rows = [r for r in rows if r.cont_ids is not None]
-        if cont_rows:
-            lps = hf_scoring.score_continuations(self, [(r.ids, r.cont_ids) for r in cont_rows])
-            for r, lp in zip(cont_rows, lps, strict=True):
+        cont = [(r, r.cont_ids) for r in rows if r.cont_ids is not None]
+        if cont:
+            lps = hf_scoring.score_continuations(self, [(r.ids, cids) for r, cids in cont])
+            for (r, _), lp in zip(cont, lps, strict=True):
                 r.cont_lps = lp
-            finish(cont_rows)
+            finish([r for r, _ in cont])
         tf_rows = [r for r in rows if r.choice_ids is not None and not r.single_token_choices]
         if tf_rows:
             self._score_teacher_forced(tf_rows)
@@ -318,7 +320,7 @@ class HFBackend(hf_scoring.SystemRoleFallback, RowDecoding, Backend):
             batch = pending[start : start + self.batch_size]
             self._decode(batch)
             finish(batch)
-        return out  # type: ignore[return-value]
+        return out  # type: ignore[return-value]  # finish() filled every slot
 
     def _pad(self, seqs: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Left-pad sequences; return input ids, attention mask and position ids."""
@@ -358,7 +360,7 @@ class HFBackend(hf_scoring.SystemRoleFallback, RowDecoding, Backend):
             if step == 0 and any(r.single_token_choices for r in rows):
                 lsm = torch.log_softmax(logits, dim=-1)
                 for b, r in enumerate(rows):
-                    if r.single_token_choices:
+                    if r.single_token_choices and r.choice_ids is not None:
                         r.choice_lp = {c: float(lsm[b, t[0]]) for c, t in r.choice_ids.items()}
             greedy = logits.argmax(dim=-1).tolist()
             nxt = []
@@ -375,25 +377,26 @@ class HFBackend(hf_scoring.SystemRoleFallback, RowDecoding, Backend):
 
     def _score_teacher_forced(self, rows: list[Row]) -> None:
         """Exact log P(label | prompt) for labels of any length, batched over prompt+label sequences."""
-        items = []
-        for r in rows:
-            r.choice_lp = {}
-            for c, cids in r.choice_ids.items():
+        items: list[tuple[Row, dict[str, float], str, list[int]]] = []  # (row, its log-probs, label, ids)
+        for r in rows:  # rows with labels (choice_ids set)
+            lp: dict[str, float] = {}
+            r.choice_lp = lp
+            for c, cids in (r.choice_ids or {}).items():
                 if cids:
-                    items.append((r, c, cids))
+                    items.append((r, lp, c, cids))
                 else:
-                    r.choice_lp[c] = 0.0  # the empty string: log P = 0
-        items.sort(key=lambda it: -(len(it[0].ids) + len(it[2])))
+                    lp[c] = 0.0  # the empty string: log P = 0
+        items.sort(key=lambda it: -(len(it[0].ids) + len(it[3])))
         for start in range(0, len(items), self.batch_size):
             chunk = items[start : start + self.batch_size]
-            keep = max(len(cids) for _, _, cids in chunk) + 1
-            ids, mask, pos = self._pad([r.ids + cids for r, _, cids in chunk])
+            keep = max(len(cids) for _, _, _, cids in chunk) + 1
+            ids, mask, pos = self._pad([r.ids + cids for r, _, _, cids in chunk])
             logits, _ = self._forward(ids, mask, pos, None, keep=keep, use_cache=False)
             lsm = torch.log_softmax(logits, dim=-1)
-            for b, (r, c, cids) in enumerate(chunk):
+            for b, (r, lp, c, cids) in enumerate(chunk):
                 first = keep - len(cids) - 1
                 target = torch.tensor(cids, device=lsm.device).unsqueeze(1)
-                r.choice_lp[c] = float(lsm[b, first : first + len(cids)].gather(-1, target).sum())
+                lp[c] = float(lsm[b, first : first + len(cids)].gather(-1, target).sum())
                 if r.first_logits is None:
                     r.first_logits = logits[b, first].clone()
 
@@ -401,6 +404,8 @@ class HFBackend(hf_scoring.SystemRoleFallback, RowDecoding, Backend):
         raw: dict[str, Any] = {"prompt_tokens": len(r.ids), "truncated": r.truncated}
         raw.update(self._system_raw(r.req.messages))
         if r.cont_ids is not None:
+            if r.cont_lps is None:
+                raise RuntimeError(f"request {r.index}: its continuation was not scored")
             decode = hf_scoring.tokenizer_decoder(self.tokenizer)
             return hf_scoring.continuation_response(decode, len(r.ids), r.cont_ids, r.cont_lps, raw)
         text = self.tokenizer.decode(r.gen, skip_special_tokens=True)
@@ -421,9 +426,10 @@ class HFBackend(hf_scoring.SystemRoleFallback, RowDecoding, Backend):
                 token_lps = token_lps[:keep]
         if r.choice_ids is not None:
             raw["choice_tokens"] = {c: len(t) for c, t in r.choice_ids.items()}
-        choice_lp = None
+        choice_lp: dict[str, float | None] | None = None
         if r.req.choices is not None:
-            choice_lp = {c: r.choice_lp[c] for c in r.req.choices}
+            scored = r.choice_lp or {}  # set for every request with choices
+            choice_lp = {c: scored[c] for c in r.req.choices}
         return Response(
             text=text,
             choice_logprobs=choice_lp,

@@ -300,7 +300,7 @@ class OpenAIBackend(Backend):
         usage = Usage(int(u.get("prompt_tokens") or 0), int(u.get("completion_tokens") or 0))
         return Response(
             text=text,
-            choice_logprobs=choice_lp,  # type: ignore[arg-type]  # None marks a label outside the top-k
+            choice_logprobs=choice_lp,  # None marks a label outside the top-k
             token_logprobs=token_lp,
             usage=usage,
             finish_reason=ch.get("finish_reason"),
@@ -430,8 +430,8 @@ class OpenAIBackend(Backend):
                 f"openai backend: malformed response from {self.display_url} for model {self.model}: "
                 f"{type(e).__name__}: {e}; body: {str(data)[:_MAX_ERROR_CHARS]}"
             ) from None
-        if req.json_schema is not None:
-            resp.raw["guided"] = "response_format" in body  # raw: the server's JSON object
+        if req.json_schema is not None and resp.raw is not None:  # raw: the server's JSON object
+            resp.raw["guided"] = "response_format" in body
         return resp
 
     # -- batches --------------------------------------------------------------------------------
@@ -465,7 +465,7 @@ class OpenAIBackend(Backend):
         for r in results:
             if isinstance(r, BaseException):  # pragma: no cover - only if emit itself raised
                 raise r
-        return list(results)  # type: ignore[arg-type]
+        return list(results)  # type: ignore[arg-type]  # no exception is left (raised above)
 
     def _generate(self, requests: list[Request], emit: Callable[[int, Response], None]) -> list[Response]:
         if self.batch_api:

@@ -293,7 +293,7 @@ class BatchRunner:
                     f"openai batch API: malformed result for req-{i} in batch {bid}: {type(e).__name__}: {e}"
                 )
                 continue
-            if requests[i].json_schema is not None:
+            if requests[i].json_schema is not None and resp.raw is not None:  # raw: the result's body
                 resp.raw["guided"] = True
             errors.pop(i, None)
             results[i] = resp

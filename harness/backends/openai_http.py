@@ -8,6 +8,7 @@ import email.utils
 import math
 import re
 import time
+from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -116,6 +117,7 @@ def _server_message(resp: httpx.Response) -> str:
 def _top_to_dict(top: Any) -> dict[str, float]:
     """OpenAI's ``top_logprobs`` (list of {token, logprob}) or a legacy {token: logprob} dict."""
     out: dict[str, float] = {}
+    items: Iterable[tuple[Any, Any]]
     if isinstance(top, dict):
         items = top.items()
     elif isinstance(top, list):

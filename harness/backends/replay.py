@@ -92,21 +92,23 @@ class ReplayBackend(Backend):
                 except json.JSONDecodeError as e:
                     raise ValueError(f"{self.path}:{lineno}: invalid JSON in replay file: {e}") from e
         rules, default = [], None
-        for n, e in enumerate(entries, 1):
-            if not isinstance(e, dict):
-                raise ValueError(f"{self.path}: rule {n} must be an object, got {type(e).__name__}")
-            if "default" in e:
-                default = e["default"]
+        for n, entry in enumerate(entries, 1):
+            if not isinstance(entry, dict):
+                raise ValueError(f"{self.path}: rule {n} must be an object, got {type(entry).__name__}")
+            if "default" in entry:
+                default = entry["default"]
                 continue
-            if "match" not in e or not ("response" in e or "responses" in e):
+            if "match" not in entry or not ("response" in entry or "responses" in entry):
                 raise ValueError(f"{self.path}: rule {n} needs 'match' and 'response' or 'responses'")
-            if e.get("select", "order") not in ("order", "seed"):
+            if entry.get("select", "order") not in ("order", "seed"):
                 raise ValueError(f"{self.path}: rule {n}: 'select' is 'order' (default) or 'seed'")
             try:
-                e = {**e, "_re": re.compile(e["match"], re.S)}
+                rule = {**entry, "_re": re.compile(entry["match"], re.S)}
             except re.error as err:
-                raise ValueError(f"{self.path}: rule {n} has an invalid regex {e['match']!r}: {err}") from err
-            rules.append(e)
+                raise ValueError(
+                    f"{self.path}: rule {n} has an invalid regex {entry['match']!r}: {err}"
+                ) from err
+            rules.append(rule)
         return rules, default
 
     def _identity_extras(self) -> dict[str, Any]:

@@ -306,14 +306,14 @@ def assemble_responses(
     for seq, out in zip(plan, outputs, strict=True):
         if seq.continuation:
             text_out[seq.req] = (seq, out)
-        elif seq.is_choice:
+        elif seq.choice is not None:  # seq.is_choice
             lp = sum_choice_logprob(out.prompt_logprobs, seq.token_ids, seq.start)
             choice_lp.setdefault(seq.req, {})[seq.choice] = lp
             choice_tok.setdefault(seq.req, {})[seq.choice] = list(seq.token_ids[seq.start :])
         else:
             if seq.one_token:  # also the text sequence, unless a separate one follows (it wins)
-                lps = first_token_label_logprobs(out.outputs[0].logprobs, [t for _, t in seq.labels])
-                choice_lp[seq.req] = {c: lps[t] for c, t in seq.labels}
+                label_lps = first_token_label_logprobs(out.outputs[0].logprobs, [t for _, t in seq.labels])
+                choice_lp[seq.req] = {c: label_lps[t] for c, t in seq.labels}
                 choice_tok[seq.req] = {c: [t] for c, t in seq.labels}
                 one_token_reqs.add(seq.req)
             text_out[seq.req] = (seq, out)
@@ -323,9 +323,9 @@ def assemble_responses(
         extra = dict(extra_raw[i]) if extra_raw is not None else {}
         if seq.continuation:
             lps = prompt_token_logprobs(out.prompt_logprobs, seq.token_ids, seq.start)
-            raw = {"prompt_tokens": seq.start, **extra}
+            cont_raw = {"prompt_tokens": seq.start, **extra}
             cids = seq.token_ids[seq.start :]
-            resp = hf_scoring.continuation_response(decode_ids, seq.start, cids, lps, raw)
+            resp = hf_scoring.continuation_response(decode_ids, seq.start, cids, lps, cont_raw)
             if emit is not None:
                 emit(i, resp)
             responses.append(resp)

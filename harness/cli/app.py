@@ -48,7 +48,9 @@ class GuardedGroup(TyperGroup):
             self.debug = True
         return super().main(args, *a, **kw)
 
-    def invoke(self, ctx: click.Context) -> Any:
+    # TyperGroup declares the Context of typer's private click copy (typer._click); the context it
+    # passes is the public subclass typer.Context.
+    def invoke(self, ctx: typer.Context) -> Any:  # type: ignore[override]
         try:
             return super().invoke(ctx)
         except (

@@ -87,9 +87,9 @@ def chatbot_eval(
         ),
     ],
     task: Annotated[
-        list[str],
+        list[str] | None,
         typer.Option("--task", "-t", help="Turn-level task(s) for LLM judges; other judges use the first"),
-    ] = None,  # type: ignore[assignment]
+    ] = None,
     limit: Annotated[int | None, typer.Option(min=1, help="At most N target turns (seeded sample)")] = None,
     max_context: Annotated[
         int | None, typer.Option("--max-context", min=1, help="The chatbot sees the last K turns")

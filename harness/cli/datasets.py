@@ -59,7 +59,9 @@ def build(
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Build into this directory instead of the registry")
     ] = None,
-    language: Annotated[list[str], typer.Option("--language", "-l", help="Only these languages")] = None,  # type: ignore[assignment]
+    language: Annotated[
+        list[str] | None, typer.Option("--language", "-l", help="Only these languages")
+    ] = None,
     skip_invalid: Annotated[
         bool, typer.Option("--skip-invalid", help="Skip bad source rows (counted, listed in the manifest)")
     ] = False,
@@ -252,7 +254,9 @@ def show(
         str, typer.Argument(help="NAME[@X.Y.Z] (default: the latest version) or a dataset directory")
     ],
     agreement: Annotated[bool, typer.Option(help="Compute inter-annotator agreement statistics")] = True,
-    by: Annotated[list[str], typer.Option("--by", help="Agreement per group too: system, language")] = None,  # type: ignore[assignment]
+    by: Annotated[
+        list[str] | None, typer.Option("--by", help="Agreement per group too: system, language")
+    ] = None,
     registry: RegistryOpt = None,
 ) -> None:
     """Manifest, configs, dimensions, warnings and agreement statistics of one version."""
@@ -275,8 +279,14 @@ def show(
     t = Table(title="configs")
     for col in ("config", "level", "rows", "items", "languages"):
         t.add_column(col)
-    for c, e in man["configs"].items():
-        t.add_row(c, e["level"], str(e["rows"]), str(e.get("instances")), " ".join(e.get("languages", [])))
+    for c, entry in man["configs"].items():
+        t.add_row(
+            c,
+            entry["level"],
+            str(entry["rows"]),
+            str(entry.get("instances")),
+            " ".join(entry.get("languages", [])),
+        )
     console.print(t)
     t = Table(title="inputs")
     for col in ("config", "file", "source", "sha256"):
@@ -291,9 +301,9 @@ def show(
         for d in man["dimensions"]:
             t.add_row(d["name"], d["scale"], f"{d['min']:g}–{d['max']:g}", d["definition"])
         console.print(t)
-    for c, e in man["configs"].items():
-        if "counts" in e:
-            console.print(f"[bold]{c} counts[/]: " + json.dumps(e["counts"]))
+    for c, entry in man["configs"].items():
+        if "counts" in entry:
+            console.print(f"[bold]{c} counts[/]: " + json.dumps(entry["counts"]))
     skipped = man.get("skipped", {"count": 0})
     console.print(f"skipped source rows: {skipped['count']}")
     for r in skipped.get("rows", [])[:20]:
@@ -335,15 +345,15 @@ def diff(
     t = Table(title="configs")
     for col in ("config", "rows a", "rows b", "added ids", "removed ids", "changed rows", "changed columns"):
         t.add_column(col)
-    for c, e in d["configs"].items():
+    for c, entry in d["configs"].items():
         t.add_row(
             c,
-            str(e["rows_a"]),
-            str(e["rows_b"]),
-            str(e["added"]),
-            str(e["removed"]),
-            str(e["changed"]),
-            ", ".join(f"{k} {n}" for k, n in e["changed_columns"].items()),
+            str(entry["rows_a"]),
+            str(entry["rows_b"]),
+            str(entry["added"]),
+            str(entry["removed"]),
+            str(entry["changed"]),
+            ", ".join(f"{k} {n}" for k, n in entry["changed_columns"].items()),
         )
     console.print(t)
     if d["identical"]:
@@ -405,10 +415,10 @@ def qa(
     ] = "Unbabel/wmt22-cometkiwi-da",
     sample: Annotated[int, typer.Option(help="Source utterances per config (paper: 100); 0 = all")] = 100,
     seed: Annotated[int, typer.Option(help="Sampling and judge seed")] = 0,
-    config: Annotated[list[str], typer.Option("--config", help="Only these configs")] = None,  # type: ignore[assignment]
+    config: Annotated[list[str] | None, typer.Option("--config", help="Only these configs")] = None,
     language: Annotated[
-        list[str], typer.Option("--language", "-l", help="Only these target languages")
-    ] = None,  # type: ignore[assignment]
+        list[str] | None, typer.Option("--language", "-l", help="Only these target languages")
+    ] = None,
     source_language: Annotated[str, typer.Option(help="Language the others were translated from")] = "en",
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Directory for qa.json + segments.parquet")

@@ -113,8 +113,8 @@ def card(
     name: Annotated[str, typer.Option(help="Model name (card title)")],
     output: Annotated[Path, typer.Option("--output", "-o", help="Card path (e.g. model_cards/<name>.md)")],
     results: Annotated[
-        list[Path], typer.Option("--results", help="harness results.json (repeatable)")
-    ] = None,  # type: ignore[assignment]
+        list[Path] | None, typer.Option("--results", help="harness results.json (repeatable)")
+    ] = None,
 ) -> None:
     """(Re)generate a model card, with evaluation results from harness results.json files."""
     from finetune.cards import write_card

@@ -85,8 +85,8 @@ def ls(
                     origin,
                 )
                 continue
-            b = get_builder(name)
-            t.add_row(name, b.version, b.license, " ".join(reg.versions(name)) or "—", origin)
+            builder = get_builder(name)
+            t.add_row(name, builder.version, builder.license, " ".join(reg.versions(name)) or "—", origin)
         console.print(t)
 
 

@@ -34,12 +34,12 @@ def run(
         ),
     ] = DEFAULT_JUDGE,
     task: Annotated[
-        list[str], typer.Option("--task", "-t", help="Task or group name (repeat or comma-separate)")
-    ] = None,  # type: ignore[assignment]
+        list[str] | None, typer.Option("--task", "-t", help="Task or group name (repeat or comma-separate)")
+    ] = None,
     language: Annotated[
-        list[str],
+        list[str] | None,
         typer.Option("--language", "-l", help="Language codes (repeat or comma-separate); default: all"),
-    ] = None,  # type: ignore[assignment]
+    ] = None,
     limit: Annotated[int | None, typer.Option(help="At most N items per dataset and language")] = None,
     output: Annotated[
         Path | None,
@@ -149,7 +149,7 @@ def stability(
     ],
     task: Annotated[list[str], typer.Option("--task", "-t", help="Task or group name")],
     runs: Annotated[int, typer.Option(help="Number of repeated runs (MEDAL App. D uses 5)")] = 5,
-    language: Annotated[list[str], typer.Option("--language", "-l", help="Language codes")] = None,  # type: ignore[assignment]
+    language: Annotated[list[str] | None, typer.Option("--language", "-l", help="Language codes")] = None,
     limit: Annotated[int | None, typer.Option(help="At most N items per dataset and language")] = None,
     output: Annotated[Path, typer.Option("--output", "-o", help="Output directory")] = Path("runs/stability"),
     source: Annotated[str | None, typer.Option(help="Raw benchmark files for the task's builder")] = None,

@@ -37,6 +37,10 @@ class DatasetBuilder(Protocol):
         """Write the dataset directory; ``options`` are those of :func:`build_dataset`."""
         ...
 
+    def normalize_languages(self, languages: Iterable[str] | str | None) -> tuple[str, ...]:
+        """The languages to write of a ``--language`` selection (None: every language it has)."""
+        ...
+
     @classmethod
     def paper_comparisons(cls, path: Any, manifest: dict[str, Any]) -> list[tuple[str, Any]]:
         """(title, DataFrame) tables that set a built version's statistics next to its paper's."""
@@ -52,7 +56,7 @@ def _summary(cls: type) -> str:
 
 
 #: name -> builder class (:class:`harness.registry.Registry`; entry-point group ``dialeval_harness.builders``)
-BUILDERS: Registry[type] = Registry(
+BUILDERS: Registry[type[DatasetBuilder]] = Registry(
     "dataset builder",
     plugins.BUILDERS,
     name_of=lambda cls: getattr(cls, "name", None),
@@ -68,7 +72,7 @@ def register_builder(cls: type) -> type:
     :class:`~harness.registry.DuplicateError`."""
     if not _is_builder(cls):
         raise TypeError(f"register_builder expects a builder class with a build() method, got {cls!r}")
-    if not isinstance(getattr(cls, "name", None), str) or not cls.name:  # type: ignore[attr-defined]
+    if not isinstance(getattr(cls, "name", None), str) or not cls.name:  # type: ignore[attr-defined]  # checked
         raise ValueError(f"{cls.__name__} has no builder name")
     return BUILDERS.register(cls)
 
@@ -83,7 +87,7 @@ def list_builders() -> list[str]:
     return sorted(BUILDERS.names())
 
 
-def builder_class(name: str) -> type:
+def builder_class(name: str) -> type[DatasetBuilder]:
     """The builder class registered as ``name``."""
     return BUILDERS.get(name)
 

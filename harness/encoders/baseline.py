@@ -53,7 +53,7 @@ class ResponseBaseline:
 
     def identity(self) -> dict[str, Any]:
         """What results and the judge identity record about the baseline."""
-        src = {
+        src: dict[str, Any] = {
             k: self.provenance.get(k)
             for k in ("source", "source_sha256", "n_texts", "seed")
             if k in self.provenance
@@ -124,7 +124,11 @@ def read_baseline(path: str | Path) -> ResponseBaseline:
         if key not in doc:
             raise ValueError(f"response baseline {path}: missing field {key!r}")
     vec = np.asarray(doc["vector"], dtype=np.float32)
-    if vec.ndim != 1 or not np.all(np.isfinite(vec)) or vec.shape[0] != int(doc.get("dim", vec.shape[0])):
+    if (
+        vec.ndim != 1
+        or not np.all(np.isfinite(vec))
+        or vec.shape[0] != int(doc["dim"] if "dim" in doc else vec.shape[0])
+    ):
         raise ValueError(
             f"response baseline {path}: field 'vector' must be a finite 1-d list of {doc.get('dim')} floats"
         )

@@ -31,7 +31,7 @@ class PoolBackend(Backend):
         spec = member.spec
         super().__init__(spec.target, revision=spec.revision)
         self.kind = spec.kind  # type: ignore[misc]  # the remote backend's kind, per instance
-        self.capabilities = backend_class(spec.kind).capabilities  # type: ignore[misc]
+        self.capabilities = backend_class(spec.kind).capabilities  # type: ignore[misc]  # likewise
         self.pool, self.member = pool, member
 
     def identity(self) -> dict[str, Any]:
@@ -56,6 +56,7 @@ class PoolEncoder(Encoder):
         self.pool, self.member = pool, member
         self._dim: int | None = None
 
+    # Encoder declares engine and prefixes as class attributes; here they are what the worker reports
     @property
     def engine(self) -> str:  # type: ignore[override]
         return str(self.pool.info(self.member).get("engine", ""))

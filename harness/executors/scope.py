@@ -102,6 +102,7 @@ class ExecutorScope:
             enc = getattr(j, "encoder", None)
             if j.spec.kind == "embed" and isinstance(enc, Encoder) and not isinstance(enc, PoolEncoder):
                 target = home(self.config.resources(j.spec))
+                # an embed: judge (checked above) has an encoder; Judge does not declare it
                 j.encoder = PoolEncoder(target, target.add("encoder", j.spec))  # type: ignore[attr-defined]
                 enc.close()  # the driver's copy never loaded weights (encoders load on first use)
         pools = [p for p in groups.values() if not p.started]

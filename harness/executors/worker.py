@@ -36,10 +36,14 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.spec import JudgeSpec
 from harness.types import Request
+
+if TYPE_CHECKING:
+    from harness.backends.base import Backend
+    from harness.encoders.base import Encoder
 
 _END = object()
 #: exit status of a worker whose driver died or stopped it (nothing it computes could be delivered)
@@ -186,6 +190,8 @@ class ModelWorker:
         os.environ.update(env or {})
         if cwd and os.path.isdir(cwd):  # relative paths in specs mean what they mean on the driver
             os.chdir(cwd)
+        encoder_info: dict[str, Any] = {}
+        obj: Backend | Encoder
         if role == "backend":
             from harness.backends.base import create_local_backend
 
@@ -193,7 +199,8 @@ class ModelWorker:
         elif role == "encoder":
             from harness.encoders import encoder_from_options
 
-            obj = encoder_from_options(spec.target, spec.revision, spec.options)
+            obj = encoder = encoder_from_options(spec.target, spec.revision, spec.options)
+            encoder_info = {"prefixes": dict(encoder.prefixes), "engine": encoder.engine}
         else:
             raise ValueError(f"unknown worker role {role!r}")
         self.objs[key] = obj
@@ -211,7 +218,7 @@ class ModelWorker:
         self.identities[key] = info["identity"]
         self.caches[key] = cache if (cache and self.watch is not None and self.watch.active) else None
         if role == "encoder":
-            info.update(prefixes=dict(obj.prefixes), engine=obj.engine)
+            info.update(encoder_info)
         return info
 
     def _where(self) -> dict[str, Any]:

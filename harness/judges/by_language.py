@@ -90,7 +90,7 @@ class LanguageRouterJudge(Judge):
                 v.extra = {**v.extra, "route": key}
                 out[i] = v
         self.usage = sum((j.usage for j in self.judges.values()), Usage())
-        return out  # type: ignore[return-value]
+        return out  # type: ignore[return-value]  # every item was routed: no None is left
 
     def backend_stats(self) -> dict[str, Any]:
         per = {k: j.backend_stats() for k, j in self.judges.items()}

@@ -52,7 +52,7 @@ class MeanEnsembleJudge(Judge):
         except Exception:
             self.close()
             raise
-        self._ranges: dict[str, list[tuple[float, float]]] = {}
+        self._ranges: dict[str, list[tuple[float, float] | None]] = {}
 
     def _name(self, k: int) -> str:
         return str(self.member_specs[k])
@@ -126,8 +126,9 @@ class MeanEnsembleJudge(Judge):
         parts, members, failed = [], [], []
         for k, (v, r) in enumerate(zip(verdicts, ranges, strict=True)):
             rec: dict[str, Any] = {"spec": self._name(k), "status": v.status, "score": v.score}
-            if v.ok and r is not None:  # an ok verdict of a routed item always has its route's range
-                rec["normalised"] = normalise(float(v.score), r[0], r[1])  # type: ignore[arg-type]
+            # an ok verdict (it has a score) of a routed item always has its route's range
+            if v.ok and v.score is not None and r is not None:
+                rec["normalised"] = normalise(float(v.score), r[0], r[1])
                 parts.append(f"{self._name(k)}={v.score:.6f} -> {rec['normalised']:.6f}")
             else:
                 failed.append((k, v))

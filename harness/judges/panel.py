@@ -164,12 +164,11 @@ class PanelJudge(Judge):
         usage, cached = sum((v.usage for v in verdicts), Usage()), all(v.cached for v in verdicts)
         members, values, failed = [], [], []
         for k, (name, v) in enumerate(zip(self.names(), verdicts, strict=True)):
-            rec: dict[str, Any] = {"spec": name, "status": v.status, "score": v.score if v.ok else None}
-            if v.ok:
+            score = v.score if v.ok else None  # ok: a score
+            rec: dict[str, Any] = {"spec": name, "status": v.status, "score": score}
+            if score is not None:
                 lo, hi = (ranges[k] or (0.0, 1.0)) if ranges is not None else (0.0, 1.0)  # ok => route known
-                rec["normalised"] = (
-                    (float(v.score) - lo) / (hi - lo) if ranges is not None else float(v.score)
-                )  # type: ignore[arg-type]
+                rec["normalised"] = (float(score) - lo) / (hi - lo) if ranges is not None else float(score)
                 values.append(rec["normalised"])
             else:
                 failed.append(f"member {name!r}: {v.status}" + (f" ({v.detail})" if v.detail else ""))

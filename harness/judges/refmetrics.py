@@ -93,7 +93,7 @@ class _Pairs:
     inverse: list[int]  # valid item k -> its pair in `unique`
     references: list[str]  # references of the valid items (with repeats)
 
-    def scatter(self, values: Sequence[float]) -> list[float | None]:
+    def scatter(self, values: Sequence[float] | np.ndarray) -> list[float | None]:
         out: list[float | None] = [None] * self.n
         for i, u in zip(self.valid, self.inverse, strict=True):
             out[i] = float(values[u])
@@ -357,7 +357,7 @@ def _load_sentence_transformer(path: str, revision: str | None, device: str) -> 
         from sentence_transformers import SentenceTransformer
 
         _locate(path, revision)
-        kwargs = {"revision": revision} if revision else {}
+        kwargs: dict[str, Any] = {"revision": revision} if revision else {}
         return SentenceTransformer(path, device=device, **kwargs)
 
     return _cached_model(("sentence-transformers", path, revision, None, device), load)

@@ -23,7 +23,7 @@ import warnings
 from collections import Counter
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal, TypeAlias
 
 import krippendorff
 import numpy as np
@@ -32,7 +32,8 @@ from sklearn.metrics import cohen_kappa_score
 from statsmodels.stats.inter_rater import aggregate_raters
 from statsmodels.stats.inter_rater import fleiss_kappa as _sm_fleiss_kappa
 
-LEVELS: tuple[str, ...] = ("nominal", "ordinal", "interval", "ratio")
+AlphaLevel = Literal["nominal", "ordinal", "interval", "ratio"]
+LEVELS: tuple[AlphaLevel, ...] = ("nominal", "ordinal", "interval", "ratio")
 KAPPA_WEIGHTS: tuple[str | None, ...] = (None, "linear", "quadratic")
 BUCKETS: tuple[str, ...] = ("full", "majority", "plurality", "none", "single")
 COLUMNS: tuple[str, str, str] = ("item", "annotator", "value")
@@ -52,7 +53,7 @@ class Rating:
     value: float | None
 
 
-Ratings = pd.DataFrame | Iterable[Rating | tuple[Hashable, Hashable, float | None]]
+Ratings: TypeAlias = pd.DataFrame | Iterable[Rating | tuple[Hashable, Hashable, float | None]]
 
 
 def ratings_frame(records: Ratings) -> pd.DataFrame:
@@ -98,9 +99,10 @@ def _item_values(frame: pd.DataFrame) -> list[np.ndarray]:
     return [g.to_numpy(dtype=float) for _, g in obs.groupby("item", sort=True, dropna=False)["value"]]
 
 
-def _check_level(level: str) -> None:
+def _check_level(level: str) -> AlphaLevel:
     if level not in LEVELS:
         raise ValueError(f"unknown level of measurement {level!r}; expected one of {list(LEVELS)}")
+    return level
 
 
 # --------------------------------------------------------------------------- pairwise agreement
@@ -166,7 +168,7 @@ def krippendorff_alpha(ratings: Ratings, level: str = "ordinal") -> AlphaResult:
     sorted set of observed values (this matters for the ordinal metric). Returns NaN when fewer than
     two values are pairable or only one distinct value occurs (alpha is then undefined).
     """
-    _check_level(level)
+    checked = _check_level(level)
     matrix = reliability_matrix(ratings)
     pairable = matrix.loc[:, matrix.notna().sum(axis=0) >= 2]
     data = pairable.to_numpy(dtype=float)
@@ -175,7 +177,7 @@ def krippendorff_alpha(ratings: Ratings, level: str = "ordinal") -> AlphaResult:
     n_values = int(np.count_nonzero(~np.isnan(data)))
     value = math.nan
     if pairable.shape[1] > 0 and domain.size > 1:
-        value = float(krippendorff.alpha(data, value_domain=domain, level_of_measurement=level))
+        value = float(krippendorff.alpha(data, value_domain=domain, level_of_measurement=checked))
     return AlphaResult(value, level, int(pairable.shape[1]), n_annotators, n_values)
 
 

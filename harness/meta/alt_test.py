@@ -159,7 +159,7 @@ def alt_test(
         for inst, v in per.items():
             if v is not None and not (isinstance(v, float) and math.isnan(v)):
                 labels.setdefault(inst, {})[str(ann)] = float(v)
-    scored = {i for i, v in judge.items() if v is not None and math.isfinite(float(v))}
+    scored = {i: float(v) for i, v in judge.items() if v is not None and math.isfinite(float(v))}
     res.instances_without_judge = sum(1 for i in labels if i not in scored)
     res.instances_too_few_annotators = sum(
         1 for i, h in labels.items() if i in scored and len(h) < min_annotators
@@ -190,7 +190,7 @@ def alt_test(
         wf, wh = [], []
         for i in insts:
             others = np.array([v for a, v in keep[i].items() if a != ann], dtype=float)
-            s_judge, s_human = fn(float(judge[i]), others), fn(keep[i][ann], others)  # type: ignore[arg-type]
+            s_judge, s_human = fn(scored[i], others), fn(keep[i][ann], others)
             wf.append(1.0 if s_judge >= s_human else 0.0)
             wh.append(1.0 if s_human >= s_judge else 0.0)
         diffs = np.asarray(wh) - np.asarray(wf)
@@ -205,18 +205,25 @@ def alt_test(
     return res
 
 
+def _known(x: float | None) -> float:
+    """A statistic that every tested annotator has (one without it is ``skipped``, not tested)."""
+    if x is None:
+        raise ValueError("a tested annotator lacks a statistic")
+    return x
+
+
 def finish(results: Sequence[AltTestResult]) -> None:
     """BY over every tested annotator of ``results`` together (several environments: the paper's
     FAQ), then omega / rho / passed per result."""
     tested = [a for r in results for a in r.tested]
     for a, rej in zip(
-        tested, by_reject([a.p_value for a in tested], results[0].q if results else 0.05), strict=True
+        tested, by_reject([_known(a.p_value) for a in tested], results[0].q if results else 0.05), strict=True
     ):
         a.rejected = rej
     for r in results:
         if r.tested:
             r.omega = sum(a.rejected for a in r.tested) / len(r.tested)
-            r.rho = float(np.mean([a.rho for a in r.tested]))
+            r.rho = float(np.mean([_known(a.rho) for a in r.tested]))
             r.passed = r.omega >= 0.5
 
 
@@ -272,7 +279,8 @@ def rescale(
         )
         return dict(zip(keys, map(float, mapped), strict=True)), h
     f = _z if mode == "zscore" else _ranks
-    return (f(j) if j else {}), {a: f(per) if per else {} for a, per in h.items()}
+    scaled: dict[Hashable, float | None] = dict(f(j)) if j else {}
+    return scaled, {a: f(per) if per else {} for a, per in h.items()}
 
 
 def choose(

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 from scipy import stats
 
@@ -47,7 +48,7 @@ def _clean(x: float | None) -> float | None:
     return None if math.isnan(x) else x
 
 
-def correlation(x: Sequence[float], y: Sequence[float], method: str = "pearson") -> CorrelationEstimate:
+def correlation(x: npt.ArrayLike, y: npt.ArrayLike, method: str = "pearson") -> CorrelationEstimate:
     """scipy's correlation and p-value; NaN (not an exception) for n < 3 or constant input."""
     xa = np.asarray(x, dtype=np.float64)
     ya = np.asarray(y, dtype=np.float64)

@@ -193,10 +193,9 @@ def panel_report(
 
         per = {}
         for k, n in enumerate(names):
-            rng = (
-                tuple(ranges[k]) if ranges is not None and ranges[k] is not None else None
-            )  # None: per-item (bylang:)
-            per[n] = alt_test_from_samples(samples.assign(score=raw[n]), judge_range=rng, **alt_test)  # type: ignore[arg-type]
+            rk = ranges[k] if ranges is not None else None
+            rng = (rk[0], rk[1]) if rk is not None else None  # None: per-item (bylang:)
+            per[n] = alt_test_from_samples(samples.assign(score=raw[n]), judge_range=rng, **alt_test)
         per["panel"] = alt_test_from_samples(
             samples, judge_range=(0.0, 1.0) if ranges is not None else None, **alt_test
         )

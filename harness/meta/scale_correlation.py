@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 from scipy import stats
 from scipy.stats.contingency import association, crosstab
@@ -63,22 +64,22 @@ def _pair(x: Any, y: Any, *, numeric: bool = True, allow_nan: bool = False) -> t
 
 
 # --------------------------------------------------------------------------- coefficients
-def pearson(x: Sequence[float], y: Sequence[float]) -> CorrelationEstimate:
+def pearson(x: npt.ArrayLike, y: npt.ArrayLike) -> CorrelationEstimate:
     """Pearson's r and p-value (scipy ``pearsonr``); NaN for n < 3 or constant input."""
     return correlation(*_pair(x, y), "pearson")
 
 
-def spearman(x: Sequence[float], y: Sequence[float]) -> CorrelationEstimate:
+def spearman(x: npt.ArrayLike, y: npt.ArrayLike) -> CorrelationEstimate:
     """Spearman's rho and p-value (scipy ``spearmanr``)."""
     return correlation(*_pair(x, y), "spearman")
 
 
-def kendall(x: Sequence[float], y: Sequence[float]) -> CorrelationEstimate:
+def kendall(x: npt.ArrayLike, y: npt.ArrayLike) -> CorrelationEstimate:
     """Kendall's tau-b and p-value (scipy ``kendalltau``)."""
     return correlation(*_pair(x, y), "kendall")
 
 
-def point_biserial(binary: Sequence[Any], scores: Sequence[float]) -> CorrelationEstimate:
+def point_biserial(binary: npt.ArrayLike, scores: npt.ArrayLike) -> CorrelationEstimate:
     """Point-biserial r (scipy ``pointbiserialr``) of a two-valued variable with numeric scores.
 
     ValueError when ``binary`` holds more than 2 distinct values; NaN when it (or ``scores``) is
@@ -99,7 +100,7 @@ def point_biserial(binary: Sequence[Any], scores: Sequence[float]) -> Correlatio
     return CorrelationEstimate(float(res.statistic), float(res.pvalue), n)
 
 
-def cramers_v(a: Sequence[Any], b: Sequence[Any], *, bias_correction: bool = False) -> CorrelationEstimate:
+def cramers_v(a: npt.ArrayLike, b: npt.ArrayLike, *, bias_correction: bool = False) -> CorrelationEstimate:
     """Cramér's V of two categorical arrays, with the chi-square test's p-value (no Yates correction).
 
     The table is ``scipy.stats.contingency.crosstab`` over the observed categories. Plain V is
@@ -133,7 +134,7 @@ def _bergsma(chi2: float, n: int, r: int, c: int) -> float:
 
 # --------------------------------------------------------------------------- discretisation
 def discretize(
-    scores: Sequence[float], levels: Sequence[Any], *, lo: float = 0.0, hi: float = 1.0
+    scores: npt.ArrayLike, levels: Sequence[Any], *, lo: float = 0.0, hi: float = 1.0
 ) -> np.ndarray:
     """Map scores onto ``levels`` by ``k = len(levels)`` equal-width bins over ``[lo, hi]``.
 
@@ -178,13 +179,13 @@ def _level_array(levels: Sequence[Any]) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- bootstrap
-_VECTORISED = {pearson: "pearson", spearman: "spearman", kendall: "kendall"}
+_VECTORISED: dict[Callable[..., Any], str] = {pearson: "pearson", spearman: "spearman", kendall: "kendall"}
 
 
 def bootstrap_ci(
     fn: Callable[[np.ndarray, np.ndarray], CorrelationEstimate | float],
-    x: Sequence[Any],
-    y: Sequence[Any],
+    x: npt.ArrayLike,
+    y: npt.ArrayLike,
     *,
     n_bootstrap: int = 1000,
     confidence: float = 0.95,
@@ -245,8 +246,8 @@ def resolve_method(scale: str, method: str = "auto") -> str:
 
 
 def app_b_correlation(
-    scores: Sequence[float],
-    labels: Sequence[Any],
+    scores: npt.ArrayLike,
+    labels: npt.ArrayLike,
     scale: str,
     *,
     method: str = "auto",

@@ -283,8 +283,8 @@ def split_half_ceiling(
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")
             rr = np.nanmean(np.vstack(reps), axis=0)
-            rel = np.where(rr > -1, 2 * rr / (1 + rr), np.nan)
-            ci = percentile_ci(np.sqrt(np.where(rel > 0, rel, 0.0)), confidence)
+            rel_reps = np.where(rr > -1, 2 * rr / (1 + rr), np.nan)
+            ci = percentile_ci(np.sqrt(np.where(rel_reps > 0, rel_reps, 0.0)), confidence)
     rel = spearman_brown(r_half)
     return {
         "value": ceiling(r_half),

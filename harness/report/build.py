@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -202,7 +203,7 @@ def issue_metrics_table(runs: list[LoadedRun], task: str, language: str = "all")
         for d in dims:
             hc = res.get(f"{d}/human_ceiling") or {}
             mc = res.get(f"{d}/mcnemar") or {}
-            row = {"judge": r.label, "dimension": d}
+            row: dict[str, Any] = {"judge": r.label, "dimension": d}
             row |= {name: _num((res.get(f"{d}/{name}") or {}).get("value")) for name in F1_NAMES}
             row["f1_pos_ci"] = (res.get(f"{d}/f1_pos") or {}).get("ci")
             row["human_f1_pos"] = _num(hc.get("f1_pos", hc.get("value")))
@@ -466,7 +467,7 @@ def heatmap_section(doc: Doc, runs: list[LoadedRun], out: Path, warnings: list[s
 
 # -- report ----------------------------------------------------------------------------------------
 def build_report(
-    run_dirs: list[str | Path], output_dir: str | Path, title: str | None = None, html: bool = True
+    run_dirs: Sequence[str | Path], output_dir: str | Path, title: str | None = None, html: bool = True
 ) -> ReportResult:
     """Write ``report.md``, ``report.html`` (unless ``html=False``) and ``figures/*.png``."""
     if not run_dirs:

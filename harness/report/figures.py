@@ -251,7 +251,7 @@ def rate_heatmap(
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
-    if extra:
+    if extra and overall is not None:  # extra: overall has values
         ov = overall.reindex(rates.index).to_frame("overall")
         lo, hi = float(np.nanmin(ov.to_numpy())), float(np.nanmax(ov.to_numpy()))
         _annotated(axes[0][1], ov, "Greens", min(lo, hi - 1e-9) - 0.5, hi + 0.1, ".2f")

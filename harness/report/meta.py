@@ -8,7 +8,7 @@ The figures are drawn by :mod:`harness.report.meta_figures`.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -407,7 +407,7 @@ def meta_sections(doc: Doc, runs: list[Any], out: Path) -> list[Path]:
     return made
 
 
-def qa_section(doc: Doc, qas: list[tuple[Path, Mapping[str, Any]]], out: Path) -> list[Path]:
+def qa_section(doc: Doc, qas: Sequence[tuple[Path, Mapping[str, Any]]], out: Path) -> list[Path]:
     made: list[Path] = []
     if not qas:
         return made

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy import stats
@@ -32,6 +32,9 @@ from harness.meta.correlation import percentile_ci
 from harness.provenance import environment, harness_info, redact
 from harness.spec import JudgeSpec
 from harness.tasks import TaskSpec
+
+if TYPE_CHECKING:
+    from harness.judges.base import Verdict
 
 SCHEMA_VERSION = "1.0"
 POSITIONS = ("last_assistant", "every_assistant", "response")
@@ -152,7 +155,7 @@ def _rate(k: int, n: int) -> float | None:
     return k / n if n else None
 
 
-def _mean(xs: Sequence[float]) -> float | None:
+def _mean(xs: Sequence[float] | np.ndarray) -> float | None:
     return float(np.mean(xs)) if len(xs) else None
 
 
@@ -400,7 +403,10 @@ def run_injection_suite(
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     cache = cache if cache is not None else RequestCache(enabled=False)
-    originals, injected, used, skipped = [], [], {}, []
+    originals: list[Mapping[str, Any]] = []
+    injected: list[dict[str, Any]] = []
+    used: dict[str, Injection] = {}
+    skipped: list[dict[str, str]] = []
     for item in items:
         inj = injection_for(item["language"])
         try:
@@ -421,7 +427,7 @@ def run_injection_suite(
         executor_scope(ex, seed=seed) as scope,
         scope.adopt(load_judge(judge_spec, cache, seed=seed)) as judge,
     ):
-        verdicts = {"original": [], "injected": []}
+        verdicts: dict[str, list[Verdict]] = {"original": [], "injected": []}
         step = scope.items_per_call(batch_size)
         for side, batch_items in (("original", originals), ("injected", injected)):
             for i in range(0, len(batch_items), step):
@@ -455,7 +461,9 @@ def run_injection_suite(
         pairs.append(row)
     observed = [s for p in pairs for s in (p["original_score"], p["injected_score"]) if s is not None]
     top, source, tol = scale_max(task, observed)
-    kw = dict(dims=dims, top=top, tol=tol, n_bootstrap=n_bootstrap, confidence=confidence, seed=seed)
+    kw: dict[str, Any] = dict(
+        dims=dims, top=top, tol=tol, n_bootstrap=n_bootstrap, confidence=confidence, seed=seed
+    )
     langs = [lang for lang in task.languages if any(p["language"] == lang for p in pairs)]
     langs += sorted({p["language"] for p in pairs} - set(langs))
     results = {lang: group_stats([p for p in pairs if p["language"] == lang], **kw) for lang in langs}

@@ -218,7 +218,8 @@ def load_pairs(path: str | Path) -> list[dict[str, Any]]:
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"pair file not found: {p}")
-    pairs, seen = [], {}
+    pairs: list[dict[str, Any]] = []
+    seen: dict[str, int] = {}
     for line, text in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
         if not text.strip() or text.lstrip().startswith("#"):
             continue
@@ -427,7 +428,7 @@ def run_pairwise(
         ba = [choice[i, "BA", r] for r in range(repeats) for i in idx]
         return position_consistency(ab, ba)
 
-    langs = sorted({p.get("language") for p in pairs if p.get("language")})
+    langs: list[str] = sorted({lang for p in pairs if (lang := p.get("language"))})
     results = {
         lang: stats_for([i for i, p in enumerate(pairs) if p.get("language") == lang]) for lang in langs
     }

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -23,6 +23,9 @@ from harness.meta.alt_test import alt_test_from_samples
 from harness.meta.levels import level_correlations
 from harness.meta.soft_labels import add_human_metrics, annotator_frame, label_info
 from harness.tasks import TaskSpec
+
+if TYPE_CHECKING:
+    from harness.judges.panel import PanelJudge
 
 
 def dimension_tables(handle: DatasetHandle) -> dict[str, dict[str, Any]]:
@@ -85,17 +88,17 @@ def add_task_extras(
 def panel_extras(
     samples: pd.DataFrame,
     specs: list[TaskSpec],
-    judge: Judge,
+    judge: PanelJudge,
     cfg: Any,
     dims: dict[str, dict[str, dict[str, Any]]],
 ) -> dict[str, Any]:
     """The ``"panel"`` section of results.json for a ``panel:`` judge."""
     from harness.meta.panel import panel_report
 
-    out: dict[str, Any] = {"members": judge.names(), "vote": judge.how, "quorum": judge.quorum, "tasks": {}}  # type: ignore[attr-defined]
+    out: dict[str, Any] = {"members": judge.names(), "vote": judge.how, "quorum": judge.quorum, "tasks": {}}
     for spec in specs:
         sub = samples[samples["task"] == spec.name].rename(columns={"human_rating": "human"})
-        ranges = judge.ranges(spec)  # type: ignore[attr-defined]
+        ranges = judge.ranges(spec)
         labels = annotator_frame(sub) if getattr(cfg, "human_meta", True) else pd.DataFrame()
         alt = None
         if not labels.empty:
@@ -112,7 +115,7 @@ def panel_extras(
             judge.how,
             judge.quorum,
             spec.metrics,
-            ranges=ranges,  # type: ignore[attr-defined]
+            ranges=ranges,
             language_order=spec.languages,
             n_bootstrap=cfg.n_bootstrap,
             confidence=cfg.confidence,

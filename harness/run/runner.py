@@ -34,12 +34,14 @@ from harness.data.resolve import DatasetHandle, load_items, prepare_dataset
 from harness.executors import ExecutorConfig, ExecutorScope, executor_scope
 from harness.judges.base import Judge
 from harness.judges.loader import DEFAULT_JUDGE, load_judge
+from harness.judges.panel import PanelJudge
 from harness.languages import normalize_languages
 from harness.meta.correlation import meta_evaluate
 from harness.meta.issue_metrics import add_issue_metrics, human_labels_json, label_parse_failures
 from harness.meta.soft_labels import item_dimension, item_distribution
 from harness.provenance import environment, harness_info, redact
 from harness.run.extras import add_task_extras, dimension_tables, panel_extras
+from harness.run.hf_progress import library_progress_bars
 from harness.run.partial import RunIncomplete, incomplete_marker, incomplete_message
 from harness.run.results import SCHEMA_VERSION, write_results
 from harness.spec import parse_spec
@@ -208,23 +210,13 @@ def _collect_items(
 
 def run(cfg: RunConfig) -> RunOutput:
     t_start = time.perf_counter()
-    timings: dict[str, float] = {}
+    timings: dict[str, float | None] = {}
     specs = resolve_tasks(cfg.tasks)
     run_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
     judge_name = redact(cfg.judge)
     out_dir = Path(
         cfg.output_dir or Path("runs") / f"{run_id}-{_slug('+'.join(cfg.tasks))}-{_slug(judge_name)}"
     )
-
-    t = time.perf_counter()
-    handles = _prepare(cfg, specs)
-    task_items: dict[str, list[dict[str, Any]]] = {}
-    missing_configs: dict[str, list[str]] = {}
-    for spec in specs:
-        task_items[spec.name], missing_configs[spec.name] = _collect_items(cfg, spec, handles[spec.builder])
-        if not task_items[spec.name]:
-            raise ValueError(f"task {spec.name!r}: no items selected (languages {cfg.languages or 'all'})")
-    timings["load_dataset_s"] = time.perf_counter() - t
 
     # each Ray worker gets exactly the batches a local run would send (same grouping, same results)
     ex_cfg = (
@@ -234,23 +226,43 @@ def run(cfg: RunConfig) -> RunOutput:
     )
     # closed in reverse: the judge (and its Ray pools), the executor (its cluster), the cache
     with ExitStack() as stack:
+        stack.enter_context(library_progress_bars(cfg.show_progress))  # -q: none from the HF libraries
         cache = stack.enter_context(
             RequestCache(cfg.cache_path or default_cache_path(), enabled=cfg.use_cache)
         )
         scope = stack.enter_context(executor_scope(ex_cfg, seed=cfg.seed))
+        # The judge first: a bad spec (an option out of range, a model or file that is not there)
+        # is refused before any dataset is built or loaded. Models load lazily, on first use.
         t = time.perf_counter()
         judge = stack.enter_context(scope.adopt(load_judge(cfg.judge, cache, seed=cfg.seed)))
+        load_judge_s = time.perf_counter() - t
+        timings["load_judge_s"] = load_judge_s
+
+        t = time.perf_counter()
+        handles = _prepare(cfg, specs)
+        task_items: dict[str, list[dict[str, Any]]] = {}
+        missing_configs: dict[str, list[str]] = {}
+        for spec in specs:
+            task_items[spec.name], missing_configs[spec.name] = _collect_items(
+                cfg, spec, handles[spec.builder]
+            )
+            if not task_items[spec.name]:
+                raise ValueError(
+                    f"task {spec.name!r}: no items selected (languages {cfg.languages or 'all'})"
+                )
+        timings["load_dataset_s"] = time.perf_counter() - t
         seed_everything(cfg.seed)
-        timings["load_judge_s"] = time.perf_counter() - t
         rows, scoring_s, failure = _score_tasks(cfg, specs, task_items, judge, run_id, judge_name, scope)
         # Weights load lazily on the first call that needs them: book that as judge loading.
         model_load_s = float(judge.backend_stats().get("load_seconds", 0.0))
-        timings["load_judge_s"] += model_load_s
-        timings["scoring_s"] = max(scoring_s - model_load_s, 0.0)
+        timings["load_judge_s"] = load_judge_s + model_load_s
+        net_scoring_s = max(scoring_s - model_load_s, 0.0)
+        timings["scoring_s"] = net_scoring_s
         samples = pd.DataFrame(rows) if rows else pd.DataFrame(columns=SAMPLE_COLUMNS)
 
         t = time.perf_counter()
-        results_by_task, extras = {}, {"human_labels": {}, "alt_test": {}}
+        results_by_task: dict[str, Any] = {}
+        extras: dict[str, Any] = {"human_labels": {}, "alt_test": {}}
         dims = {b: dimension_tables(h) for b, h in handles.items()}
         for spec in specs:
             sub = samples[samples["task"] == spec.name].rename(columns={"human_rating": "human"})
@@ -265,14 +277,12 @@ def run(cfg: RunConfig) -> RunOutput:
             )
             if notes is not None:
                 extras["human_labels"][spec.name], extras["alt_test"][spec.name] = notes, alt
-        if parse_spec(cfg.judge).kind == "panel" and failure is None:
+        if isinstance(judge, PanelJudge) and failure is None:  # a panel: judge
             extras["panel"] = panel_extras(samples, specs, judge, cfg, dims)
         extras = {k: v for k, v in extras.items() if v}
         timings["meta_eval_s"] = time.perf_counter() - t
         timings["total_s"] = time.perf_counter() - t_start
-        timings["items_per_s_scoring"] = (
-            len(samples) / timings["scoring_s"] if timings["scoring_s"] > 0 else None
-        )
+        timings["items_per_s_scoring"] = len(samples) / net_scoring_s if net_scoring_s > 0 else None
         results = _results_document(
             cfg,
             run_id,
@@ -359,7 +369,7 @@ def _results_document(
     samples: pd.DataFrame,
     results_by_task: dict[str, Any],
     cache: RequestCache,
-    timings: dict[str, float],
+    timings: dict[str, float | None],
 ) -> dict[str, Any]:
     def of(task: str) -> pd.DataFrame:
         return samples[samples["task"] == task]

@@ -26,7 +26,7 @@ class IssuesJSON(Scorer):
     extra_labels: tuple[str, ...] = ()
     overall_key: str = "overall"
     range: tuple[int, int] = (1, 5)
-    label_names: Mapping[str, str] = field(default_factory=dict)  # type: ignore[misc]
+    label_names: Mapping[str, str] = field(default_factory=dict)  # type: ignore[misc]  # as issue_labels
     guided: bool = True
 
     name = "issues_json"

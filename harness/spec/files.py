@@ -157,7 +157,8 @@ def _node(obj: Any, path: str) -> JudgeSpec:
         raise SpecError(
             f"{path}: target {target!r} / revision {revision!r} cannot be written in a spec string (',' or a '/' in the revision)"
         )
-    decoding, opts = {}, {}
+    decoding: dict[str, Any] = {}
+    opts: dict[str, Any] = {}
     for k, v in options.items():
         v = tuple(v) if k == "stop" and isinstance(v, list) else v
         _check_writable(f"{path}.options.{k}", k, v)

@@ -283,7 +283,8 @@ def _labelled(text: str, toks: list[_Tok]) -> tuple[list[_Tok], list[_Tok]]:
 
 
 def _leading(text: str, toks: list[_Tok]) -> _Tok | None:
-    lead = re.match(r"^(?:[\s\"'`*_#>\[(]|-\s)*", text).end()
+    m = re.match(r"^(?:[\s\"'`*_#>\[(]|-\s)*", text)
+    lead = m.end() if m else 0  # the pattern matches every text (possibly empty)
     t = next((t for t in toks if t.start == lead), None)
     if t is None or t.masked or not t.ok_follow:
         return None

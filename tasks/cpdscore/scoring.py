@@ -145,8 +145,11 @@ class DialogueScore:
     def __post_init__(self) -> None:
         self.score, self.intermediate = _mean(self.finals), _mean(self.intermediates)
         self.interaction, self.turn_mean = _mean(self.interactions), _mean(t.score for t in self.turns)
-        both = self.score is not None and self.intermediate is not None
-        self.adjustment = self.score - self.intermediate if both else None  # type: ignore[operator]
+        self.adjustment = (
+            self.score - self.intermediate
+            if self.score is not None and self.intermediate is not None
+            else None
+        )
         self.n_parsed = sum(s is not None for s in self.finals)
         self.parse_failures = len(self.finals) - self.n_parsed
 
@@ -337,7 +340,7 @@ def _as_dialogue(d: Any, index: int) -> dict[str, Any]:
 
 
 def group_dialogues(
-    records: Iterable[Mapping[str, Any]], ratings: Mapping[tuple[str, str], float] | None = None
+    records: Iterable[Mapping[str, Any]], ratings: Mapping[tuple[str | None, str | None], float] | None = None
 ) -> list[dict[str, Any]]:
     """Turn records -> dialogues, one per (dialogue_id, system) in first-seen order (ComperDial's
     1,485 dialogues = 15 conversations x 99 systems). ``ratings``: dialogue-level human scores by
@@ -349,7 +352,7 @@ def group_dialogues(
         groups.setdefault((r["dialogue_id"], r.get("system")), []).append(r)
     ratings = ratings or {}
     return [
-        {"dialogue_id": k[0], "system": k[1], "turns": turns, "rating": ratings.get(k)}  # type: ignore[call-overload]
+        {"dialogue_id": k[0], "system": k[1], "turns": turns, "rating": ratings.get(k)}
         for k, turns in groups.items()
     ]
 
@@ -377,7 +380,7 @@ def _by(df: pd.DataFrame, keys: list[str], hcol: str = "human") -> dict[str, dic
 
 
 def turn_frame(
-    scores: Sequence[TurnScore], dialogue_ratings: Mapping[tuple[str, str], float] | None = None
+    scores: Sequence[TurnScore], dialogue_ratings: Mapping[tuple[str | None, str | None], float] | None = None
 ) -> pd.DataFrame:
     """Columns id, dialogue_id, system, score (NaN = no parsed call), human; plus
     ``dialogue_human`` when dialogue-level human ratings by (dialogue_id, system) are given."""
@@ -436,7 +439,7 @@ def run_cpdscore(
     max_tokens: int | None = None,
     dialogue_max_tokens: int | None = None,
     cache: RequestCache | str | os.PathLike[str] | None = None,
-    dialogue_ratings: Mapping[tuple[str, str], float] | None = None,
+    dialogue_ratings: Mapping[tuple[str | None, str | None], float] | None = None,
 ) -> dict[str, Any]:
     """Every variant x reference setting (and CPDS-Dial on top of each when ``dialogue``), as a
     results.json-ready dict: ``results[variant][level][method] = {value, p_value, n}`` plus

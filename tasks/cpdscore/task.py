@@ -73,7 +73,7 @@ class _Metered(CachedBackend):
         super().__init__(cached.backend, cached.cache)
         self.last: list[Response] = []
 
-    def generate(self, requests, on_result=None):  # type: ignore[override]
+    def generate(self, requests, on_result=None):
         self.last = super().generate(requests, on_result)
         return self.last
 
@@ -188,6 +188,7 @@ def turn_scores(
     """CPDS-S/D per item (None for an item without a response / reference), one generate() call."""
     ok = [i for i, it in enumerate(items) if not _missing(it, sc.with_reference)]
     scores = sc.score_turns([items[i] for i in ok]) if ok else []
+    # the scorer's backend is the recording wrapper above, which keeps the last responses
     n, last = sc.n_calls, sc.cached.last if ok else []  # type: ignore[attr-defined]
     out: list[TurnScore | None] = [None] * len(items)
     usage = [Usage() for _ in items]
@@ -273,22 +274,22 @@ def score_items(judge: Judge, task: TaskSpec, items: Sequence[Mapping[str, Any]]
     dials = _dialogues(items, grouped=proto.kind == "grouped")
     scored = dialogue_scores(sc, dials)
     out = []
-    for d, s in zip(dials, scored, strict=True):
-        if s is None:
+    for d, ds in zip(dials, scored, strict=True):
+        if ds is None:
             out.append(Verdict(None, "invalid_item", "", "", detail="no assistant turn to score (step 1)"))
             continue
-        value = s.score if proto.output == "final" else s.intermediate
+        value = ds.score if proto.output == "final" else ds.intermediate
         key = "Final Score" if proto.output == "final" else "Overall Dialogue Turn Score"
         extra = {
-            "final": s.score,
-            "intermediate": s.intermediate,
-            "interaction": s.interaction,
-            "turn_mean": s.turn_mean,
-            "finals": s.finals,
-            "intermediates": s.intermediates,
+            "final": ds.score,
+            "intermediate": ds.intermediate,
+            "interaction": ds.interaction,
+            "turn_mean": ds.turn_mean,
+            "finals": ds.finals,
+            "intermediates": ds.intermediates,
             "seeds": seeds,
             "step1": sc.name,
-            "step1_failures": sum(t.parse_failures for t in s.turns),
+            "step1_failures": sum(t.parse_failures for t in ds.turns),
             "n_turns": len(d["turns"]),
             "prompt": DIALOGUE.name,
             "prompt_sha256": DIALOGUE.sha256,
@@ -298,8 +299,8 @@ def score_items(judge: Judge, task: TaskSpec, items: Sequence[Mapping[str, Any]]
             Verdict(
                 value,
                 status,
-                _raw(s.raw),
-                s.prompt_hash,
+                _raw(ds.raw),
+                ds.prompt_hash,
                 extra=extra,
                 detail="" if value is not None else f"no step-2 call gave a {key} in 1-5",
             )

@@ -87,7 +87,7 @@ def correlate(
     levels = DIMENSIONS[dimension][1]
     scale = scale_for(dimension, protocol)
     lo, hi = feature_range(feature)
-    kw = dict(scale=scale, method=protocol.method, levels=levels, lo=lo, hi=hi)
+    kw: dict[str, Any] = dict(scale=scale, method=protocol.method, levels=levels, lo=lo, hi=hi)
     n_valid = int(frame[feature].notna().sum())
     if n_valid < 3 * cfg.n_splits:
         why = f"{n_valid} item(s) with a {feature} value (the rest missing or parse failures)"

@@ -121,7 +121,8 @@ def compute_features(
         device=cfg.device,
         show_progress=cfg.show_progress,
     )
-    frames, info = [], {"invalid_items": {}}
+    frames: list[pd.DataFrame] = []
+    info: dict[str, Any] = {"invalid_items": {}}
     for config, recs in records.items():
         inputs = [reference_inputs(r) for r in recs]
         ok = [i for i, (_, _, miss) in enumerate(inputs) if not miss]
@@ -141,18 +142,22 @@ def compute_features(
     if fam_rouge := info["reference_metrics"].get("rouge"):
         fam_rouge.pop("model_arg", None)
     if cfg.judge:
-        frame, info["llm_judge"] = _llm_features(cfg, records, frame, cache)
+        frame, info["llm_judge"] = _llm_features(cfg, cfg.judge, records, frame, cache)
     return frame, info
 
 
 def _llm_features(
-    cfg: ReproduceConfig, records: dict[str, list[dict[str, Any]]], frame: pd.DataFrame, cache: RequestCache
+    cfg: ReproduceConfig,
+    judge_spec: str,
+    records: dict[str, list[dict[str, Any]]],
+    frame: pd.DataFrame,
+    cache: RequestCache,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     from harness.judges import load_judge
     from harness.run.runner import _progress
     from tasks.upheld import UPHELD_APP_H_TASKS
 
-    judge = load_judge(cfg.judge, cache, seed=cfg.seed)
+    judge = load_judge(judge_spec, cache, seed=cfg.seed)
     failures: dict[str, dict[str, Any]] = {}
     all_recs = [r for recs in records.values() for r in recs]  # the order of the feature frame's rows
     try:
@@ -162,7 +167,7 @@ def _llm_features(
                 bar = (
                     progress.add_task(feature, total=len(all_recs), rate="") if progress is not None else None
                 )
-                col: list[float] = []
+                col: list[float | None] = []  # NaN when the verdict has no score
                 bad: list[dict[str, str]] = []
                 for i in range(0, len(all_recs), cfg.batch_size):
                     batch = all_recs[i : i + cfg.batch_size]
@@ -383,6 +388,8 @@ def run_cpdscore_on_upheld(cfg: ReproduceConfig, records: dict[str, list[dict[st
     variants and CPDS-Dial over the grouped turns on top of each."""
     from tasks.cpdscore.task import reproduce_cpdscore
 
+    if not cfg.cpdscore_judge:
+        raise ValueError("CPDScore on UPHELD needs a judge (cpdscore_judge)")
     dialogues = list(dict.fromkeys(r["dialogue_id"] for r in records["main"]))[: cfg.cpdscore_dialogues]
     keep = set(dialogues)
     recs = [r for r in records["main"] if r["dialogue_id"] in keep]

@@ -31,6 +31,7 @@ from dataset_builders.medal_labels import (
     ISSUE_DEFINITIONS,
     MEDAL_ISSUES,
     MEDAL_OVERALL,
+    MEDAL_SYSTEM,
     OVERALL_DEFINITION,
 )
 from dataset_builders.medal_pipeline.annotation.agreement import (  # noqa: F401  (re-exported)
@@ -42,7 +43,6 @@ from dataset_builders.medal_pipeline.annotation.agreement import (  # noqa: F401
 )
 from dataset_builders.medal_pipeline.types import Dialogue
 from harness.data.schema import DataValidationError
-from tasks.medal.templates import MEDAL_SYSTEM
 
 LABEL_COLUMNS: tuple[str, ...] = (*MEDAL_ISSUES, MEDAL_OVERALL)
 REQUIRED_COLUMNS: tuple[str, ...] = ("dialogue_id", *LABEL_COLUMNS)

@@ -109,8 +109,8 @@ def _jsonl_dialogue(path: Path, lineno: int, obj: dict[str, Any]) -> Raw:
         return DataValidationError(path, where, fld, problem, row_label="line", column_label="field")
 
     lang = obj.get("language")
-    if p := language_problem(lang):
-        raise err("language", p)
+    if (p := language_problem(lang)) or not isinstance(lang, str):  # no problem: a code (a str)
+        raise err("language", p or f"missing language code (got {lang!r})")
     turns = obj.get("turns")
     if not isinstance(turns, list):
         raise err("turns", "missing or not a list")

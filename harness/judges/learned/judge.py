@@ -85,6 +85,8 @@ class EnsembleJudge(Judge):
     @property
     def llm(self) -> Judge:
         if self._llm is None:
+            if not self.llm_spec:  # set whenever the ensemble has LLM-judge features
+                raise ValueError(f"ensemble {self.path} names no LLM judge (',llm=<judge spec>')")
             self._llm = load_judge(self.llm_spec, self.cache, self.seed)
             if self._llm.spec.kind in ("ensemble", "metric", "embed"):
                 raise ValueError(f"llm={self.llm_spec!r} must name an LLM judge (hf/vllm/openai/replay)")
@@ -160,7 +162,7 @@ class EnsembleJudge(Judge):
     def backend_stats(self) -> dict[str, float]:
         stats = self.features.stats.to_dict()
         if self._llm is not None:
-            stats["llm"] = self._llm.backend_stats()  # type: ignore[assignment]
+            stats["llm"] = self._llm.backend_stats()  # type: ignore[assignment]  # nested: the LLM's stats
         return stats
 
     def close(self) -> None:

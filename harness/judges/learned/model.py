@@ -43,7 +43,7 @@ logger = logging.getLogger(__name__)
 MODEL_FILE = "model.joblib"
 META_FILE = "ensemble.json"
 FORMAT_VERSION = 1
-_META_KEYS = ("kind", "task_type", "features", "target", "training", "feature_info")
+_META_KEYS: tuple[str, ...] = ("kind", "task_type", "features", "target", "training", "feature_info")
 _META_KEYS += ("sklearn_version", "created_at", "harness")
 
 

@@ -114,8 +114,51 @@ def test_the_entry_point_itself(tmp_path):
         timeout=300,
     )
     assert p.returncode == 2, p.stderr
-    assert "Traceback" not in p.stderr  # (without -q the dataset build's progress bar comes first)
-    assert p.stderr.strip().splitlines()[-1].startswith(f"error: request cache {bad}: file is not a database")
+    # one line even without -q: the cache and the judge come before the dataset (and its progress bars)
+    assert _one_error_line(p.stderr).startswith(f"error: request cache {bad}: file is not a database")
+
+
+def _cold_harness(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m harness.cli ARGS`` with empty HF caches and an empty DIALEVAL_HOME under
+    ``tmp_path`` (nothing built, nothing in the HF datasets cache: the state of a first run)."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "DIALEVAL_HOME": str(tmp_path / "home"),
+        "HF_HOME": str(tmp_path / "hf"),
+        "HF_DATASETS_CACHE": str(tmp_path / "hf-datasets"),
+    }
+    for var in ("HF_DATASETS_DISABLE_PROGRESS_BARS", "HF_HUB_DISABLE_PROGRESS_BARS"):
+        env.pop(var, None)
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli", *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_a_bad_judge_is_refused_before_any_dataset_is_loaded(tmp_path):
+    """On a first run (cold caches) the datasets library printed "Generating test split" bars before
+    the error line. The judge is now made before the data step: one line, nothing built or loaded."""
+    bad = "openai:m,base_url=http://127.0.0.1:99999/v1"
+    p = _cold_harness(tmp_path, "run", "--task", "demo-turn", "--judge", bad)  # not even -q
+    assert p.returncode == 2, p.stderr
+    assert "has an invalid port" in _one_error_line(p.stderr)
+    assert not (tmp_path / "hf-datasets").exists() and not (tmp_path / "home" / "datasets").exists()
+
+
+def test_a_quiet_run_on_cold_caches_writes_nothing_on_stderr(tmp_path):
+    """-q silences the HF libraries' own bars too, so an error after the data step is still alone."""
+    judge = tmp_path / "j.jsonl"
+    judge.write_text(json.dumps({"default": {"hashed_p_yes": True}}) + "\n")
+    args = ["run", "--task", "demo-turn", "--limit", "2", "--bootstrap", "0", "-o", str(tmp_path / "out")]
+    p = _cold_harness(tmp_path, *args, "--judge", f"replay:{judge}", "-q")
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "hf-datasets").is_dir()  # the dataset was generated into the cold cache ...
+    assert p.stderr == ""  # ... silently
 
 
 @pytest.mark.parametrize(

@@ -15,18 +15,15 @@ import sys
 import time
 
 import pytest
+import ray  # a dev dependency: a broken Ray install fails these tests, never skips them
 from typer.testing import CliRunner
 
-ray = pytest.importorskip(
-    "ray", reason="the Ray executor tests need ray: pip install -e '.[dev]' (or '.[ray]')"
-)
-
-from harness.cli.app import app  # noqa: E402
-from harness.executors import ExecutorConfig, ExecutorError, executor_scope  # noqa: E402
-from harness.judges import DEFAULT_JUDGE  # noqa: E402
-from harness.run.results import load_results  # noqa: E402
-from harness.run.runner import RunConfig, run  # noqa: E402
-from tests.fixtures.kill_resume import kill_after_rows, settled_rows  # noqa: E402
+from harness.cli.app import app
+from harness.executors import ExecutorConfig, ExecutorError, executor_scope
+from harness.judges import DEFAULT_JUDGE
+from harness.run.results import load_results
+from harness.run.runner import RunConfig, run
+from tests.fixtures.kill_resume import kill_after_rows, settled_rows
 
 RAY2 = ExecutorConfig("ray", workers=2)
 

@@ -1,5 +1,6 @@
 import json
 
+import jsonschema  # a dev dependency: the schema check must run, never skip
 import pytest
 
 from dataset_builders.medal_labels import MEDAL_ISSUES, MEDAL_OVERALL_KEY
@@ -115,7 +116,6 @@ def test_schema_requires_every_label_and_bounds_the_overall():
     assert schema["properties"]["unsafe"]["properties"]["label"]["enum"] == [0, 1]
     ov = schema["properties"][MEDAL_OVERALL_KEY]["properties"]["label"]
     assert (ov["minimum"], ov["maximum"]) == (1, 5)
-    jsonschema = pytest.importorskip("jsonschema")
     jsonschema.validate(verdict(overall=2, unsafe=1), schema)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(verdict(overall=6), schema)
