@@ -66,6 +66,8 @@ class EvaluatorJob(BaseModel):
     name: str
     output: str
     card: str | None = None
+    #: the card's license id (default: the adapter metadata's, else apache-2.0)
+    license: str | None = None
     data: DataSettings
     discriminative: DiscriminativeConfig = Field(default_factory=DiscriminativeConfig)
     crosslingual: CrossLingualConfig | None = None
@@ -304,7 +306,13 @@ def _card(job: EvaluatorJob, out: Path) -> str | None:
         return None
     results = [job.path(r) for r in job.results]
     return str(
-        write_card(out, job.path(job.card), name=job.name, results=[r for r in results if r and r.is_file()])
+        write_card(
+            out,
+            job.path(job.card),
+            name=job.name,
+            results=[r for r in results if r and r.is_file()],
+            license=job.license,
+        )
     )
 
 
