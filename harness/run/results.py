@@ -125,10 +125,15 @@ def write_results(
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    results_path = out / RESULTS_FILE
+    return write_results_json(out, results), samples_path
+
+
+def write_results_json(output_dir: str | Path, results: dict[str, Any]) -> Path:
+    """Write ``results.json`` atomically (NaN and infinities become null)."""
+    results_path = Path(output_dir) / RESULTS_FILE
     payload = json.dumps(_json_safe(results), indent=2, ensure_ascii=False, allow_nan=False)
     _atomic_write_bytes(results_path, payload.encode("utf-8"))
-    return results_path, samples_path
+    return results_path
 
 
 def load_results(path: str | Path) -> dict[str, Any]:
