@@ -81,6 +81,7 @@ class SampleWriter:
 
     def __init__(self, output_dir: Path, row_group: int = ROW_GROUP, validate: Any = None) -> None:
         self.output_dir = Path(output_dir)
+        self._made_dir = not self.output_dir.exists()
         self.output_dir.mkdir(parents=True, exist_ok=True)
         for stale in self.output_dir.glob(".samples.*.parquet"):  # left by a run that was killed
             stale.unlink(missing_ok=True)
@@ -144,6 +145,8 @@ class SampleWriter:
             self._writer = None
             if self.committed is None:
                 self.path.unlink(missing_ok=True)
+                if self._made_dir and not any(self.output_dir.iterdir()):
+                    self.output_dir.rmdir()  # a run that failed leaves no empty output folder
 
     def __enter__(self) -> SampleWriter:
         return self
@@ -153,7 +156,7 @@ class SampleWriter:
             self.abort()
 
 
-def _columns(path: Path, task: str, labelled: bool) -> list[str]:
+def _columns(path: Path, labelled: bool) -> list[str]:
     schema = pq.read_schema(path)
     skip = set(HEAVY_COLUMNS) | (set() if labelled else set(LABEL_COLUMNS))
     return [c for c in schema.names if c not in skip]
@@ -182,7 +185,7 @@ def task_frame(
     path = Path(path)
     if columns is None:
         labelled = has_labels(path, task) if full is None else full
-        columns = _columns(path, task, labelled)
+        columns = _columns(path, labelled)
     cols = list(dict.fromkeys(["task", *columns]))
     pf = pq.ParquetFile(path)
     parts: list[pa.Table] = []
@@ -200,14 +203,3 @@ def task_frame(
     frame = table.to_pandas()
     frame.index = pd.Index(np.concatenate(index) if index else np.array([], np.int64), dtype="int64")
     return frame
-
-
-def task_counts(path: Path) -> dict[str, int]:
-    """Rows per task in a samples file."""
-    out: Counter[str] = Counter()
-    pf = pq.ParquetFile(path)
-    for i in range(pf.num_row_groups):
-        col = pf.read_row_group(i, columns=["task"])["task"]
-        for v in pc.value_counts(col).to_pylist():
-            out[v["values"]] += v["counts"]
-    return dict(out)
