@@ -184,15 +184,16 @@ def iter_items(
     languages: list[str] | None = None,
     limit: int | None = None,
     columns: list[str] | None = None,
-    batch_size: int = READ_BATCH,
+    batch_size: int | None = None,
 ) -> Iterator[list[dict[str, Any]]]:
     """The rows of :func:`load_items`, in the same order, as lists of at most ``batch_size`` dicts:
     a local dataset's Parquet files are read record batch by record batch (memory holds one batch,
     whatever the size of the config); a Hub dataset goes through ``load_dataset``. ``columns``
-    restricts the columns read (e.g. ``["language", "level"]`` to count rows)."""
+    restricts the columns read (e.g. ``["language", "level"]`` to count rows); ``batch_size``
+    defaults to :data:`READ_BATCH`."""
     keep = set(languages) if languages else None
     seen: dict[str, int] = {}
-    for table in _arrow_batches(handle, config, columns, batch_size):
+    for table in _arrow_batches(handle, config, columns, batch_size or READ_BATCH):
         if keep is not None:
             table = table.filter(pc.is_in(table["language"], value_set=pa.array(sorted(keep), pa.string())))
         if limit is not None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.data.resolve import DatasetHandle, iter_items
+from harness.run.records import check_item
 from harness.tasks import TaskSpec, load_hook
 
 
@@ -31,11 +32,21 @@ class TaskItems:
     prepared: list[dict[str, Any]] | None = field(default=None, repr=False)
 
     def rows(self) -> Iterator[list[dict[str, Any]]]:
+        """The selected rows, each validated as an item of the task's level (:func:`check_item`)."""
         if self.prepared is not None:
             yield self.prepared
             return
+        yield from self._read()
+
+    def _read(self) -> Iterator[list[dict[str, Any]]]:
+        level = self.spec.row_level
         for config in self.configs:
-            yield from iter_items(self.handle, config, languages=self.languages, limit=self.limit)
+            where, n = f"{self.handle.location} config {config!r}", 0
+            for batch in iter_items(self.handle, config, languages=self.languages, limit=self.limit):
+                for row in batch:
+                    n += 1
+                    check_item(row, level, where, n)
+                yield batch
 
     def batches(self, step: int) -> Iterator[list[dict[str, Any]]]:
         """The items in batches of ``step`` (the last one shorter), across config boundaries."""
@@ -119,7 +130,7 @@ def plan_task(
         )
     plan = TaskItems(spec, handle, used, missing, langs, limit, total)
     if spec.prepare and total:
-        items = [r for chunk in plan.rows() for r in chunk]
+        items = [r for chunk in plan._read() for r in chunk]
         plan.prepared = list(load_hook(spec.prepare)(spec, items))
         plan.total = len(plan.prepared)
     return plan

@@ -7,6 +7,12 @@ resumes where it stopped and a rerun with a warm cache makes zero backend calls.
 misses are sharded over N Ray workers, one ``batch_size`` shard each (:mod:`harness.executors`). A
 backend that keeps failing ends the run with partial results marked incomplete
 (:mod:`harness.run.partial`).
+
+Runs stream, so memory does not grow with the item count: each task's items are counted first,
+then read from the dataset a record batch at a time (:mod:`harness.run.items`), judged, and their
+samples appended to the output's samples file in row groups (:mod:`harness.run.samples`); the
+meta-evaluation reads that file back one task at a time. ``results.json`` is validated against the
+typed document (:mod:`harness.run.document`) before anything is replaced.
 """
 
 from __future__ import annotations
@@ -37,10 +43,12 @@ from harness.languages import normalize_languages
 from harness.meta.correlation import meta_evaluate
 from harness.meta.issue_metrics import add_issue_metrics, label_parse_failures
 from harness.provenance import environment, harness_info, redact
+from harness.run.document import Results, samples_info, validate_results
 from harness.run.extras import add_task_extras, dimension_tables, panel_extras
 from harness.run.items import TaskItems, plan_task
 from harness.run.partial import RunIncomplete, incomplete_marker, incomplete_message
-from harness.run.results import SAMPLES_FILE, SCHEMA_VERSION, write_results_json
+from harness.run.records import check_sample_row
+from harness.run.results import RESULTS_FILE, SAMPLES_FILE, SCHEMA_VERSION, _json_safe, write_results_json
 from harness.run.samples import SAMPLE_COLUMNS, SampleWriter, sample_row, task_frame
 from harness.spec import parse_spec
 from harness.tasks import TaskSpec, resolve_tasks
@@ -109,12 +117,20 @@ class RunOutput:
         self.results = results
         self.output_dir = Path(output_dir)
         self._samples = samples
+        self._document: Results | None = None
 
     @property
     def samples(self) -> pd.DataFrame:
         if self._samples is None:
             self._samples = pd.read_parquet(self.output_dir / SAMPLES_FILE)
         return self._samples
+
+    @property
+    def document(self) -> Results:
+        """The results as the typed document (:class:`harness.run.document.Results`)."""
+        if self._document is None:
+            self._document = validate_results(_json_safe(self.results), str(self.output_dir / RESULTS_FILE))
+        return self._document
 
     @property
     def incomplete(self) -> dict[str, Any] | None:
@@ -175,6 +191,15 @@ def _prepare(cfg: RunConfig, specs: list[TaskSpec]) -> dict[str, DatasetHandle]:
     return handles
 
 
+def _collect_items(
+    cfg: RunConfig, spec: TaskSpec, handle: DatasetHandle
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """All of a task's items at once (for commands that need them together, e.g. the robustness
+    probes) and the task's configs the dataset lacks; :func:`run` streams them instead."""
+    plan = plan_task(spec, handle, cfg.languages, cfg.limit)
+    return [r for batch in plan.rows() for r in batch], plan.missing
+
+
 def run(cfg: RunConfig) -> RunOutput:
     t_start = time.perf_counter()
     timings: dict[str, float] = {}
@@ -211,7 +236,7 @@ def run(cfg: RunConfig) -> RunOutput:
         judge = stack.enter_context(scope.adopt(load_judge(cfg.judge, cache, seed=cfg.seed)))
         seed_everything(cfg.seed)
         timings["load_judge_s"] = time.perf_counter() - t
-        writer = stack.enter_context(SampleWriter(out_dir))
+        writer = stack.enter_context(SampleWriter(out_dir, validate=check_sample_row))
         scoring_s, io_s, failure = _score_tasks(cfg, specs, plans, judge, run_id, judge_name, scope, writer)
         # Weights load lazily on the first call that needs them: book that as judge loading.
         model_load_s = float(judge.backend_stats().get("load_seconds", 0.0))
@@ -246,6 +271,8 @@ def run(cfg: RunConfig) -> RunOutput:
             totals = {s.name: plans[s.name].total for s in specs}
             scored = {s.name: writer.rows_by_task.get(s.name, 0) for s in specs}
             results["incomplete"] = incomplete_marker(failure, totals, scored)
+        results["samples"] = {**samples_info(samples_path), "file": SAMPLES_FILE}
+        validate_results(_json_safe(results), str(out_dir / RESULTS_FILE))  # before anything is replaced
         writer.commit()
         write_results_json(out_dir, results)
     output = RunOutput(results=results, output_dir=out_dir)

@@ -16,7 +16,7 @@ import json
 import os
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +25,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from pydantic import ValidationError
 
 from harness.meta.issue_metrics import human_labels_json
 from harness.meta.soft_labels import item_dimension, item_distribution
+from harness.run.records import SampleError, SampleRow
 from harness.run.results import SAMPLE_SCHEMA, SAMPLES_FILE
 from harness.tasks import TaskSpec
 
@@ -79,14 +81,14 @@ class SampleWriter:
     """Appends sample rows to ``<output_dir>/.samples.<random>.parquet`` in row groups; counts the
     rows of each task. Use as a context manager: leaving it with an exception removes the file."""
 
-    def __init__(self, output_dir: Path, row_group: int = ROW_GROUP, validate: Any = None) -> None:
+    def __init__(self, output_dir: Path, row_group: int | None = None, validate: Any = None) -> None:
         self.output_dir = Path(output_dir)
         self._made_dir = not self.output_dir.exists()
         self.output_dir.mkdir(parents=True, exist_ok=True)
         for stale in self.output_dir.glob(".samples.*.parquet"):  # left by a run that was killed
             stale.unlink(missing_ok=True)
         self.path = self.output_dir / f".samples.{uuid.uuid4().hex[:12]}.parquet"
-        self.row_group = row_group
+        self.row_group = row_group or ROW_GROUP
         self.validate = validate
         self.rows_by_task: Counter[str] = Counter()
         self._buffer: list[dict[str, Any]] = []
@@ -203,3 +205,33 @@ def task_frame(
     frame = table.to_pandas()
     frame.index = pd.Index(np.concatenate(index) if index else np.array([], np.int64), dtype="int64")
     return frame
+
+
+def iter_samples(path: str | Path, batch_size: int = 4096) -> Iterator[SampleRow]:
+    """The rows of a samples.parquet (a file, or the run directory holding one) as validated
+    :class:`SampleRow` objects, a record batch at a time. A file whose columns are not those of a
+    sample, or a row that does not validate, is a :class:`SampleError` naming the file."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / SAMPLES_FILE
+    pf = pq.ParquetFile(p)
+    names = pf.schema_arrow.names
+    missing = [
+        c for c in ("task", "dataset", "language", "id", "item_id", "score", "parse_status") if c not in names
+    ]
+    unknown = [c for c in names if c not in SampleRow.model_fields]
+    if missing or unknown:
+        raise SampleError(
+            f"{p}: not a samples file of this harness (missing columns {missing}, unknown {unknown})"
+        )
+    n = 0
+    for batch in pf.iter_batches(batch_size=batch_size):
+        for row in batch.to_pylist():
+            n += 1
+            try:
+                yield SampleRow.model_validate(row)
+            except ValidationError as e:
+                err = e.errors()[0]
+                raise SampleError(
+                    f"{p}, row {n}: field {'.'.join(map(str, err['loc']))!r}: {err['msg']}"
+                ) from None
