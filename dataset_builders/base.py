@@ -260,7 +260,8 @@ class Builder(ABC):
         list of records is one chunk), filling ``cfg.summary`` and ``cfg.num_bytes``."""
         dims, file = self.dimension_map(), f"{self.name}/{data_file(cfg.name)}"
         schema = cfg.arrow_features.arrow_schema
-        summary, seen = ConfigSummary(), {}
+        summary = ConfigSummary()
+        seen: dict[str, int] = {}  # id -> record number, across chunks (duplicate ids)
         path.parent.mkdir(parents=True, exist_ok=True)
         with pq.ParquetWriter(path, schema, compression="zstd") as writer:
             wrote = False

@@ -138,19 +138,19 @@ def config_statistics(c: ConfigData, dimensions: Sequence[Dimension]) -> list[st
     if samples:
         out += ["Sample rows (long texts truncated, first labels only):", "", "```json"]
         for r in samples:
-            s = dict(r)
+            row = dict(r)
             for key in ("context", "turns"):
-                if key in s:
-                    msgs = s[key]
+                if key in row:
+                    msgs = row[key]
                     shown = [{"role": m["role"], "text": _truncate(m["text"], 100)} for m in msgs[-4:]]
                     if len(msgs) > 4:
                         shown.insert(0, {"role": "…", "text": f"({len(msgs) - 4} earlier utterances)"})
-                    s[key] = shown
+                    row[key] = shown
             for key in ("response", "reference"):
-                if s.get(key):
-                    s[key] = _truncate(s[key])
-            if len(s.get("labels") or []) > 3:
-                s["labels"] = s["labels"][:3] + [f"… {len(r['labels']) - 3} more"]
-            out.append(json.dumps(s, ensure_ascii=False))
+                if row.get(key):
+                    row[key] = _truncate(row[key])
+            if len(row.get("labels") or []) > 3:
+                row["labels"] = row["labels"][:3] + [f"… {len(r['labels']) - 3} more"]
+            out.append(json.dumps(row, ensure_ascii=False))
         out += ["```", ""]
     return out

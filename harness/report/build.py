@@ -154,7 +154,7 @@ def leaderboard_table(runs: list[LoadedRun]) -> pd.DataFrame:
                 continue
             sp = _num((allr.get("spearman") or MetricEntry()).value)
             n = next((e.n for e in allr.values() if e.n is not None), None)
-            row = {"task": task, "judge": r.label, "run": r.run_id, "n": n}
+            row: dict[str, Any] = {"task": task, "judge": r.label, "run": r.run_id, "n": n}
             row |= {k: allr.get(src) for k, src in _LEADERBOARD_KEYS.items()}
             row["parse_failures"] = r.results.parse_failures.get(task)
             rows.append(row | {"_key": -sp if sp is not None else math.inf})

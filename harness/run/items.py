@@ -68,7 +68,8 @@ def _levels(
     handle: DatasetHandle, config: str, languages: list[str], limit: int | None
 ) -> tuple[int, Any, set[Any]]:
     """(rows selected, the first row's level, every level present) of a config; reads two columns."""
-    n, first, levels = 0, None, set()
+    n, first = 0, None
+    levels: set[Any] = set()
     for batch in iter_items(handle, config, languages=languages, limit=limit, columns=["language", "level"]):
         if n == 0:
             first = batch[0].get("level")
