@@ -23,9 +23,9 @@ ROOT = Path(__file__).resolve().parents[1]
 #: (document relative to the repo root, block name, bench module)
 GENERATED: list[tuple[str, str, str]] = [
     ("docs/encoders.md", "e5_parity", "bench.e5_parity"),
-    ("docs/smollm2.md", "smollm2_judge", "bench.smollm2_judge"),
-    ("docs/smollm2.md", "smollm2_medal", "bench.smollm2_medal"),
-    ("docs/smollm2.md", "smollm2_lora", "bench.smollm2_lora"),
+    ("docs/smollm2.md", "smollm2_judge", "bench.smollm2.judge"),
+    ("docs/smollm2.md", "smollm2_medal", "bench.smollm2.medal"),
+    ("docs/smollm2.md", "smollm2_lora", "bench.smollm2.lora"),
 ]
 
 

@@ -1,8 +1,8 @@
 """LoRA on a real LLM: SmolLM2-135M-Instruct as a fine-tuned P(Yes) evaluator and as an SFT chatbot.
 
-    python bench/smollm2_lora.py evaluator [--steps 40] [--eval-limit 2]   # xDial-Eval LLM-FT route
-    python bench/smollm2_lora.py chatbot [--steps 40] [--eval-limit 20]    # SFT on CCC, then chatbot-eval
-    python bench/smollm2_lora.py docs                                      # tables into docs/smollm2.md
+    python bench/smollm2/lora.py evaluator [--steps 40] [--eval-limit 2]   # xDial-Eval LLM-FT route
+    python bench/smollm2/lora.py chatbot [--steps 40] [--eval-limit 20]    # SFT on CCC, then chatbot-eval
+    python bench/smollm2/lora.py docs                                      # tables into docs/smollm2.md
 
 ``evaluator`` (xDial-Eval §4, Table 3): self-supervised Table 3 instruction data built from the
 shared Topical-Chat conversations (turn-level relevance pairs and dialogue-level coherence pairs,
@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 SHARED = ROOT.parent / "shared" / "data"
 RESULTS = ROOT / "bench" / "results" / "smollm2_lora.json"
@@ -114,7 +114,7 @@ def part_evaluator(steps: int, n_dialogues: int, eval_limit: int, batch_size: in
         ),
     )
     data = {
-        "name": "topical-chat-selfsup (bench/smollm2_lora.py)",
+        "name": "topical-chat-selfsup (bench/smollm2/lora.py)",
         "version": "0",
         "source": f"topical-chat:{SHARED / 'topical-chat'} (first {n_dialogues} conversations)",
         "kinds": {"turn_relevance": int(n * 0.75), "dialogue_coherence": n - int(n * 0.75)},

@@ -1,7 +1,7 @@
 """The MEDAL pipeline with SmolLM2-135M-Instruct as user, user judge, chatbot and labeller.
 
-    python bench/smollm2_medal.py                  # build with dataset_builders/medal_pipeline/configs/smollm2.yaml
-    python bench/smollm2_medal.py --docs-only      # re-render docs/smollm2.md from bench/results/smollm2_medal.json
+    python bench/smollm2/medal.py                  # build with dataset_builders/medal_pipeline/configs/smollm2.yaml
+    python bench/smollm2/medal.py --docs-only      # re-render docs/smollm2.md from bench/results/smollm2_medal.json
 
 Runs ``harness datasets build medal --config <config> --registry bench/out/medal-smollm2-registry``
 (the work folder, request cache and checkpoint are under ``bench/out/medal-smollm2``, so a killed run
@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 CONFIG = ROOT / "dataset_builders" / "medal_pipeline" / "configs" / "smollm2.yaml"
 WORK = ROOT / "bench" / "out" / "medal-smollm2"

@@ -17,7 +17,7 @@ Usage::
     with ModelServer("vllm", "/path/to/checkpoint", served_name="smollm2-135m-instruct") as srv:
         spec = f"openai:{srv.model},base_url={srv.base_url}"
 
-    python bench/model_server.py smollm2-135m-instruct --engine vllm     # serve until Ctrl-C
+    python bench/smollm2/server.py smollm2-135m-instruct --engine vllm     # serve until Ctrl-C
 
 The server's output goes to a log file (``log_path``); a server that exits or does not answer
 ``GET /v1/models`` within ``start_timeout`` seconds is an error quoting the log's tail.
@@ -39,7 +39,7 @@ from typing import Self
 
 import httpx
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ENGINES = ("vllm", "transformers")
 
 

@@ -1,12 +1,12 @@
 """SmolLM2-135M-Instruct as a judge on the shared data: what a 135M model does, measured.
 
-    python bench/smollm2_judge.py xdial --run DIR       # tables from `harness run --judge hf:smollm2-135m-instruct
+    python bench/smollm2/judge.py xdial --run DIR       # tables from `harness run --judge hf:smollm2-135m-instruct
                                                         #   --task xdial-eval --source ../shared/data/xdial-eval --limit N`
-    python bench/smollm2_judge.py medal [--n 2]         # MEDAL Table 11 JSON verdicts on xDial-Eval dialogues, 10 languages
-    python bench/smollm2_judge.py meep [--n 4]          # MEEP, G-EVAL and GPTScore prompts on xDial-Eval turns (en, es, zh)
-    python bench/smollm2_judge.py robustness [--n 10]   # verdict injection (P(Yes)) and pairwise position bias
-    python bench/smollm2_judge.py agreement [--n 20]    # the same P(Yes) requests: hf vs vllm vs openai -> vLLM's server
-    python bench/smollm2_judge.py docs                  # write the tables into docs/smollm2.md
+    python bench/smollm2/judge.py medal [--n 2]         # MEDAL Table 11 JSON verdicts on xDial-Eval dialogues, 10 languages
+    python bench/smollm2/judge.py meep [--n 4]          # MEEP, G-EVAL and GPTScore prompts on xDial-Eval turns (en, es, zh)
+    python bench/smollm2/judge.py robustness [--n 10]   # verdict injection (P(Yes)) and pairwise position bias
+    python bench/smollm2/judge.py agreement [--n 20]    # the same P(Yes) requests: hf vs vllm vs openai -> vLLM's server
+    python bench/smollm2/judge.py docs                  # write the tables into docs/smollm2.md
 
 Each part adds its section to ``bench/results/smollm2_judge.json`` (committed; the docs tables are
 rendered from it by :func:`markdown`, ``bench/docs_tables.py``). Items are the first ``--n`` per
@@ -31,7 +31,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 DEFAULT_SOURCE = ROOT.parent / "shared" / "data" / "xdial-eval"
 RESULTS = ROOT / "bench" / "results" / "smollm2_judge.json"
@@ -234,7 +234,7 @@ if __name__ == "__main__":
 
 
 def part_agreement(source: Path, n: int) -> None:
-    from bench.model_server import ModelServer, vllm_python
+    from bench.smollm2.server import ModelServer, vllm_python
     from harness.backends.base import create_backend
     from harness.modelstore import resolve
     from harness.spec import parse_spec
