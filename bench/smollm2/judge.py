@@ -75,9 +75,9 @@ def _f(x: float | None, spec: str = ".3f") -> str:
 def part_xdial(run_dir: Path) -> None:
     res = json.loads((run_dir / "results.json").read_text("utf-8"))
     out: dict[str, Any] = {
-        "command": res["run"].get("command")
-        or "harness run --judge hf:smollm2-135m-instruct --task xdial-eval",
+        "judge": res["judge"]["spec"],
         "limit": res["run"].get("limit"),
+        "n_items": res["run"].get("n_items"),
         "tasks": {},
     }
     for task in ("xdial-eval-turn", "xdial-eval-dialogue"):

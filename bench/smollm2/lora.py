@@ -85,7 +85,14 @@ def per_language(run_dir: Path) -> dict[str, dict[str, Any]]:
 
 
 # -- the generative evaluator ----------------------------------------------------------------------
-def part_evaluator(steps: int, n_dialogues: int, eval_limit: int, batch_size: int) -> None:
+def part_evaluator(
+    steps: int,
+    n_dialogues: int,
+    eval_limit: int,
+    batch_size: int,
+    tasks: str = "xdial-eval",
+    reuse: bool = False,
+) -> None:
     from finetune.data.generative import example_to_generative
     from finetune.data.selfsup import coherence_pairs, relevance_pairs
     from finetune.data.sources import load_dialogues
@@ -121,14 +128,18 @@ def part_evaluator(steps: int, n_dialogues: int, eval_limit: int, batch_size: in
     }
     out = OUT / "evaluator"
     t0 = time.perf_counter()
-    meta = train_generative(exs, cfg, out, data, eval_examples=held)
-    train_s = time.perf_counter() - t0
+    if reuse and (out / "dialeval_adapter.json").is_file():  # evaluate an adapter trained before
+        meta = json.loads((out / "dialeval_adapter.json").read_text("utf-8"))
+        train_s = float(meta["train_result"]["wall_seconds"])
+    else:
+        meta = train_generative(exs, cfg, out, data, eval_examples=held)
+        train_s = time.perf_counter() - t0
     if ADAPTER_HOME.exists():
         shutil.rmtree(ADAPTER_HOME)
     ADAPTER_HOME.mkdir(parents=True)
     shutil.copytree(out / ADAPTER_DIR, ADAPTER_HOME / "adapter")
     adapter = ADAPTER_HOME.relative_to(ROOT) / "adapter"
-    src = ["--task", "xdial-eval", "--source", str(SHARED / "xdial-eval"), "--limit", str(eval_limit)]
+    src = ["--task", tasks, "--source", str(SHARED / "xdial-eval"), "--limit", str(eval_limit)]
     runs = OUT / "runs"
     specs = {
         "zero-shot": f"hf:{MODEL}",
@@ -152,6 +163,7 @@ def part_evaluator(steps: int, n_dialogues: int, eval_limit: int, batch_size: in
             "adapter": str(adapter),
             "adapter_sha256": meta.get("adapter_sha256"),
             "eval_limit": eval_limit,
+            "eval_tasks": tasks,
             "specs": specs,
             "results": results,
         },
@@ -305,10 +317,14 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=4)
     ap.add_argument("--dialogues", type=int, default=300, help="evaluator: Topical-Chat conversations")
     ap.add_argument("--eval-limit", type=int, default=None)
+    ap.add_argument("--tasks", default="xdial-eval", help="evaluator: the xDial-Eval task(s) to evaluate on")
+    ap.add_argument("--reuse", action="store_true", help="evaluator: evaluate the adapter already trained")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.part == "evaluator":
-        part_evaluator(args.steps, args.dialogues, args.eval_limit or 2, args.batch_size)
+        part_evaluator(
+            args.steps, args.dialogues, args.eval_limit or 2, args.batch_size, args.tasks, args.reuse
+        )
     elif args.part == "chatbot":
         part_chatbot(args.steps, args.eval_limit or 20, args.batch_size)
     write_docs(load())

@@ -109,8 +109,11 @@ def resolve_weights(model: str, gguf_file: str | None = None) -> WeightsSource:
         return WeightsSource(str(folder), f.name, {"gguf_file": f.name, "gguf_sha256": file_sha256(f)})
     if model.endswith(".gguf") and Path(model).expanduser().is_file():
         return resolve_weights(str(Path(model).expanduser().parent), Path(model).name)
-    from harness.modelstore import read_record, resolve, weights_fingerprint
+    from harness.modelstore import get_model, is_packaged_name, read_record, resolve, weights_fingerprint
 
+    if is_packaged_name(model) and not get_model(model).kind.startswith("causal LM"):
+        entry = get_model(model)
+        raise ValueError(f"packaged model {entry.name!r} is a {entry.kind}, not a causal LM; use {entry.use}")
     packaged = resolve(model)
     if packaged is None:
         return WeightsSource(model)

@@ -57,6 +57,7 @@ def test_packaged_name_identity_and_exact_label_logprobs(smollm2):
     backend.close()
 
 
+@pytest.mark.slow  # dequantises the 98 MB GGUF file on load (~30 s on 2 idle cores)
 def test_gguf_file_gives_the_checkpoints_log_probs(smollm2):
     """hf:<folder>,gguf_file=<file> dequantises the GGUF file on load: the same weights as the
     materialised checkpoint, identified by the file's SHA-256."""

@@ -51,6 +51,8 @@ def test_short_names_and_directories(tmp_path, monkeypatch):
 
 def test_resolve_weights_of_hub_ids_and_bad_gguf_files(tmp_path):
     assert resolve_weights("Qwen/Qwen2.5-7B-Instruct").identity == {}
+    with pytest.raises(ValueError, match="is a sentence encoder .*, not a causal LM; use --judge embed:"):
+        resolve_weights("multilingual-e5-small")
     with pytest.raises(FileNotFoundError, match=r"gguf_file='m.gguf': no such file in"):
         resolve_weights(str(tmp_path), "m.gguf")
     f = tmp_path / "m.Q4_1.gguf"
