@@ -237,7 +237,7 @@ def ls_models() -> None:
         console.print(f"no materialised models in {root} (harness models materialize smollm2-135m-instruct)")
         return
     for d, rec in found:
-        name = name_of_dir(d)
-        current = is_current(name, d) if name else False
+        dir_model = name_of_dir(d)  # None: a folder no packaged model owns
+        current = is_current(dir_model, d) if dir_model else False
         state = "current" if current else "stale: rerun harness models materialize --force"
         console.print(f"{d.name}: {rec.get('model')} ({state})", markup=False, highlight=False)

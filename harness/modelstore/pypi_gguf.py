@@ -252,7 +252,10 @@ def write_checkpoint(gguf: Path, out: Path) -> dict[str, Any]:
     hf_logging.set_verbosity_error()
     try:
         tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+        # typed as Any: the loaded model's attributes (hf_quantizer, config) are set below
+        model: Any = AutoModelForCausalLM.from_pretrained(
+            gguf.parent, gguf_file=gguf.name, dtype=torch.float32
+        )
     finally:
         hf_logging.set_verbosity(level)
     # the loaded weights are plain float32 tensors: drop the GGUF quantizer so they save as a checkpoint
