@@ -412,9 +412,9 @@ def markdown(r: dict[str, Any]) -> str:
 
 
 def write_docs(r: dict[str, Any]) -> None:
-    from bench.docs_tables import replace_between_markers
+    from bench.docs_tables import write_blocks
 
-    replace_between_markers(DOC, "smollm2_judge", markdown(r))
+    write_blocks("bench.smollm2.judge", r)  # the block of docs/smollm2.md and its start marker
 
 
 def main() -> None:

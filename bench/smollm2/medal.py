@@ -118,9 +118,9 @@ def main() -> None:
         r = run(args.config, args.registry)
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
         RESULTS.write_text(json.dumps(r, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    from bench.docs_tables import replace_between_markers
+    from bench.docs_tables import write_blocks
 
-    replace_between_markers(DOC, "smollm2_medal", markdown(json.loads(RESULTS.read_text("utf-8"))))
+    write_blocks("bench.smollm2.medal", json.loads(RESULTS.read_text("utf-8")))
 
 
 if __name__ == "__main__":
