@@ -32,9 +32,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from dataset_builders.card import render_card
-from dataset_builders.helpers import normalize_languages, progress_bar, sha256_file, write_parquet
-from dataset_builders.records import BuildResult, ConfigData, SourceFile
+from dataset_builders.helpers import normalize_languages, progress_bar, sha256_file
+from dataset_builders.records import BuildResult, ConfigData, ConfigSummary, SourceFile
 from harness.data.layout import CARD_NAME, MANIFEST_NAME, data_file
 from harness.data.registry import check_writable
 from harness.data.schema import (
@@ -195,8 +198,7 @@ class Builder(ABC):
                     bar.describe(src.path.name)
                     cfg = self.read_config(src, langs, warnings)
                     cfg.source = cfg.source or src
-                    cfg.records = _validated(cfg, self.dimension_map(), f"{self.name}/{data_file(cfg.name)}")
-                    cfg.num_bytes = write_parquet(cfg.records, cfg.arrow_features, tmp / data_file(cfg.name))
+                    self._write_config(cfg, tmp / data_file(cfg.name))
                     configs.append(cfg)
                     bar.advance(src.path.name)
 
@@ -253,24 +255,60 @@ class Builder(ABC):
             manifest=manifest,
         )
 
+    def _write_config(self, cfg: ConfigData, path: Path) -> None:
+        """Validate and write a config's records chunk by chunk (one Parquet row group each; a
+        list of records is one chunk), filling ``cfg.summary`` and ``cfg.num_bytes``."""
+        dims, file = self.dimension_map(), f"{self.name}/{data_file(cfg.name)}"
+        schema = cfg.arrow_features.arrow_schema
+        summary = ConfigSummary()
+        seen: dict[str, int] = {}  # id -> record number, across chunks (duplicate ids)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with pq.ParquetWriter(path, schema, compression="zstd") as writer:
+            wrote = False
+            for chunk in cfg.iter_chunks():
+                checked = _validated(cfg, chunk, dims, file, seen, summary.rows + 1)
+                table = pa.Table.from_pylist(checked, schema=schema)
+                writer.write_table(table)
+                wrote = True
+                cfg.num_bytes += table.nbytes
+                summary.add(checked, cfg.level)
+                if cfg.chunks is None:
+                    cfg.records = checked
+            if not wrote:
+                writer.write_table(schema.empty_table())
+        cfg.summary = summary
+
 
 # -- module-private helpers ----------------------------------------------------------------------
 
 
-def _validated(cfg: ConfigData, dims: dict[str, Dimension] | None, file: str) -> list[dict[str, Any]]:
-    """Common-schema validation of a config's records; extra columns (``cfg.features``) are kept as
-    they are, and a config outside the two levels is the builder's own table (validated by it)."""
+def _validated(
+    cfg: ConfigData,
+    records: list[dict[str, Any]],
+    dims: dict[str, Dimension] | None,
+    file: str,
+    seen: dict[str, int],
+    start: int,
+) -> list[dict[str, Any]]:
+    """Common-schema validation of a chunk of a config's records; extra columns (``cfg.features``)
+    are kept as they are, and a config outside the two levels is the builder's own table (validated
+    by it)."""
     if cfg.level not in FEATURES_BY_LEVEL:
         if cfg.features is None:
             raise ValueError(f"config {cfg.name!r}: level {cfg.level!r} needs explicit features")
-        return cfg.records
+        return records
     if cfg.features is None:
-        return validate_records(cfg.records, cfg.level, dims, file=file)
+        return validate_records(records, cfg.level, dims, file=file, seen=seen, start=start)
     common = FEATURES_BY_LEVEL[cfg.level]
     checked = validate_records(
-        [{k: v for k, v in r.items() if k in common} for r in cfg.records], cfg.level, dims, file=file
+        [{k: v for k, v in r.items() if k in common} for r in records],
+        cfg.level,
+        dims,
+        file=file,
+        seen=seen,
+        start=start,
     )
-    return [{**r, **c} for r, c in zip(cfg.records, checked, strict=True)]
+    return [{**r, **c} for r, c in zip(records, checked, strict=True)]
 
 
 def _check_replaceable(output_dir: Path) -> None:

@@ -71,17 +71,19 @@ def _fmt(x: Any) -> str:
 
 
 def config_statistics(c: ConfigData, dimensions: Sequence[Dimension]) -> list[str]:
-    per_lang = Counter(r["language"] for r in c.records)
-    ratings: dict[str, float] = {}
-    for r in c.records:
-        if r.get("rating") is not None:
-            ratings.setdefault(r["item_id"], r["rating"])
-    vals = list(ratings.values())
+    from dataset_builders.records import ConfigSummary
+
+    if c.summary is None:  # not built yet (the build fills it as it writes)
+        c.summary = ConfigSummary()
+        c.summary.add(c.records, c.level)
+    s = c.summary
+    per_lang = s.per_language
+    vals = list(s.ratings.values())
     out = [
         f"- rows: {c.rows} ({c.instances} items × {len(per_lang)} language(s))",
         "- rows per language: " + ", ".join(f"{lang} {per_lang[lang]}" for lang in c.languages),
     ]
-    systems = Counter(r.get("system") for r in c.records if r.get("system"))
+    systems = s.systems
     if systems:
         out.append("- rows per system: " + ", ".join(f"{k} {n}" for k, n in sorted(systems.items())))
     if vals:
@@ -90,15 +92,13 @@ def config_statistics(c: ConfigData, dimensions: Sequence[Dimension]) -> list[st
         )
     if c.level not in ("turn", "dialogue"):
         pass
-    elif c.level == "turn" and c.records:
-        out.append(
-            f"- context utterances per row: mean {sum(len(r['context']) for r in c.records) / c.rows:.2f}"
-        )
-    elif c.records:
-        out.append(f"- utterances per dialogue: mean {sum(len(r['turns']) for r in c.records) / c.rows:.2f}")
+    elif c.level == "turn" and s.rows:
+        out.append(f"- context utterances per row: mean {s.utterances / c.rows:.2f}")
+    elif s.rows:
+        out.append(f"- utterances per dialogue: mean {s.utterances / c.rows:.2f}")
     out.append("")
 
-    labels = [lab for r in c.records for lab in r.get("labels") or []]
+    labels = [lab for r in s.labelled for lab in r["labels"]]
     if labels:
         out += [
             "Label distribution (individual labels; value: count):",
@@ -114,7 +114,7 @@ def config_statistics(c: ConfigData, dimensions: Sequence[Dimension]) -> list[st
             text = ", ".join(f"{k:g}: {n}" for k, n in sorted(dist.items()))
             out.append(f"| `{d.name}` | {len(mine) - mine.count(None)} | {mine.count(None)} | {text} |")
         out.append("")
-        table = agreement_rows(c.records, dimensions)
+        table = agreement_rows(s.labelled, dimensions)
         if table is not None:
             out += [
                 "Inter-annotator agreement (percent = exact pairwise agreement, adjacent = |a−b| ≤ 1, α = "
@@ -134,23 +134,23 @@ def config_statistics(c: ConfigData, dimensions: Sequence[Dimension]) -> list[st
             out.append("")
 
     sample_lang = "en" if "en" in per_lang else (c.languages[0] if c.languages else None)
-    samples = [r for r in c.records if r["language"] == sample_lang][:2]
+    samples = s.first_rows.get(sample_lang, [])[:2] if sample_lang is not None else []
     if samples:
         out += ["Sample rows (long texts truncated, first labels only):", "", "```json"]
         for r in samples:
-            s = dict(r)
+            row = dict(r)
             for key in ("context", "turns"):
-                if key in s:
-                    msgs = s[key]
+                if key in row:
+                    msgs = row[key]
                     shown = [{"role": m["role"], "text": _truncate(m["text"], 100)} for m in msgs[-4:]]
                     if len(msgs) > 4:
                         shown.insert(0, {"role": "…", "text": f"({len(msgs) - 4} earlier utterances)"})
-                    s[key] = shown
+                    row[key] = shown
             for key in ("response", "reference"):
-                if s.get(key):
-                    s[key] = _truncate(s[key])
-            if len(s.get("labels") or []) > 3:
-                s["labels"] = s["labels"][:3] + [f"… {len(r['labels']) - 3} more"]
-            out.append(json.dumps(s, ensure_ascii=False))
+                if row.get(key):
+                    row[key] = _truncate(row[key])
+            if len(row.get("labels") or []) > 3:
+                row["labels"] = row["labels"][:3] + [f"… {len(r['labels']) - 3} more"]
+            out.append(json.dumps(row, ensure_ascii=False))
         out += ["```", ""]
     return out

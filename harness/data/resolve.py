@@ -13,15 +13,22 @@ Three ways in:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import yaml
+
 from harness.cache import default_home
-from harness.data.layout import MANIFEST_NAME, card_configs
+from harness.data.layout import CARD_NAME, MANIFEST_NAME, SPLIT, card_configs
 
 log = logging.getLogger(__name__)
 
@@ -163,22 +170,90 @@ def load_items(
     handle: DatasetHandle, config: str, *, languages: list[str] | None = None, limit: int | None = None
 ) -> list[dict[str, Any]]:
     """Rows of one config as dicts, filtered to ``languages``; ``limit`` = first N items per language."""
+    return [row for batch in iter_items(handle, config, languages=languages, limit=limit) for row in batch]
+
+
+#: rows converted to Python at a time by :func:`iter_items`
+READ_BATCH = 1024
+
+
+def iter_items(
+    handle: DatasetHandle,
+    config: str,
+    *,
+    languages: list[str] | None = None,
+    limit: int | None = None,
+    columns: list[str] | None = None,
+    batch_size: int | None = None,
+) -> Iterator[list[dict[str, Any]]]:
+    """The rows of :func:`load_items`, in the same order, as lists of at most ``batch_size`` dicts:
+    a local dataset's Parquet files are read record batch by record batch (memory holds one batch,
+    whatever the size of the config); a Hub dataset goes through ``load_dataset``. ``columns``
+    restricts the columns read (e.g. ``["language", "level"]`` to count rows); ``batch_size``
+    defaults to :data:`READ_BATCH`."""
+    keep = set(languages) if languages else None
+    seen: dict[str, int] = {}
+    for table in _arrow_batches(handle, config, columns, batch_size or READ_BATCH):
+        if keep is not None:
+            table = table.filter(pc.is_in(table["language"], value_set=pa.array(sorted(keep), pa.string())))
+        if limit is not None:
+            langs = table["language"].to_pylist()
+            mask = []
+            for lang in langs:
+                n = seen.get(lang, 0)
+                mask.append(n < limit)
+                seen[lang] = n + 1
+            table = table.filter(pa.array(mask, pa.bool_()))
+        if table.num_rows:
+            yield table.to_pylist()
+
+
+@functools.lru_cache(maxsize=16)
+def _card_configs(card: Path, mtime_ns: int) -> list[dict[str, Any]]:
+    text = card.read_text(encoding="utf-8")
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # a card's features make the YAML long
+    meta = (yaml.load(text.split("---", 2)[1], Loader=loader) or {}) if text.startswith("---") else {}
+    return list(meta.get("configs") or [])
+
+
+def _config_files(location: Path, config: str) -> list[Path] | None:
+    """The Parquet files of ``config``'s test split as the card declares them (None when the card
+    says something this reader does not handle: then ``load_dataset`` reads the config)."""
+    card = location / CARD_NAME
+    entries = _card_configs(card, card.stat().st_mtime_ns)
+    entry = next((c for c in entries if isinstance(c, dict) and c.get("config_name") == config), None)
+    if entry is None:
+        return None
+    spec = entry.get("data_files")
+    if isinstance(spec, list) and all(isinstance(d, dict) for d in spec):
+        spec = [d.get("path") for d in spec if d.get("split") == SPLIT]
+    patterns = [spec] if isinstance(spec, str) else spec
+    if not patterns or not all(isinstance(p, str) for p in patterns):
+        return None
+    files = [f for p in patterns for f in sorted(location.glob(p))]
+    if not files or any(f.suffix != ".parquet" for f in files):
+        return None
+    return files
+
+
+def _arrow_batches(
+    handle: DatasetHandle, config: str, columns: list[str] | None, batch_size: int
+) -> Iterator[pa.Table]:
+    location = Path(handle.location)
+    files = _config_files(location, config) if handle.is_local else None
+    if files is not None:
+        for f in files:
+            pf = pq.ParquetFile(f)
+            names = set(pf.schema_arrow.names)
+            cols = None if columns is None else [c for c in columns if c in names]
+            for batch in pf.iter_batches(batch_size=batch_size, columns=cols):
+                yield pa.Table.from_batches([batch])
+        return
     from datasets import load_dataset
 
     ds = load_dataset(
-        handle.location, config, split="test", revision=None if handle.is_local else handle.revision
+        handle.location, config, split=SPLIT, revision=None if handle.is_local else handle.revision
     )
-    rows = ds.to_list()
-    if languages:
-        keep = set(languages)
-        rows = [r for r in rows if r["language"] in keep]
-    if limit is not None:
-        seen: dict[str, int] = {}
-        kept = []
-        for r in rows:
-            n = seen.get(r["language"], 0)
-            if n < limit:
-                kept.append(r)
-                seen[r["language"]] = n + 1
-        rows = kept
-    return rows
+    if columns is not None:
+        ds = ds.select_columns([c for c in columns if c in ds.column_names])
+    yield from ds.with_format("arrow").iter(batch_size=batch_size)

@@ -376,14 +376,18 @@ def validate_records(
     dimensions: Sequence[Dimension] | dict[str, Dimension] | None = None,
     *,
     file: str = "<records>",
+    seen: dict[str, int] | None = None,
+    start: int = 1,
 ) -> list[dict[str, Any]]:
-    """Complete and validate every record; duplicate ids are an error too."""
+    """Complete and validate every record; duplicate ids are an error too. A config validated chunk
+    by chunk passes the same ``seen`` (id -> record number) to every call and ``start`` = the number
+    of the chunk's first record."""
     dims = (
         dimensions if isinstance(dimensions, dict) or dimensions is None else {d.name: d for d in dimensions}
     )
     out: list[dict[str, Any]] = []
-    seen: dict[str, int] = {}
-    for i, rec in enumerate(records, start=1):
+    seen = {} if seen is None else seen
+    for i, rec in enumerate(records, start=start):
         rec = validate_record(complete(rec, level), level, dims, file=file, row=i)
         if rec["id"] in seen:
             raise SchemaError(

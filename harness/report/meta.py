@@ -20,6 +20,7 @@ from harness.report.meta_figures import (
     qa_figure,
     short_name,
 )
+from harness.run.document import AltEnvironment, AltTest, ErrorCorrelation, PanelVote, Results
 
 QA_FILE = "qa.json"
 HUMAN_KEYS = ("ceiling_loao", "ceiling_split_half", "high_agreement")
@@ -69,19 +70,14 @@ QA_HEADERS = [
 ]
 
 
-def _headline(results: Mapping[str, Any], task: str) -> str:
-    metrics = list(((results.get("tasks") or {}).get(task) or {}).get("metrics") or ["spearman"])
-    return "spearman" if "spearman" in metrics else metrics[0]
-
-
 # -- rows ---------------------------------------------------------------------------------------
-def human_rows(results: Mapping[str, Any], label: str | None = None) -> list[list[str]]:
+def human_rows(results: Results, label: str | None = None) -> list[list[str]]:
     """Per task × language: the judge's headline correlation next to the human ceilings, the
     high-agreement correlation and the soft-label errors."""
     rows = []
-    for task in results.get("human_labels") or {}:
-        m = _headline(results, task)
-        by_lang = (results.get("results") or {}).get(task, {})
+    for task in results.human_labels:
+        m = results.headline_metric(task)
+        by_lang = results.task_results(task)
         for lang, entries in by_lang.items():
             if not any(f"{k}/{m}" in entries for k in HUMAN_KEYS) or (lang == "all" and len(by_lang) == 2):
                 continue  # "all" repeats a single language
@@ -97,23 +93,23 @@ def human_rows(results: Mapping[str, Any], label: str | None = None) -> list[lis
     return rows
 
 
-def level_rows(results: Mapping[str, Any]) -> list[list[str]]:
+def level_rows(results: Results) -> list[list[str]]:
     """Per task with aggregation levels (ComperDial Tables 4–5): the item-level and the dialogue- /
     system-level correlations per language."""
     rows = []
-    for task, info in (results.get("tasks") or {}).items():
-        levels = info.get("levels") or []
+    for task, info in results.tasks.items():
+        levels = info.levels
         if not levels:
             continue
-        metrics = list(info.get("metrics") or [])
-        by_lang = (results.get("results") or {}).get(task, {})
+        metrics = list(info.metrics)
+        by_lang = results.task_results(task)
         for lang, entries in by_lang.items():
             if lang == "all" and len(by_lang) == 2:
                 continue
             for level in ["item", *levels]:
                 keys = metrics if level == "item" else [f"{level}/{m}" for m in metrics]
                 if any(k in entries for k in keys):
-                    n = next((entries[k].get("n") for k in keys if k in entries), None)
+                    n = next((entries[k].n for k in keys if k in entries), None)
                     rows.append([task, lang, level, str(n), *(fmt_entry(entries.get(k)) for k in keys)])
     return rows
 
@@ -121,15 +117,15 @@ def level_rows(results: Mapping[str, Any]) -> list[list[str]]:
 LEVEL_HEADERS = ["task", "lang", "level", "n", "pearson", "spearman", "kendall"]
 
 
-def _verdict(r: Mapping[str, Any]) -> str:
-    if r.get("skipped"):
-        return "not tested: " + str(r["skipped"])
-    return "passes (can replace)" if r.get("passed") else "fails"
+def _verdict(r: AltEnvironment) -> str:
+    if r.skipped:
+        return "not tested: " + str(r.skipped)
+    return "passes (can replace)" if r.passed else "fails"
 
 
-def alt_rows(alt: Mapping[str, Any], task: str, judge: str) -> tuple[list[list[str]], list[list[str]]]:
+def alt_rows(alt: AltTest, task: str, judge: str) -> tuple[list[list[str]], list[list[str]]]:
     """(summary rows per environment, per-annotator rows) of one alt-test result."""
-    if alt.get("skipped") and not alt.get("environments"):
+    if alt.skipped and not alt.environments:
         return [
             [
                 task,
@@ -137,57 +133,55 @@ def alt_rows(alt: Mapping[str, Any], task: str, judge: str) -> tuple[list[list[s
                 "—",
                 "—",
                 "—",
-                "not tested: " + str(alt["skipped"]),
+                "not tested: " + str(alt.skipped),
                 "0",
-                str(alt.get("epsilon")),
+                str(alt.epsilon),
                 "—",
             ]
         ], []
     summary, per = [], []
-    for env, r in (alt.get("environments") or {}).items():
-        tested = [a for a in (r.get("annotators") or {}).values() if not a.get("skipped")]
+    for env, r in alt.environments.items():
+        tested = [a for a in r.annotators.values() if not a.skipped]
         summary.append(
             [
                 task,
                 judge,
                 env,
-                fmt_value(r.get("omega"), 2),
-                fmt_value(r.get("rho"), 2),
+                fmt_value(r.omega, 2),
+                fmt_value(r.rho, 2),
                 _verdict(r),
-                f"{len(tested)} of {len(r.get('annotators') or {})}",
-                f"{alt.get('epsilon'):g}",
-                f"{alt.get('scale')} / {alt.get('scoring')}",
+                f"{len(tested)} of {len(r.annotators)}",
+                f"{alt.epsilon:g}" if alt.epsilon is not None else "—",
+                f"{alt.scale} / {alt.scoring}",
             ]
         )
-        for ann, a in (r.get("annotators") or {}).items():
-            win = "—" if a.get("skipped") else ("yes" if a.get("rejected") else "no")
+        for ann, a in r.annotators.items():
+            win = "—" if a.skipped else ("yes" if a.rejected else "no")
             per.append(
                 [
                     task,
                     judge,
                     env,
                     ann,
-                    str(a.get("n")),
-                    fmt_value(a.get("rho"), 3),
-                    fmt_value(a.get("p_value"), 4)
-                    if a.get("p_value") is not None
-                    else (a.get("skipped") or "—"),
+                    str(a.n),
+                    fmt_value(a.rho, 3),
+                    fmt_value(a.p_value, 4) if a.p_value is not None else (a.skipped or "—"),
                     win,
                 ]
             )
     return summary, per
 
 
-def all_alt_rows(results: Mapping[str, Any]) -> tuple[list[list[str]], list[list[str]]]:
-    judge = str((results.get("judge") or {}).get("spec") or "?")
+def all_alt_rows(results: Results) -> tuple[list[list[str]], list[list[str]]]:
+    judge = results.judge.spec or "?"
     summary: list[list[str]] = []
     per: list[list[str]] = []
-    for task, alt in (results.get("alt_test") or {}).items():
+    for task, alt in results.alt_test.items():
         s, p = alt_rows(alt, task, judge)
         summary += s
         per += p
-    for task, info in ((results.get("panel") or {}).get("tasks") or {}).items():
-        for member, alt in (info.get("alt_test") or {}).items():
+    for task, info in (results.panel.tasks if results.panel is not None else {}).items():
+        for member, alt in info.alt_test.items():
             if member != "panel":  # the panel's own test is the run's alt_test above
                 s, p = alt_rows(alt, task, member)
                 summary += s
@@ -195,48 +189,47 @@ def all_alt_rows(results: Mapping[str, Any]) -> tuple[list[list[str]], list[list
     return summary, per
 
 
-def panel_rows(results: Mapping[str, Any]) -> tuple[list[list[str]], list[list[str]]]:
+def panel_rows(results: Results) -> tuple[list[list[str]], list[list[str]]]:
     """(per-member rows, per-task summary rows: α, α on ranks, ρ̄, effective judges)."""
-    panel = results.get("panel") or {}
     members, summary = [], []
-    for task, info in (panel.get("tasks") or {}).items():
-        m = _headline(results, task)
-        loo = info.get("leave_one_out") if isinstance(info.get("leave_one_out"), dict) else {}
-        for name, mem in (info.get("members") or {}).items():
+    for task, info in (results.panel.tasks if results.panel is not None else {}).items():
+        m = results.headline_metric(task)
+        loo = info.leave_one_out if isinstance(info.leave_one_out, dict) else {}
+        for name, mem in info.members.items():
             lo = loo.get(name) or {}
             members.append(
                 [
                     task,
                     name,
-                    fmt_entry((mem["results"].get("all") or {}).get(m)),
-                    str(mem.get("failures")),
+                    fmt_entry((mem.results.get("all") or {}).get(m)),
+                    str(mem.failures),
                     fmt_value(lo.get(f"delta_{m}")),
                     fmt_value(lo.get("mean_error_correlation")),
                     fmt_value(lo.get("effective_judges"), 2),
                 ]
             )
-        p = info.get("panel") or {}
+        p = info.panel or PanelVote()
         members.append(
             [
                 task,
-                f"panel (vote={p.get('vote')}, quorum {p.get('quorum')})",
-                fmt_entry((p.get("results", {}).get("all") or {}).get(m)),
-                str(p.get("failures")),
+                f"panel (vote={p.vote}, quorum {p.quorum})",
+                fmt_entry((p.results.get("all") or {}).get(m)),
+                str(p.failures),
                 "",
                 "",
                 "",
             ]
         )
-        ec = info.get("error_correlation") or {}
+        ec = info.error_correlation or ErrorCorrelation()
         summary.append(
             [
                 task,
-                str(ec.get("n_judges")),
-                fmt_value((info.get("alpha") or {}).get("value")),
-                fmt_value((info.get("alpha_rank") or {}).get("value")),
-                fmt_value(ec.get("mean")),
-                fmt_value(ec.get("effective_judges"), 2),
-                str(info.get("n_items")),
+                str(ec.n_judges),
+                fmt_value(info.alpha.value if info.alpha is not None else None),
+                fmt_value(info.alpha_rank.value if info.alpha_rank is not None else None),
+                fmt_value(ec.mean),
+                fmt_value(ec.effective_judges, 2),
+                str(info.n_items),
             ]
         )
     return members, summary
@@ -276,7 +269,7 @@ def qa_rows(qa: Mapping[str, Any]) -> list[list[str]]:
 
 
 # -- CLI ----------------------------------------------------------------------------------------
-def rich_tables(results: Mapping[str, Any]) -> list[Any]:
+def rich_tables(results: Results) -> list[Any]:
     """rich Tables of a run's ceilings / soft labels, alt-test and panel sections (empty if none)."""
     from rich.markup import escape
     from rich.table import Table
@@ -296,7 +289,7 @@ def rich_tables(results: Mapping[str, Any]) -> list[Any]:
     if rows := human_rows(results):
         out.append(table("human ceilings and soft labels (headline metric)", HUMAN_HEADERS, rows))
     summary, per = all_alt_rows(results)
-    judge = str((results.get("judge") or {}).get("spec") or "?")
+    judge = results.judge.spec or "?"
     per = [r for r in per if r[1] == judge]  # the members' per-annotator rows are in `harness report`
     if per:
         out.append(
@@ -319,13 +312,13 @@ def rich_tables(results: Mapping[str, Any]) -> list[Any]:
     return out
 
 
-def alt_notes(results: Mapping[str, Any]) -> list[str]:
+def alt_notes(results: Results) -> list[str]:
     """One line per environment the alt-test could not test, and per warning (the CLI prints them)."""
     summary, _ = all_alt_rows(results)
     lines = [f"alt-test {r[0]} / {r[1]} / {r[2]}: {r[5]}" for r in summary if r[5].startswith("not tested")]
-    for task, alt in (results.get("alt_test") or {}).items():
-        for env, e in (alt.get("environments") or {}).items():
-            lines += [f"alt-test {task} / {env}: warning: {w}" for w in e.get("warnings") or []]
+    for task, alt in results.alt_test.items():
+        for env, e in alt.environments.items():
+            lines += [f"alt-test {task} / {env}: warning: {w}" for w in e.warnings]
     return lines
 
 
@@ -385,7 +378,7 @@ def meta_sections(doc: Doc, runs: list[Any], out: Path) -> list[Path]:
                     f"figures/{path.name}", f"{r.label}: ρ_j per annotator (filled = judge wins after BY)"
                 )
         doc.table(ANN_HEADERS, [p for _, _, per in alts for p in per])
-    panels = [(r, *panel_rows(r.results)) for r in runs if r.results.get("panel")]
+    panels = [(r, *panel_rows(r.results)) for r in runs if r.results.panel is not None]
     if panels:
         doc.h(2, "Judge panels")
         doc.p(
@@ -398,8 +391,8 @@ def meta_sections(doc: Doc, runs: list[Any], out: Path) -> list[Path]:
             doc.h(3, r.label)
             doc.table(PANEL_SUMMARY_HEADERS, summary)
             doc.table(PANEL_HEADERS, members)
-            for task, info in (r.results["panel"].get("tasks") or {}).items():
-                pairs = (info.get("error_correlation") or {}).get("pairs") or {}
+            for task, info in r.results.panel.tasks.items():
+                pairs = info.error_correlation.pairs if info.error_correlation is not None else {}
                 if pairs:
                     path = out / "figures" / f"panel_errors_{i + 1:02d}-{slug(task)}.png"
                     made.append(error_heatmap(pairs, path, f"{task}: judges' error correlation"))

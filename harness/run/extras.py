@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -62,8 +63,8 @@ def add_task_extras(
     if spec.levels:
         for lang, metrics in level_correlations(sub, spec.levels, spec.metrics, **boot).items():
             task_results.setdefault(lang, {}).update(metrics)
-    if not getattr(cfg, "human_meta", True):
-        return None, None
+    if not getattr(cfg, "human_meta", True) or sub["human_labels"].isna().all():
+        return None, None  # (no labels: the columns only labelled runs read are not loaded)
     labels = annotator_frame(sub)
     if labels.empty:
         return None, None
@@ -86,18 +87,19 @@ def add_task_extras(
 
 
 def panel_extras(
-    samples: pd.DataFrame,
+    frame_of: Callable[[str], pd.DataFrame],
     specs: list[TaskSpec],
     judge: PanelJudge,
     cfg: Any,
     dims: dict[str, dict[str, dict[str, Any]]],
 ) -> dict[str, Any]:
-    """The ``"panel"`` section of results.json for a ``panel:`` judge."""
+    """The ``"panel"`` section of results.json for a ``panel:`` judge; ``frame_of(task)`` gives a
+    task's samples (read from samples.parquet one task at a time)."""
     from harness.meta.panel import panel_report
 
     out: dict[str, Any] = {"members": judge.names(), "vote": judge.how, "quorum": judge.quorum, "tasks": {}}
     for spec in specs:
-        sub = samples[samples["task"] == spec.name].rename(columns={"human_rating": "human"})
+        sub = frame_of(spec.name).rename(columns={"human_rating": "human"})
         ranges = judge.ranges(spec)
         labels = annotator_frame(sub) if getattr(cfg, "human_meta", True) else pd.DataFrame()
         alt = None

@@ -1,9 +1,11 @@
-"""Versioned ``results.json`` and per-sample ``samples.parquet``.
+"""Writing ``results.json`` and ``samples.parquet``, and the run's console tables.
 
-``results.json`` (schema :data:`SCHEMA_VERSION`)::
+``results.json`` is a typed document (schema :data:`SCHEMA_VERSION`; models, migration of 1.x
+files and the typed reader :func:`load_results` in :mod:`harness.run.document`; the JSON Schema
+ships as ``harness/run/schemas/results.schema.json``)::
 
     {
-      "schema_version": "1.0",
+      "schema_version": "2.0",
       "results": {task: {language: {metric: {value, ci, n, n_datasets, parse_failures,
                                              per_dataset: {dataset: {value, p_value, ci, n, ...}}}},
                          "all": {metric: {value, ci, n, n_languages, parse_failures}}}},
@@ -12,28 +14,29 @@
       # predicted_positive|reference_positive>", "<dim>/human_ceiling", "<dim>/mcnemar",
       # "macro/f1_pos", "macro/f1_neg", and in "all" "pearson_pooled" / "spearman_pooled";
       # "label_parse_failures": {task: {dim: n}}.
-      # Added within 1.1 (readers ignore what they do not know): tasks with TaskSpec.levels get
-      # "<dialogue|system>/<metric>" per language (ComperDial Tables 4-5); tasks whose items carry
-      # annotator labels get "soft/<expected_abs_error|expected_sq_error|cross_entropy>",
-      # "ceiling_loao/<metric>", "ceiling_split_half/<metric>", "high_agreement/<metric>" per
-      # language and the sections "human_labels": {task: notes} and "alt_test": {task: {epsilon,
-      # q, scale, scoring, environments: {"<dataset>/<lang>": {omega, rho, passed, annotators:
-      # {id: {n, rho, p_value, rejected, skipped}}}}}}; a panel: judge adds "panel": {members,
-      # vote, quorum, tasks: {task: {members, panel, alpha, alpha_rank, error_correlation,
-      # leave_one_out, alt_test}}}.
+      # Tasks with TaskSpec.levels get "<dialogue|system>/<metric>" per language (ComperDial
+      # Tables 4-5); tasks whose items carry annotator labels get "soft/<expected_abs_error|
+      # expected_sq_error|cross_entropy>", "ceiling_loao/<metric>", "ceiling_split_half/<metric>",
+      # "high_agreement/<metric>" per language and the sections "human_labels": {task: notes} and
+      # "alt_test": {task: {epsilon, q, scale, scoring, environments: {"<dataset>/<lang>": {omega,
+      # rho, passed, annotators: {id: {n, rho, p_value, rejected, skipped}}}}}}; a panel: judge adds
+      # "panel": {members, vote, quorum, tasks: {task: {members, panel, alpha, alpha_rank,
+      # error_correlation, leave_one_out, alt_test}}}.
       # "executor": {kind, and for ray: workers, gpus_per_worker, cpus_per_worker, shard_size,
       # max_retries, cluster: {ray_version, address, resources, nodes}, pools: [{role, spec,
       # resources_per_worker, workers: [{worker, node_ip, hostname, pid, gpu_ids, requests, shards,
       # seconds, retries, replaced, setup_s, load_seconds}]}]} (harness.executors);
       # a run that stopped early has "incomplete": {reason, stopped_at, n_items_total,
       # n_items_scored, n_items_unscored, by_task, resume} (harness.run.partial).
+      "samples": {file: "samples.parquet", rows, row_groups, format: "parquet"},   # new in 2.0
       "harness": {version, git_sha, git_dirty}, "run": {...}, "judge": {...},
       "datasets": {task: {...}}, "tasks": {task: {...}}, "usage": {...}, "cache": {...},
-      "timings": {...}, "environment": {...}
+      "timings": {..., "samples_io_s" (new in 2.0)}, "environment": {...}
     }
 
 ``samples.parquet`` has one row per judged item (ids, language, prompt hash, raw output, score,
-parse status, human rating, ...) and loads with ``load_dataset("parquet", data_files=...)``.
+parse status, human rating, ...; :class:`harness.run.records.SampleRow`), is written in row groups as
+the run goes (:mod:`harness.run.samples`) and loads with ``load_dataset("parquet", data_files=...)``.
 """
 
 from __future__ import annotations
@@ -49,9 +52,16 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-SCHEMA_VERSION = "1.1"
-RESULTS_FILE = "results.json"
-SAMPLES_FILE = "samples.parquet"
+from harness.run.document import (  # noqa: F401  (re-exported: the typed reader and the names)
+    RESULTS_FILE,
+    SAMPLES_FILE,
+    SCHEMA_VERSION,
+    MetricEntry,
+    Results,
+    load_results,
+    samples_info,
+    validate_results,
+)
 
 SAMPLE_SCHEMA = pa.schema(
     [
@@ -111,11 +121,17 @@ def _json_safe(obj: Any) -> Any:
 def write_results(
     output_dir: str | Path, results: dict[str, Any], samples: pd.DataFrame
 ) -> tuple[Path, Path]:
+    """Write a whole run at once: the samples (rows checked against :class:`SampleRow`), then the
+    results document with its ``samples`` section (validated). ``harness run`` streams its samples
+    instead (:class:`harness.run.samples.SampleWriter`) and ends with :func:`write_results_json`."""
+    from harness.run.records import check_sample_row
+
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    table = pa.Table.from_pandas(
-        samples.reindex(columns=SAMPLE_SCHEMA.names), schema=SAMPLE_SCHEMA, preserve_index=False
-    )
+    frame = samples.reindex(columns=SAMPLE_SCHEMA.names)
+    for row in frame.to_dict("records"):
+        check_sample_row(row)
+    table = pa.Table.from_pandas(frame, schema=SAMPLE_SCHEMA, preserve_index=False)
     samples_path = out / SAMPLES_FILE
     fd, tmp = tempfile.mkstemp(dir=out, prefix=".samples.", suffix=".parquet")
     os.close(fd)
@@ -125,70 +141,69 @@ def write_results(
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    results_path = out / RESULTS_FILE
-    payload = json.dumps(_json_safe(results), indent=2, ensure_ascii=False, allow_nan=False)
+    return write_results_json(out, {**results, "samples": samples_info(samples_path)}), samples_path
+
+
+def write_results_json(output_dir: str | Path, results: dict[str, Any]) -> Path:
+    """Validate the document (:class:`Results`) and write ``results.json`` atomically (NaN and
+    infinities become null). A document that does not validate is an error, never a file."""
+    results_path = Path(output_dir) / RESULTS_FILE
+    doc = _json_safe(results)
+    validate_results(doc, str(results_path))
+    payload = json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False)
     _atomic_write_bytes(results_path, payload.encode("utf-8"))
-    return results_path, samples_path
+    return results_path
 
 
-def load_results(path: str | Path) -> dict[str, Any]:
-    p = Path(path)
-    if p.is_dir():
-        p = p / RESULTS_FILE
-    data = json.loads(p.read_text(encoding="utf-8"))
-    ver = str(data.get("schema_version", ""))
-    if ver.split(".")[0] != SCHEMA_VERSION.split(".")[0]:
-        raise ValueError(
-            f"{p}: results schema version {ver!r} is not readable by this harness ({SCHEMA_VERSION})"
-        )
-    return data
-
-
-def format_metric(m: dict[str, Any] | None) -> str:
-    if not m or m.get("value") is None:
+def format_metric(m: MetricEntry | None) -> str:
+    if m is None or m.value is None:
         return "—"
-    s = f"{m['value']:+.3f}"
-    ci = m.get("ci")
+    s = f"{m.value:+.3f}"
+    ci = m.ci
     if ci and ci[0] is not None and ci[1] is not None:
         s += f" [{ci[0]:+.2f},{ci[1]:+.2f}]"
     return s
 
 
-def results_tables(results: dict[str, Any]):
+def _count(x: int | None) -> str:
+    return "—" if x is None else str(x)
+
+
+def results_tables(results: Results) -> list[Any]:
     """One rich Table per task: languages × metrics, with the overall average last."""
     from rich.table import Table
 
     tables = []
-    for task, by_lang in results["results"].items():
-        metrics = list(results["tasks"][task]["metrics"])
-        t = Table(title=f"{task} — judge {results['judge']['spec']}", title_justify="left")
+    for task, by_lang in results.results.items():
+        metrics = list(results.tasks[task].metrics) if task in results.tasks else ["pearson", "spearman"]
+        t = Table(title=f"{task} — judge {results.judge.spec}", title_justify="left")
         t.add_column("lang")
         t.add_column("n", justify="right")
         t.add_column("sets", justify="right")
         for m in metrics:
             t.add_column(f"{m} [95% CI]", justify="right", no_wrap=True)
         t.add_column("fail", justify="right")
-        langs = [lang for lang in by_lang if lang != "all"]
-        for lang in langs:
-            row = by_lang[lang]
-            first = row[metrics[0]]
+        for lang, row in by_lang.items():
+            if lang == "all":
+                continue
+            first = row.get(metrics[0]) or MetricEntry()
             t.add_row(
                 lang,
-                str(first["n"]),
-                str(first["n_datasets"]),
-                *[format_metric(row[m]) for m in metrics],
-                str(first["parse_failures"]),
+                _count(first.n),
+                _count(first.n_datasets),
+                *[format_metric(row.get(m)) for m in metrics],
+                _count(first.parse_failures),
             )
         if "all" in by_lang:
             row = by_lang["all"]
-            first = row[metrics[0]]
+            first = row.get(metrics[0]) or MetricEntry()
             t.add_section()
             t.add_row(
                 "avg",
-                str(first["n"]),
-                f"{first['n_languages']}L",
-                *[format_metric(row[m]) for m in metrics],
-                str(first["parse_failures"]),
+                _count(first.n),
+                f"{_count(first.n_languages)}L",
+                *[format_metric(row.get(m)) for m in metrics],
+                _count(first.parse_failures),
                 style="bold",
             )
         tables.append(t)
@@ -198,30 +213,32 @@ def results_tables(results: dict[str, Any]):
 ISSUE_COLUMNS = ("f1_pos", "f1_neg", "precision", "recall", "accuracy", "predicted_positive")
 
 
-def issue_tables(results: dict[str, Any]):
+def issue_tables(results: Results) -> list[Any]:
     """One rich Table per issue-label task (MEDAL): dimension × F1+/F1−/P/R/Acc/#pred, pooled over
     languages, with the human ceiling and McNemar's p."""
     from rich.table import Table
 
     tables = []
-    for task, info in results.get("tasks", {}).items():
-        dims = info.get("issue_labels") or []
-        pooled = results["results"].get(task, {}).get("all", {})
+    for task, info in results.tasks.items():
+        dims = info.issue_labels
+        pooled = results.task_results(task).get("all") or {}
         if not dims or not pooled:
             continue
         t = Table(
-            title=f"{task} issue detection (all languages pooled) — judge {results['judge']['spec']}",
+            title=f"{task} issue detection (all languages pooled) — judge {results.judge.spec}",
             title_justify="left",
         )
         t.add_column("dimension")
         for c in ("F1+", "F1−", "precision", "recall", "accuracy", "#pred", "human F1+", "McNemar p", "fail"):
             t.add_column(c, justify="right")
-        fails = results.get("label_parse_failures", {}).get(task, {})
+        fails = results.label_parse_failures.get(task, {})
         for d in [*dims, "macro"]:
 
-            def val(name: str, fmt: str = "{:.3f}", d=d, pooled=pooled) -> str:
-                v = (pooled.get(f"{d}/{name}") or {}).get("value")
-                return "—" if v is None else fmt.format(v)
+            def val(
+                name: str, fmt: str = "{:.3f}", d: str = d, pooled: dict[str, MetricEntry] = pooled
+            ) -> str:
+                e = pooled.get(f"{d}/{name}")
+                return "—" if e is None or e.value is None else fmt.format(e.value)
 
             t.add_row(
                 d,

@@ -7,12 +7,17 @@ resumes where it stopped and a rerun with a warm cache makes zero backend calls.
 misses are sharded over N Ray workers, one ``batch_size`` shard each (:mod:`harness.executors`). A
 backend that keeps failing ends the run with partial results marked incomplete
 (:mod:`harness.run.partial`).
+
+Runs stream, so memory does not grow with the item count: each task's items are counted first,
+then read from the dataset a record batch at a time (:mod:`harness.run.items`), judged, and their
+samples appended to the output's samples file in row groups (:mod:`harness.run.samples`); the
+meta-evaluation reads that file back one task at a time. ``results.json`` is validated against the
+typed document (:mod:`harness.run.document`) before anything is replaced.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import random
 import re
@@ -30,22 +35,25 @@ import pandas as pd
 
 from harness.cache import RequestCache, default_cache_path
 from harness.data.registry import check_writable
-from harness.data.resolve import DatasetHandle, load_items, prepare_dataset
+from harness.data.resolve import DatasetHandle, prepare_dataset
 from harness.executors import ExecutorConfig, ExecutorScope, executor_scope
 from harness.judges.base import Judge
 from harness.judges.loader import DEFAULT_JUDGE, load_judge
 from harness.judges.panel import PanelJudge
 from harness.languages import normalize_languages
 from harness.meta.correlation import meta_evaluate
-from harness.meta.issue_metrics import add_issue_metrics, human_labels_json, label_parse_failures
-from harness.meta.soft_labels import item_dimension, item_distribution
+from harness.meta.issue_metrics import add_issue_metrics, label_parse_failures
 from harness.provenance import environment, harness_info, redact
+from harness.run.document import Results, samples_info, validate_results
 from harness.run.extras import add_task_extras, dimension_tables, panel_extras
 from harness.run.hf_progress import library_progress_bars
+from harness.run.items import TaskItems, plan_task
 from harness.run.partial import RunIncomplete, incomplete_marker, incomplete_message
-from harness.run.results import SCHEMA_VERSION, write_results
+from harness.run.records import check_sample_row
+from harness.run.results import RESULTS_FILE, SAMPLES_FILE, SCHEMA_VERSION, _json_safe, write_results_json
+from harness.run.samples import SAMPLE_COLUMNS, SampleWriter, sample_row, task_frame
 from harness.spec import parse_spec
-from harness.tasks import TaskSpec, load_hook, resolve_tasks
+from harness.tasks import TaskSpec, resolve_tasks
 from harness.types import BackendConfigError, BackendError, LogprobsUnavailableError
 
 log = logging.getLogger(__name__)
@@ -101,11 +109,30 @@ class RunConfig:
         parse_spec(self.judge)  # fail fast on a malformed judge spec, before any data is built
 
 
-@dataclass
 class RunOutput:
-    results: dict[str, Any]
-    samples: pd.DataFrame
-    output_dir: Path
+    """What :func:`run` wrote: the results document and the output directory; ``samples`` reads
+    ``samples.parquet`` when first asked for (a run never holds all its samples in memory)."""
+
+    def __init__(
+        self, results: dict[str, Any], output_dir: Path, samples: pd.DataFrame | None = None
+    ) -> None:
+        self.results = results
+        self.output_dir = Path(output_dir)
+        self._samples = samples
+        self._document: Results | None = None
+
+    @property
+    def samples(self) -> pd.DataFrame:
+        if self._samples is None:
+            self._samples = pd.read_parquet(self.output_dir / SAMPLES_FILE)
+        return self._samples
+
+    @property
+    def document(self) -> Results:
+        """The results as the typed document (:class:`harness.run.document.Results`)."""
+        if self._document is None:
+            self._document = validate_results(_json_safe(self.results), str(self.output_dir / RESULTS_FILE))
+        return self._document
 
     @property
     def incomplete(self) -> dict[str, Any] | None:
@@ -169,43 +196,10 @@ def _prepare(cfg: RunConfig, specs: list[TaskSpec]) -> dict[str, DatasetHandle]:
 def _collect_items(
     cfg: RunConfig, spec: TaskSpec, handle: DatasetHandle
 ) -> tuple[list[dict[str, Any]], list[str]]:
-    """The task's items: rows of its configs (every config at the task's input level for
-    ``configs=("*",)``), filtered to the languages, then the task's ``prepare`` hook if any."""
-    if spec.any_config:
-        present, missing = list(handle.configs), []
-    else:
-        present = [c for c in spec.configs if c in handle.configs]
-        missing = [c for c in spec.configs if c not in handle.configs]
-    if not present:
-        raise ValueError(
-            f"task {spec.name!r}: none of its dataset configs {list(spec.configs)} is in {handle.location} "
-            f"(it has {handle.configs})"
-        )
-    langs = cfg.languages or list(spec.languages)
-    unknown = [lang for lang in langs if lang not in spec.languages]
-    if unknown:
-        raise ValueError(f"task {spec.name!r} has no language(s) {unknown}; it covers {list(spec.languages)}")
-    items: list[dict[str, Any]] = []
-    other_level: list[str] = []
-    for config in present:
-        rows = load_items(handle, config, languages=langs, limit=cfg.limit)
-        if spec.any_config and rows and rows[0].get("level") not in (None, spec.row_level):
-            other_level.append(config)
-            continue
-        for r in rows:
-            if r.get("level") not in (None, spec.row_level):
-                raise ValueError(
-                    f"{handle.location} config {config!r}: row {r.get('id')} is level {r.get('level')!r}, task {spec.name!r} expects {spec.row_level!r}"
-                )
-        items.extend(rows)
-    if spec.any_config and not items and other_level:
-        raise ValueError(
-            f"task {spec.name!r} reads {spec.row_level}-level rows, but every config of {handle.location} "
-            f"({', '.join(other_level)}) is at another level"
-        )
-    if spec.prepare and items:
-        items = list(load_hook(spec.prepare)(spec, items))
-    return items, missing
+    """All of a task's items at once (for commands that need them together, e.g. the robustness
+    probes) and the task's configs the dataset lacks; :func:`run` streams them instead."""
+    plan = plan_task(spec, handle, cfg.languages, cfg.limit)
+    return [r for batch in plan.rows() for r in batch], plan.missing
 
 
 def run(cfg: RunConfig) -> RunOutput:
@@ -224,7 +218,8 @@ def run(cfg: RunConfig) -> RunOutput:
         if cfg.executor.distributed
         else cfg.executor
     )
-    # closed in reverse: the judge (and its Ray pools), the executor (its cluster), the cache
+    # closed in reverse: the samples file (removed if the run raises), the judge (and its Ray
+    # pools), the executor (its cluster), the cache
     with ExitStack() as stack:
         stack.enter_context(library_progress_bars(cfg.show_progress))  # -q: none from the HF libraries
         cache = stack.enter_context(
@@ -240,49 +235,31 @@ def run(cfg: RunConfig) -> RunOutput:
 
         t = time.perf_counter()
         handles = _prepare(cfg, specs)
-        task_items: dict[str, list[dict[str, Any]]] = {}
-        missing_configs: dict[str, list[str]] = {}
+        plans: dict[str, TaskItems] = {}
         for spec in specs:
-            task_items[spec.name], missing_configs[spec.name] = _collect_items(
-                cfg, spec, handles[spec.builder]
-            )
-            if not task_items[spec.name]:
+            plans[spec.name] = plan_task(spec, handles[spec.builder], cfg.languages, cfg.limit)
+            if not plans[spec.name].total:
                 raise ValueError(
                     f"task {spec.name!r}: no items selected (languages {cfg.languages or 'all'})"
                 )
         timings["load_dataset_s"] = time.perf_counter() - t
         seed_everything(cfg.seed)
-        rows, scoring_s, failure = _score_tasks(cfg, specs, task_items, judge, run_id, judge_name, scope)
+        writer = stack.enter_context(SampleWriter(out_dir, validate=check_sample_row))
+        scoring_s, io_s, failure = _score_tasks(cfg, specs, plans, judge, run_id, judge_name, scope, writer)
         # Weights load lazily on the first call that needs them: book that as judge loading.
         model_load_s = float(judge.backend_stats().get("load_seconds", 0.0))
         timings["load_judge_s"] = load_judge_s + model_load_s
-        net_scoring_s = max(scoring_s - model_load_s, 0.0)
+        net_scoring_s = max(scoring_s - io_s - model_load_s, 0.0)
         timings["scoring_s"] = net_scoring_s
-        samples = pd.DataFrame(rows) if rows else pd.DataFrame(columns=SAMPLE_COLUMNS)
+        timings["samples_io_s"] = io_s  # reading the items, writing samples.parquet
 
         t = time.perf_counter()
-        results_by_task: dict[str, Any] = {}
-        extras: dict[str, Any] = {"human_labels": {}, "alt_test": {}}
-        dims = {b: dimension_tables(h) for b, h in handles.items()}
-        for spec in specs:
-            sub = samples[samples["task"] == spec.name].rename(columns={"human_rating": "human"})
-            if failure is not None and sub.empty:
-                continue  # never reached: no statistics, listed under results["incomplete"]
-            meta = meta_evaluate(sub, spec.metrics, cfg.n_bootstrap, cfg.confidence, cfg.seed, spec.languages)
-            results_by_task[spec.name] = meta.to_dict()
-            if spec.issue_labels:
-                add_issue_metrics(results_by_task[spec.name], sub, spec, cfg)
-            notes, alt = add_task_extras(
-                results_by_task[spec.name], sub, spec, judge, cfg, dims[spec.builder]
-            )
-            if notes is not None:
-                extras["human_labels"][spec.name], extras["alt_test"][spec.name] = notes, alt
-        if isinstance(judge, PanelJudge) and failure is None:  # a panel: judge
-            extras["panel"] = panel_extras(samples, specs, judge, cfg, dims)
-        extras = {k: v for k, v in extras.items() if v}
+        samples_path = writer.close()
+        results_by_task, extras, stats = _meta_evaluate(cfg, specs, judge, handles, samples_path, failure)
         timings["meta_eval_s"] = time.perf_counter() - t
         timings["total_s"] = time.perf_counter() - t_start
-        timings["items_per_s_scoring"] = len(samples) / net_scoring_s if net_scoring_s > 0 else None
+        n_items = writer.n_rows
+        timings["items_per_s_scoring"] = n_items / net_scoring_s if net_scoring_s > 0 else None
         results = _results_document(
             cfg,
             run_id,
@@ -290,8 +267,9 @@ def run(cfg: RunConfig) -> RunOutput:
             judge,
             judge_name,
             handles,
-            missing_configs,
-            samples,
+            plans,
+            n_items,
+            stats,
             results_by_task,
             cache,
             timings,
@@ -299,54 +277,110 @@ def run(cfg: RunConfig) -> RunOutput:
         results["executor"] = scope.describe()
         results.update(extras)
         if failure is not None:
-            totals = {s.name: len(task_items[s.name]) for s in specs}
-            scored = {s.name: int((samples["task"] == s.name).sum()) for s in specs}
+            totals = {s.name: plans[s.name].total for s in specs}
+            scored = {s.name: writer.rows_by_task.get(s.name, 0) for s in specs}
             results["incomplete"] = incomplete_marker(failure, totals, scored)
-    write_results(out_dir, results, samples)
-    output = RunOutput(results=results, samples=samples, output_dir=out_dir)
+        results["samples"] = {**samples_info(samples_path), "file": SAMPLES_FILE}
+        validate_results(_json_safe(results), str(out_dir / RESULTS_FILE))  # before anything is replaced
+        writer.commit()
+        write_results_json(out_dir, results)
+    output = RunOutput(results=results, output_dir=out_dir)
     if output.incomplete is not None:
         raise RunIncomplete(incomplete_message(results, out_dir), output)
     return output
 
 
+def _meta_evaluate(
+    cfg: RunConfig,
+    specs: list[TaskSpec],
+    judge: Judge,
+    handles: dict[str, DatasetHandle],
+    samples_path: Path,
+    failure: dict[str, Any] | None,
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, dict[str, Any]]]:
+    """Statistics per task from the samples file, one task's columns at a time: (results by task,
+    the extra sections of results.json, per-task counts for the results document)."""
+    results_by_task: dict[str, Any] = {}
+    extras: dict[str, Any] = {"human_labels": {}, "alt_test": {}}
+    stats: dict[str, dict[str, Any]] = {}
+    panel = isinstance(judge, PanelJudge)  # a panel: judge
+    dims = {b: dimension_tables(h) for b, h in handles.items()}
+    for spec in specs:
+        frame = task_frame(samples_path, spec.name, full=True if panel else None)
+        stats[spec.name] = {
+            "used_configs": sorted(set(frame["dataset"])),
+            "parse_failures": int((frame["parse_status"] != "ok").sum()),
+        }
+        if spec.issue_labels:
+            stats[spec.name]["label_parse_failures"] = label_parse_failures(frame, spec.issue_labels)
+        sub = frame.rename(columns={"human_rating": "human"})
+        del frame
+        if failure is not None and sub.empty:
+            continue  # never reached: no statistics, listed under results["incomplete"]
+        meta = meta_evaluate(sub, spec.metrics, cfg.n_bootstrap, cfg.confidence, cfg.seed, spec.languages)
+        results_by_task[spec.name] = meta.to_dict()
+        if spec.issue_labels:
+            add_issue_metrics(results_by_task[spec.name], sub, spec, cfg)
+        notes, alt = add_task_extras(results_by_task[spec.name], sub, spec, judge, cfg, dims[spec.builder])
+        if notes is not None:
+            extras["human_labels"][spec.name], extras["alt_test"][spec.name] = notes, alt
+    if isinstance(judge, PanelJudge) and failure is None:
+        extras["panel"] = panel_extras(
+            lambda task: task_frame(samples_path, task, full=True), specs, judge, cfg, dims
+        )
+    return results_by_task, {k: v for k, v in extras.items() if v}, stats
+
+
 def _score_tasks(
     cfg: RunConfig,
     specs: list[TaskSpec],
-    task_items: dict[str, list[dict[str, Any]]],
+    plans: dict[str, TaskItems],
     judge: Judge,
     run_id: str,
     judge_name: str,
     scope: ExecutorScope,
-) -> tuple[list[dict[str, Any]], float, dict[str, Any] | None]:
-    """Judge every item batch by batch (each batch goes through the write-through cache). A
-    backend failure that survived its retries stops scoring: the rows so far come back with it."""
-    rows: list[dict[str, Any]] = []
-    scoring_s = 0.0
+    writer: SampleWriter,
+) -> tuple[float, float, dict[str, Any] | None]:
+    """Judge every item batch by batch (each batch goes through the write-through cache) and append
+    its samples to ``writer``. A backend failure that survived its retries stops scoring: the rows
+    so far stay in the file. Returns (scoring seconds, of which reading items and writing samples,
+    the failure or None)."""
+    scoring_s = io_s = 0.0
     failure: dict[str, Any] | None = None
     step = scope.items_per_call(cfg.batch_size)
     with _progress(cfg.show_progress) as progress:
         scope.progress = progress
         try:
             for spec in specs:
-                items = task_items[spec.name]
+                plan = plans[spec.name]
                 bar = (
-                    progress.add_task(spec.name, total=len(items), rate="") if progress is not None else None
+                    progress.add_task(spec.name, total=plan.total, rate="") if progress is not None else None
                 )
                 t = time.perf_counter()
-                for i in range(0, len(items), step):
-                    batch = items[i : i + step]
+                done = 0
+                batches = plan.batches(step)
+                while True:
+                    t_io = time.perf_counter()
+                    batch = next(batches, None)
+                    io_s += time.perf_counter() - t_io
+                    if batch is None:
+                        break
                     try:
                         verdicts = judge.score(spec, batch)
                     except (LogprobsUnavailableError, BackendConfigError):
                         raise  # the judge cannot do this task / is misconfigured: a usage error, not a resume
                     except BackendError as e:
-                        log.error("task %s: scoring stopped at item %d: %s", spec.name, i, e)
-                        failure = {"task": spec.name, "item": i, "error": f"{type(e).__name__}: {e}"}
+                        log.error("task %s: scoring stopped at item %d: %s", spec.name, done, e)
+                        failure = {"task": spec.name, "item": done, "error": f"{type(e).__name__}: {e}"}
                         break
-                    for item, v in zip(batch, verdicts, strict=True):
-                        rows.append(_sample_row(run_id, spec, judge_name, item, v))
+                    t_io = time.perf_counter()
+                    writer.add(
+                        sample_row(run_id, spec, judge_name, item, v)
+                        for item, v in zip(batch, verdicts, strict=True)
+                    )
+                    io_s += time.perf_counter() - t_io
+                    done += len(batch)
                     if progress is not None:
-                        done = min(i + step, len(items))
                         progress.update(
                             bar, completed=done, rate=f"{done / max(time.perf_counter() - t, 1e-9):,.1f} it/s"
                         )
@@ -355,7 +389,7 @@ def _score_tasks(
                     break
         finally:
             scope.progress = None
-    return rows, scoring_s, failure
+    return scoring_s, io_s, failure
 
 
 def _results_document(
@@ -365,15 +399,13 @@ def _results_document(
     judge: Judge,
     judge_name: str,
     handles: dict[str, DatasetHandle],
-    missing_configs: dict[str, list[str]],
-    samples: pd.DataFrame,
+    plans: dict[str, TaskItems],
+    n_items: int,
+    stats: dict[str, dict[str, Any]],
     results_by_task: dict[str, Any],
     cache: RequestCache,
     timings: dict[str, float | None],
 ) -> dict[str, Any]:
-    def of(task: str) -> pd.DataFrame:
-        return samples[samples["task"] == task]
-
     return {
         "schema_version": SCHEMA_VERSION,
         "run": {
@@ -387,7 +419,7 @@ def _results_document(
             "batch_size": cfg.batch_size,
             "n_bootstrap": cfg.n_bootstrap,
             "confidence_level": cfg.confidence,
-            "n_items": len(samples),
+            "n_items": n_items,
         },
         "harness": harness_info(),
         "judge": {
@@ -400,16 +432,16 @@ def _results_document(
         "datasets": {
             s.name: {
                 **handles[s.builder].describe(),
-                "used_configs": sorted(set(of(s.name)["dataset"])),
-                "missing_configs": missing_configs[s.name],
+                "used_configs": stats[s.name]["used_configs"],
+                "missing_configs": plans[s.name].missing,
             }
             for s in specs
         },
         "tasks": {s.name: s.describe() for s in specs},
         "results": results_by_task,
-        "parse_failures": {s.name: int((of(s.name)["parse_status"] != "ok").sum()) for s in specs},
+        "parse_failures": {s.name: stats[s.name]["parse_failures"] for s in specs},
         "label_parse_failures": {
-            s.name: label_parse_failures(of(s.name), s.issue_labels) for s in specs if s.issue_labels
+            s.name: stats[s.name]["label_parse_failures"] for s in specs if s.issue_labels
         },
         "usage": {**judge.usage.to_dict(), "backend": judge.backend_stats()},
         "cache": {
@@ -422,57 +454,14 @@ def _results_document(
     }
 
 
-SAMPLE_COLUMNS = [
-    "run_id",
-    "task",
-    "dataset",
-    "language",
-    "id",
-    "item_id",
-    "judge",
-    "prompt_hash",
-    "raw_output",
-    "score",
-    "parse_status",
-    "parse_detail",
-    "human_rating",
-    "cached",
-    "prompt_tokens",
-    "completion_tokens",
-    "extra",
-    "system",
-    "dialogue_id",
-    "human_dimension",
-    "human_distribution",
-    "human_labels",
-    "judge_labels",
+#: the row builder under its former name (tests and plug-ins import it from here)
+_sample_row = sample_row
+__all__ = [
+    "DEFAULT_TASK",
+    "SAMPLE_COLUMNS",
+    "RunConfig",
+    "RunOutput",
+    "_sample_row",
+    "run",
+    "seed_everything",
 ]
-
-
-def _sample_row(run_id: str, spec: TaskSpec, judge: str, item: dict[str, Any], v) -> dict[str, Any]:
-    extra = {k: val for k, val in v.extra.items() if val is not None and k != "labels"}
-    return {
-        "run_id": run_id,
-        "task": spec.name,
-        "dataset": item["dataset"],
-        "language": item["language"],
-        "id": item["id"],
-        "item_id": item["item_id"],
-        "judge": judge,
-        "prompt_hash": v.prompt_hash,
-        "raw_output": v.raw,
-        "score": v.score if v.ok else None,
-        "parse_status": v.status,
-        "parse_detail": v.detail,
-        "human_rating": spec.human_rating(item),
-        "cached": bool(v.cached),
-        "prompt_tokens": int(v.usage.prompt_tokens),
-        "completion_tokens": int(v.usage.completion_tokens),
-        "extra": json.dumps(extra, ensure_ascii=False, allow_nan=True) if extra else None,
-        "system": item.get("system"),
-        "dialogue_id": item.get("dialogue_id"),
-        "human_dimension": (dim := item_dimension(spec.dimension, item)),
-        "human_distribution": item_distribution(item, dim),
-        "human_labels": human_labels_json(item),
-        "judge_labels": json.dumps(v.extra["labels"], ensure_ascii=False) if v.extra.get("labels") else None,
-    }

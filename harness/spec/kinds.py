@@ -62,8 +62,8 @@ BUILTIN_BACKENDS: tuple[BackendKind, ...] = (
     BackendKind(
         "hf",
         "harness.backends.hf:HFBackend",
-        "hf:Qwen/Qwen2.5-7B-Instruct@main,adapter=PATH",
-        "transformers; P(Yes) from exact label log-probs",
+        "hf:Qwen/Qwen2.5-7B-Instruct@main,adapter=PATH  ·  hf:smollm2-135m-instruct  ·  hf:DIR,gguf_file=F.gguf",
+        "transformers; P(Yes) from exact label log-probs; packaged models by short name (harness models ls)",
     ),
     BackendKind(
         "vllm",

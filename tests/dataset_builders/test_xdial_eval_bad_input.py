@@ -215,7 +215,7 @@ def test_failure_while_writing_keeps_previous_output(tmp_path, monkeypatch):
     XDialEvalBuilder().build(src, out, show_progress=False)
     before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
 
-    real = base.write_parquet
+    real = base.Builder._write_config
     calls = []
 
     def flaky(*args, **kwargs):
@@ -224,7 +224,7 @@ def test_failure_while_writing_keeps_previous_output(tmp_path, monkeypatch):
             raise OSError("disk full")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(base, "write_parquet", flaky)
+    monkeypatch.setattr(base.Builder, "_write_config", flaky)
     with pytest.raises(OSError, match="disk full"):
         XDialEvalBuilder().build(src, out, languages=["en"], show_progress=False)
     assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before

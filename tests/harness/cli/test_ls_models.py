@@ -27,4 +27,7 @@ def test_materialize_then_ls(tmp_path, monkeypatch):
 
 def test_unknown_model_is_a_clean_error():
     r = runner.invoke(app, ["models", "materialize", "gpt-5"])
-    assert r.exit_code == 2 and "unknown model 'gpt-5'; materializable: multilingual-e5-small" in r.output
+    assert (
+        r.exit_code == 2
+        and "unknown model 'gpt-5'; materializable: smollm2-135m-instruct, multilingual-e5-small" in r.output
+    )

@@ -84,7 +84,7 @@ def test_tiny_hf_judge_gives_identical_results_on_two_workers(ray_cluster, tmp_p
     assert sorted(w["requests"] for w in workers) == [4, 6]  # shards of 4, 4 and 2, both workers busy
     assert len({w["pid"] for w in workers}) == 2 and all(w["node_ip"] and w["seconds"] > 0 for w in workers)
     assert on_ray.results["usage"]["backend"]["requests"] == 10
-    assert load_results(tmp_path / "ray")["executor"]["pools"][0]["workers"][0]["pid"] == workers[0]["pid"]
+    assert load_results(tmp_path / "ray").executor["pools"][0]["workers"][0]["pid"] == workers[0]["pid"]
 
 
 def test_cache_hits_are_resolved_on_the_driver(ray_cluster, tmp_path, replay_file):
@@ -247,12 +247,12 @@ def test_a_failing_shard_exits_non_zero_with_partial_results_marked_incomplete(r
     assert r.exit_code == 3, r.output
     assert "run incomplete: 8 of 16 items scored" in " ".join(r.output.split())
     res = load_results(tmp_path / "o")
-    inc = res["incomplete"]
-    assert inc["n_items_scored"] == 8 and inc["n_items_unscored"] == 8 and inc["stopped_at"]["item"] == 8
-    assert "ShardFailedError" in inc["reason"] and "server keeps refusing" in inc["reason"]
-    assert "3 attempt(s)" in inc["reason"]
-    assert len(pd_read(tmp_path / "o")) == 8 and set(res["results"]) == {"demo-turn"}
-    assert sum(w["retries"] for w in res["executor"]["pools"][0]["workers"]) == 2  # 2 retries of the shard
+    inc = res.incomplete
+    assert inc.n_items_scored == 8 and inc.n_items_unscored == 8 and inc.stopped_at["item"] == 8
+    assert "ShardFailedError" in inc.reason and "server keeps refusing" in inc.reason
+    assert "3 attempt(s)" in inc.reason
+    assert len(pd_read(tmp_path / "o")) == 8 and set(res.results) == {"demo-turn"}
+    assert sum(w["retries"] for w in res.executor["pools"][0]["workers"]) == 2  # 2 retries of the shard
     con = sqlite3.connect(cache)
     assert con.execute("SELECT COUNT(*) FROM entries").fetchone()[0] == 8 + 2 + 4  # every answer kept
     con.close()
@@ -321,9 +321,9 @@ def test_a_killed_driver_resumes_with_zero_repeated_calls(ray_cluster, tmp_path,
         stderr=subprocess.DEVNULL,
     )
     resumed = load_results(tmp_path / "resumed")
-    assert resumed["usage"]["backend"]["requests"] == 80 - done_before  # zero repeated calls
-    assert sum(w["requests"] for w in resumed["executor"]["pools"][0]["workers"]) == 80 - done_before
-    assert resumed["cache"]["hits"] == done_before
+    assert resumed.usage["backend"]["requests"] == 80 - done_before  # zero repeated calls
+    assert sum(w["requests"] for w in resumed.executor["pools"][0]["workers"]) == 80 - done_before
+    assert resumed.cache.hits == done_before
     fresh = run(
         RunConfig(
             judge=f"replay:{replay_file}",
@@ -336,7 +336,7 @@ def test_a_killed_driver_resumes_with_zero_repeated_calls(ray_cluster, tmp_path,
             use_cache=False,
         )
     )
-    assert resumed["results"] == fresh.results["results"]
+    assert resumed.results == fresh.document.results
 
 
 def test_medal_pipeline_generates_the_same_dialogues_on_ray(ray_cluster, tmp_path):

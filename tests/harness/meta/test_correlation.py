@@ -108,3 +108,18 @@ def test_missing_human_rating_is_an_error(frame):
     f.loc[0, "human"] = np.nan
     with pytest.raises(ValueError, match="no human rating"):
         meta_evaluate(f)
+
+
+def test_bootstrap_drawn_in_blocks_equals_one_draw(monkeypatch):
+    """The resamples are drawn a block of rows at a time (bounded memory at any n): the replicates
+    equal those of the whole resample matrix drawn at once, for every method and block size."""
+    import harness.meta.correlation as corr
+
+    rng = np.random.default_rng(3)
+    x, y = rng.normal(size=57), rng.normal(size=57)
+    whole = np.random.default_rng([0, 7]).integers(0, 57, size=(101, 57))
+    for chunk in (57, 57 * 10, 57 * 101, 1):
+        monkeypatch.setattr(corr, "BOOTSTRAP_CHUNK", chunk)
+        got = corr.bootstrap_replicates(x, y, np.random.default_rng([0, 7]), 101, corr.METHODS)
+        for m in corr.METHODS:
+            np.testing.assert_allclose(got[m], corr._replicates(x, y, whole, m), rtol=1e-12, atol=1e-12)

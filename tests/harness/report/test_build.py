@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pyarrow.parquet as pq
 import pytest
 import typer
 from typer.testing import CliRunner
@@ -27,7 +26,6 @@ from harness.report.build import (
     load_run,
     overall_score_table,
 )
-from harness.run.results import write_results
 
 LANGS = ("en", "de", "zh")
 SYSTEMS = ("bot-a", "bot-b")
@@ -40,11 +38,11 @@ def _entry(value, ci=None, n=20, **kw):
 
 
 def _write(out: Path, results: dict, samples: pd.DataFrame) -> Path:
-    """write_results, then keep the new columns even if SAMPLE_SCHEMA does not list them yet."""
-    write_results(out, results, samples)
-    have = set(pq.read_schema(out / "samples.parquet").names)
-    if any(c in samples.columns and c not in have for c in NEW_COLUMNS):
-        samples.to_parquet(out / "samples.parquet", index=False)
+    """A run directory as an older harness wrote it: a results.json of schema 1.x (hand-written here;
+    the report reads it through the migration) and its samples.parquet (the columns given)."""
+    out.mkdir(parents=True, exist_ok=True)
+    samples.to_parquet(out / "samples.parquet", index=False)
+    (out / "results.json").write_text(json.dumps(results), encoding="utf-8")
     return out
 
 
@@ -223,7 +221,7 @@ def test_leaderboard_and_correlation_tables(runs):
     lb = leaderboard_table(loaded)
     assert list(lb["judge"]) == ["openai:o3", "openai:gpt-4.1", "embed:minilm"]
     assert list(lb["best"]) == [True, False, True]
-    assert lb.loc[0, "spearman"]["value"] == pytest.approx(0.52)
+    assert lb.loc[0, "spearman"].value == pytest.approx(0.52)  # a typed MetricEntry
     ct = correlation_table(loaded, "medal", "spearman")
     assert list(ct.columns) == ["en", "de", "zh", "avg", "Combined"]
     assert fmt_entry(ct.loc["openai:o3", "zh"]) == "0.520 [0.42, 0.62]"
@@ -296,7 +294,7 @@ def test_old_runs_and_single_runs(runs, tmp_path):
     # a MEDAL run written before the system/judge_labels/human_labels columns existed
     old = tmp_path / "old"
     samples = _medal_samples("run-o", "j", 3).drop(columns=list(NEW_COLUMNS))
-    write_results(old, _medal_results("run-o", "j", 3, 0.3), samples)
+    _write(old, _medal_results("run-o", "j", 3, 0.3), samples)
     res = build_report([old], tmp_path / "rep-old", html=False)
     assert res.html is None and not (tmp_path / "rep-old" / "report.html").exists()
     assert any("judge_labels" in w for w in res.warnings) and any("system" in w for w in res.warnings)

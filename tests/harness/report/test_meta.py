@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 
 from harness.cli.app import app
 from harness.report.meta import alt_rows, human_rows, level_rows, panel_rows, qa_rows
+from harness.run.document import AltTest, Results, migrate
 from harness.run.runner import RunConfig, run
 from tests.fixtures.upheld_source import write_upheld_source
 
@@ -44,6 +45,11 @@ def test_report_sections_for_a_panel_run(tmp_path):
     assert (tmp_path / "rep" / "report.html").read_text().count("<img") >= 3
 
 
+def _typed(doc: dict) -> Results:
+    """A hand-written (1.x-style, partial) results document as the typed document the report reads."""
+    return Results.model_validate(migrate({"schema_version": "1.1", "run": {"id": "r"}, **doc}))
+
+
 def test_row_builders_on_hand_written_results():
     res = {
         "judge": {"spec": "j"},
@@ -60,7 +66,9 @@ def test_row_builders_on_hand_written_results():
             }
         },
     }
-    assert human_rows(res) == [["t", "en", "0.500 [0.40, 0.60]", "0.700", "0.900", "—", "1.200", "—", "—"]]
+    assert human_rows(_typed(res)) == [
+        ["t", "en", "0.500 [0.40, 0.60]", "0.700", "0.900", "—", "1.200", "—", "—"]
+    ]
     alt = {
         "epsilon": 0.15,
         "scale": "raw",
@@ -77,15 +85,15 @@ def test_row_builders_on_hand_written_results():
             }
         },
     }
-    summary, per = alt_rows(alt, "t", "j")
+    summary, per = alt_rows(AltTest.model_validate(alt), "t", "j")
     assert summary == [
         ["t", "j", "main/en", "0.60", "0.70", "passes (can replace)", "1 of 2", "0.15", "raw / neg_rmse"]
     ]
     assert per[0][-1] == "yes" and per[1][-1] == "—" and per[1][6] == "12 instances < 30"
     assert (
-        alt_rows({"epsilon": 0.1, "skipped": "1 annotator"}, "t", "j")[0][0][5] == "not tested: 1 annotator"
+        alt_rows(AltTest(epsilon=0.1, skipped="1 annotator"), "t", "j")[0][0][5] == "not tested: 1 annotator"
     )
-    assert panel_rows({"tasks": {}}) == ([], [])
+    assert panel_rows(_typed({"judge": {"spec": "j"}, "panel": {"tasks": {}}})) == ([], [])
     lv = {
         "tasks": {"c": {"metrics": ["pearson"], "levels": ["system"]}},
         "results": {
@@ -95,7 +103,10 @@ def test_row_builders_on_hand_written_results():
             }
         },
     }
-    assert level_rows(lv) == [["c", "en", "item", "9", "0.100"], ["c", "en", "system", "3", "0.900"]]
+    assert level_rows(_typed({"judge": {"spec": "j"}, **lv})) == [
+        ["c", "en", "item", "9", "0.100"],
+        ["c", "en", "system", "3", "0.900"],
+    ]
     qa = {
         "source_language": "en",
         "languages": {"fr": {"n_segments": 3, "bleu": 40.123, "similarity": 0.8}},

@@ -35,15 +35,15 @@ def test_local_permanent_failure_writes_partial_results_marked_incomplete(tmp_pa
         run(RunConfig(judge=f"replay:{bad}", output_dir=tmp_path / "o", **cfg))
     # items 0-7 (two batches of 4) were scored; de t03 ("Zitrone", item 10) failed in batch 8-11
     out = ei.value.output
-    inc = load_results(tmp_path / "o")["incomplete"]
-    assert inc == out.incomplete
-    assert (inc["n_items_total"], inc["n_items_scored"], inc["n_items_unscored"]) == (16, 8, 8)
-    assert inc["stopped_at"] == {"task": "demo-turn", "item": 8}
-    assert inc["by_task"] == {"demo-turn": {"total": 16, "scored": 8}}
-    assert "scripted failure: server keeps refusing" in inc["reason"] and "rerun" in inc["resume"]
+    inc = load_results(tmp_path / "o").incomplete
+    assert inc == out.document.incomplete
+    assert (inc.n_items_total, inc.n_items_scored, inc.n_items_unscored) == (16, 8, 8)
+    assert inc.stopped_at == {"task": "demo-turn", "item": 8}
+    assert inc.by_task == {"demo-turn": {"total": 16, "scored": 8}}
+    assert "scripted failure: server keeps refusing" in inc.reason and "rerun" in inc.resume
     samples = pd.read_parquet(tmp_path / "o" / "samples.parquet")
     assert len(samples) == 8 and samples["score"].notna().all()
-    assert load_results(tmp_path / "o")["results"]["demo-turn"]["en"]["pearson"]["n"] == 8
+    assert load_results(tmp_path / "o").results["demo-turn"]["en"]["pearson"].n == 8
 
     # the CLI shows what there is and exits non-zero (3: incomplete; 2 stays "bad input")
     r = CliRunner().invoke(

