@@ -47,6 +47,10 @@ END_TO_END = {
         2781,
         "process start 20:44:37 to card written 21:30:58, the run's log and metadata file times",
     ),
+    "e5-fined-dial": (
+        753,
+        "`/usr/bin/time -v harness finetune evaluator --config finetune/configs/e5-fined-dial.yaml`",
+    ),
 }
 DEFAULT_SOURCE = ROOT.parent / "shared" / "data" / "xdial-eval"
 DEFAULT_OUT = ROOT / "bench" / "out" / "multilingual"
@@ -262,7 +266,8 @@ def markdown(res: dict[str, Any]) -> str:
         lines.append(
             f"| `evaluator:{r['evaluator']}` | {r['level']} | {r['data']['examples']} | {r['steps']} | "
             f"{r['trainable_parameters']:,} | {r['cached_sequences']:,} | {r['train_wall_s'] / 60:.1f} min | "
-            f"{_f(r['end_to_end_s'] and r['end_to_end_s'] / 60, '.1f')} min | "
+            f"{_f(r['end_to_end_s'] and r['end_to_end_s'] / 60, '.1f')}"
+            f"{' min' if r['end_to_end_s'] else ''} | "
             f"{_f(v.get('auc'), '.4f')} | {_f(v.get('accuracy'))} |"
         )
     hows = [
