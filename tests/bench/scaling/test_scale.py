@@ -1,12 +1,12 @@
-"""bench/scale.py: its synthetic xDial-Eval-format source builds with the real builder (the 18 sets,
+"""bench/scaling/scale.py: its synthetic xDial-Eval-format source builds with the real builder (the 18 sets,
 10 languages, N items), and the docs table is what the bench renders from its committed JSON."""
 
 from __future__ import annotations
 
 import json
 
-from bench import scale
 from bench.docs_tables import read_block
+from bench.scaling import scale
 from dataset_builders.xdial_eval import XDIAL_SETS, XDialEvalBuilder
 
 

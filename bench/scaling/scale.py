@@ -1,7 +1,7 @@
 """Benchmark: how `harness datasets build` and `harness run` grow with the item count (issue 24, item 9).
 
-    python bench/scale.py [--sizes 10000,100000,1000000] [--bootstrap 1000] [--write-docs]
-    python bench/scale.py --docs-only          # rewrite the docs table from bench/results/scale.json
+    python bench/scaling/scale.py [--sizes 10000,100000,1000000] [--bootstrap 1000] [--write-docs]
+    python bench/scaling/scale.py --docs-only          # rewrite the docs table from bench/results/scale.json
 
 For each size N it writes synthetic xDial-Eval-format CSVs (the 18 sets of Table 1, instances in the
 paper's proportions, 10 languages, so N items = N/10 source rows; texts are pseudo-words in each
@@ -41,8 +41,8 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # `python bench/scale.py` from anywhere
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # `python bench/scaling/scale.py` from anywhere
     sys.path.insert(0, str(ROOT))
 RESULTS = ROOT / "bench" / "results" / "scale.json"
 DOC = ROOT / "docs" / "scaling.md"
@@ -249,7 +249,7 @@ def markdown(r: dict) -> str:
         return "–" if v is None else f"{v:,.0f}"
 
     lines = [
-        f"Measured by `python bench/scale.py` ({r['machine']}; replay judge, synthetic xDial-Eval-format data, "
+        f"Measured by `python bench/scaling/scale.py` ({r['machine']}; replay judge, synthetic xDial-Eval-format data, "
         f"18 sets × 10 languages, {r['bootstrap']} bootstrap resamples; each step a child process, peak RSS = "
         "its `ru_maxrss`; µs/item = the run's time less loading the judge, split into judging (reading "
         "items, scoring, writing samples) and statistics; CPU µs/item = the run's CPU time (user + system, "
