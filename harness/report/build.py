@@ -116,15 +116,26 @@ def _tasks(runs: list[LoadedRun]) -> list[str]:
     return list(dict.fromkeys(t for r in runs for t in (r.results.get("results") or {})))
 
 
+def dataset_label(info: dict[str, Any], task: str = "") -> str:
+    """``name@version (fingerprint)`` of a run's dataset entry. A dataset built from ``--source``
+    records its builder's ref (``xdial-eval@1.1.0``) as revision: that is not repeated after the name."""
+    fp = str(info.get("fingerprint") or "")[:12]
+    name = str(info.get("builder") or info.get("location") or task)
+    rev = str(info.get("revision") or "")
+    if not rev:
+        label = f"{name}@—"
+    elif rev.startswith(f"{name}@") or rev == name:
+        label = rev
+    else:
+        label = f"{name}@{rev}"
+    return label + (f" ({fp})" if fp else "")
+
+
 def runs_table(runs: list[LoadedRun]) -> pd.DataFrame:
     rows = []
     for r in runs:
         res, h = r.results, r.results.get("harness") or {}
-        ds = []
-        for task, d in (res.get("datasets") or {}).items():
-            fp = str(d.get("fingerprint") or "")[:12]
-            name = d.get("builder") or d.get("location") or task
-            ds.append(f"{name}@{d.get('revision') or '—'}" + (f" ({fp})" if fp else ""))
+        ds = [dataset_label(d, task) for task, d in (res.get("datasets") or {}).items()]
         n_items = (res.get("run") or {}).get("n_items")
         if n_items is None and r.samples is not None:
             n_items = len(r.samples)

@@ -441,11 +441,14 @@ class Doc:
                 head = "".join(f"<th>{escape(h)}</th>" for h in headers)
                 trs = "".join(
                     ('<tr class="best">' if i in bold else "<tr>")
-                    + "".join(f"<td>{escape(c)}</td>" for c in r)
+                    + "".join(f"<td{_cell_class(c)}>{escape(c)}</td>" for c in r)
                     + "</tr>"
                     for i, r in enumerate(rows)
                 )
-                body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{trs}</tbody></table>")
+                # a wide table scrolls in its own box instead of pushing the page wider
+                body.append(
+                    f'<div class="table-wrap"><table><thead><tr>{head}</tr></thead><tbody>{trs}</tbody></table></div>'
+                )
             elif b[0] == "fig":
                 data = base64.b64encode((root / b[1]).read_bytes()).decode("ascii")
                 body.append(
@@ -455,12 +458,20 @@ class Doc:
         return _HTML.format(title=escape(self.title), body="\n".join(body))
 
 
+def _cell_class(text: str) -> str:
+    """Long words (judge specs, paths) may break anywhere; numbers and short labels stay on one line."""
+    return ' class="t"' if len(text) > 24 and re.search(r"[A-Za-z]", text) else ""
+
+
 _HTML = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{title}</title>
 <style>
 body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }}
-table {{ border-collapse: collapse; margin: 0.8em 0 1.6em; font-size: 0.9em; }}
-th, td {{ border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; }}
+.table-wrap {{ overflow-x: auto; max-width: 100%; margin: 0.8em 0 1.6em; }}
+table {{ border-collapse: collapse; font-size: 0.9em; }}
+th, td {{ border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; white-space: nowrap; }}
+td.t {{ white-space: normal; overflow-wrap: anywhere; min-width: 10em; max-width: 28em; text-align: left; }}
+th {{ white-space: normal; }}
 th {{ background: #f3f3f3; }} td:first-child, th:first-child {{ text-align: left; }}
 tr.best td {{ font-weight: bold; background: #fff8dc; }}
 img {{ max-width: 100%; }} figcaption {{ font-style: italic; color: #555; }}
