@@ -441,7 +441,7 @@ class Doc:
                 head = "".join(f"<th>{escape(h)}</th>" for h in headers)
                 trs = "".join(
                     ('<tr class="best">' if i in bold else "<tr>")
-                    + "".join(f"<td{_cell_class(c)}>{escape(c)}</td>" for c in r)
+                    + "".join(f"<td{_cell_class(c)}>{_cell_html(c)}</td>" for c in r)
                     + "</tr>"
                     for i, r in enumerate(rows)
                 )
@@ -458,6 +458,19 @@ class Doc:
         return _HTML.format(title=escape(self.title), body="\n".join(body))
 
 
+_ENTRY = re.compile(r"^(\S+) (\[[^\]]*\])$")
+
+
+def _cell_html(text: str) -> str:
+    """A cell's escaped text; ``0.532* [0.41, 0.63]`` may break before its CI, never inside it."""
+    from html import escape
+
+    m = _ENTRY.match(text)
+    if not m:
+        return escape(text)
+    return f'{escape(m.group(1))} <span class="ci">{escape(m.group(2))}</span>'
+
+
 def _cell_class(text: str) -> str:
     """Long words (judge specs, paths) may break anywhere; numbers and short labels stay on one line."""
     return ' class="t"' if len(text) > 24 and re.search(r"[A-Za-z]", text) else ""
@@ -470,6 +483,7 @@ body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px;
 .table-wrap {{ overflow-x: auto; max-width: 100%; margin: 0.8em 0 1.6em; }}
 table {{ border-collapse: collapse; font-size: 0.9em; }}
 th, td {{ border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; white-space: nowrap; }}
+td:has(.ci) {{ white-space: normal; }} .ci {{ white-space: nowrap; color: #555; }}
 td.t {{ white-space: normal; overflow-wrap: anywhere; min-width: 10em; max-width: 28em; text-align: left; }}
 th {{ white-space: normal; }}
 th {{ background: #f3f3f3; }} td:first-child, th:first-child {{ text-align: left; }}

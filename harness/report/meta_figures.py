@@ -61,13 +61,13 @@ def alt_test_figure(per: list[list[str]], path: Path, title: str) -> Path:
             Patch(facecolor=color, edgecolor=color, label="judge wins (after BY)"),
             Patch(facecolor="white", edgecolor=color, hatch="///", label="judge does not win"),
         ],
-        loc="lower center",
+        loc="upper center",
+        bbox_to_anchor=(0.5, 0.0),  # below the panels; the saved image grows to hold it
         ncol=2,
         fontsize=8,
         frameon=False,
     )
     fig.suptitle(title + " (dashed: ρ = 0.5)", fontsize=9)
-    fig.tight_layout(rect=(0, 0.05, 1, 0.97))
     return _save(fig, path)
 
 
