@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: (document relative to the repo root, block name, bench module)
 GENERATED: list[tuple[str, str, str]] = [
     ("docs/encoders.md", "e5_parity", "bench.e5_parity"),
+    ("docs/viewer.md", "viewer_scale", "bench.viewer.scale"),
 ]
 
 

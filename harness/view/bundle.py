@@ -153,10 +153,10 @@ def write_run(viewer: Viewer, key: str, w: _Writer, progress: Any = None) -> Non
         w.put(f"{key}/index-{k}", _index_chunk(rows, names))
     for k in range(-(-n // DETAIL_ROWS)):
         rids = list(range(k * DETAIL_ROWS, min(n, (k + 1) * DETAIL_ROWS)))
-        rows = store.rows(rids, light=False)
-        items = store.items.fetch(list(dict.fromkeys((str(r["dataset"]), str(r["id"])) for r in rows)))
+        details = store.rows(rids, light=False)
+        items = store.items.fetch(list(dict.fromkeys((str(r["dataset"]), str(r["id"])) for r in details)))
         chunk = {}
-        for r in rows:
+        for r in details:
             item = items.get((str(r["dataset"]), str(r["id"])))
             note = None
             if item is None:

@@ -45,16 +45,20 @@ def paired_frame(a: RunFiles, b: RunFiles, task: str | None = None) -> tuple[pd.
         missing = a if a.samples is None else b
         raise FileNotFoundError(f"{missing.path}: no samples.parquet, so it cannot be compared item by item")
     con = duckdb.connect()
-    cond, params = ("WHERE task = ?", [task]) if task else ("", [])
-    con.execute(f"CREATE VIEW a AS SELECT * FROM read_parquet('{_sq(a.samples)}') {cond}", params)
-    con.execute(f"CREATE VIEW b AS SELECT * FROM read_parquet('{_sq(b.samples)}') {cond}", params)
+    a_src, b_src = f"read_parquet('{_sq(a.samples)}')", f"read_parquet('{_sq(b.samples)}')"
+    only = "WHERE (?::VARCHAR IS NULL OR task = ?)"
     df = con.execute(
-        """SELECT a.task, a.dataset, a.language, a.id, a.item_id, a.system,
+        f"""SELECT a.task, a.dataset, a.language, a.id, a.item_id, a.system,
                   a.score AS score_a, b.score AS score_b, a.human_rating AS human, b.human_rating AS human_b,
                   a.parse_status AS status_a, b.parse_status AS status_b
-           FROM a JOIN b USING (task, dataset, language, id)"""
+           FROM (SELECT * FROM {a_src} {only}) a JOIN (SELECT * FROM {b_src} {only}) b
+             USING (task, dataset, language, id)""",
+        [task, task, task, task],
     ).df()
-    n_a, n_b = (int(con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0]) for t in ("a", "b"))
+    n_a, n_b = (
+        int(con.execute(f"SELECT count(*) FROM {src} {only}", [task, task]).fetchall()[0][0])
+        for src in (a_src, b_src)
+    )
     return df, {"a": n_a, "b": n_b, "paired": len(df)}
 
 
@@ -79,8 +83,8 @@ def _entry(
     }
 
 
-def _mean(vals: list[float]) -> float | None:
-    vals = [v for v in vals if v is not None and not math.isnan(v)]
+def _mean(values: list[float | None]) -> float | None:
+    vals = [v for v in values if v is not None and not math.isnan(v)]
     return float(np.mean(vals)) if vals else None
 
 

@@ -122,7 +122,9 @@ def task_tables(run: RunFiles) -> list[dict[str, Any]]:
         )
         rows = []
         for lang, entries in by_lang.items():
-            first = next((entries[m] for m in metrics if isinstance(entries.get(m), dict)), {})
+            first: dict[str, Any] = next(
+                (entries[m] for m in metrics if isinstance(entries.get(m), dict)), {}
+            )
             per_ds = sorted({d for m in metrics for d in ((entries.get(m) or {}).get("per_dataset") or {})})
             rows.append(
                 {
