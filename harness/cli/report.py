@@ -51,7 +51,7 @@ RunArgs = Annotated[
     list[str],
     typer.Argument(
         metavar="RUN",
-        help="Run directories of `harness run`, folders of runs (runs/), or published runs hub:ORG/NAME[@vX.Y.Z]",
+        help="Run directories of `harness run`, folders of runs (runs/), or published runs hub:ORG/NAME@vX.Y.Z (the @revision is optional)",
     ),
 ]
 
