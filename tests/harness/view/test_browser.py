@@ -58,6 +58,7 @@ def site(view_runs, tmp_path_factory):
 @pytest.fixture
 def page(browser):
     pg = browser.new_page(viewport={"width": 1280, "height": 900})
+    pg.set_default_timeout(90_000)  # a busy 2-core machine: the compare page bootstraps on the server
     errors: list[str] = []
     pg.on("pageerror", lambda e: errors.append(str(e)))
     pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
@@ -131,6 +132,7 @@ def test_filter_sort_search_and_open_a_sample(page, site, browser):
     shot(page, "sample-ar.png")
     # a filtered view is a shareable URL: a fresh page shows the same list
     fresh = browser.new_page(viewport={"width": 1280, "height": 900})
+    fresh.set_default_timeout(90_000)
     fresh.goto(shared)
     fresh.wait_for_function(READY)
     assert set(column(fresh, "samples", 1)) == {"ar"}
