@@ -238,9 +238,16 @@ def measure(run_dir: Path, cache: Path, label: str, wait_index: bool) -> tuple[l
 
 def markdown(r: dict) -> str:
     """The docs table: every case cold and reopened, with the goal and the ratios."""
+    load = r["machine"].get("load_before")
+    busy = (
+        f" The machine was shared and busy (load average {load[1]:.1f} on {r['machine']['cpus']} cores when the run "
+        "started): the numbers are inflated accordingly; rerun the command on a quiet machine."
+        if load and load[1] > 1.5 * (r["machine"]["cpus"] or 1)
+        else ""
+    )
     lines = [
         f"{r['rows']:,} samples, {r['machine']['cpus']}-core machine, {r['date'][:10]}; seconds per request "
-        "(HTTP + JSON), goal ratio in brackets:",
+        f"(HTTP + JSON), goal ratio in brackets.{busy}",
         "",
         "| request | first open (indexes building) | reopened (indexes cached) | goal |",
         "|---|---:|---:|---:|",
@@ -290,6 +297,7 @@ def main() -> int:
     run_dir = generate(args.out / str(args.rows), args.rows)
     gen_s = time.perf_counter() - t
     print(f"data: {run_dir} ({args.rows:,} samples; ready in {gen_s:.1f} s)")
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="viewer-index-") as tmp:
         cache = Path(tmp)
         cold, cold_info = measure(run_dir, cache, "cold: first open, indexes building", wait_index=False)
@@ -323,6 +331,9 @@ def main() -> int:
             "cpus": os.cpu_count(),
             "platform": platform.platform(),
             "python": platform.python_version(),
+            # 1-, 5-, 15-minute load averages: on a shared machine, timings mean little above ~2 per core
+            "load_before": list(load_before),
+            "load_after": list(os.getloadavg()),
         },
         "goals_s": GOALS,
         "generate_s": gen_s,
