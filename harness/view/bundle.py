@@ -147,7 +147,7 @@ def write_run(viewer: Viewer, key: str, w: _Writer, progress: Any = None) -> Non
     n_chunks = max(1, -(-n // INDEX_ROWS))
     for k in range(n_chunks):
         rows = cur.execute(
-            f"SELECT {sel} FROM idx s LEFT JOIN search t USING (rid) WHERE s.rid >= ? AND s.rid < ? ORDER BY s.rid",
+            f"SELECT {sel} FROM idx s LEFT JOIN {store.index.search_sql()} t USING (rid) WHERE s.rid >= ? AND s.rid < ? ORDER BY s.rid",
             [k * INDEX_ROWS, (k + 1) * INDEX_ROWS],
         ).fetchall()
         w.put(f"{key}/index-{k}", _index_chunk(rows, names))

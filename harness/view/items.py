@@ -122,24 +122,34 @@ class Transcripts:
             f"array_to_string(list_transform({a}.turns, lambda m: m.text), ' '))"
         )
 
+    def _select(self, f: Path) -> str:
+        names = self.schemas[f]
+        return ", ".join(f'"{c}"' if c in names else f'NULL::{t} AS "{c}"' for c, t in COLUMNS.items())
+
     def fetch(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], dict[str, Any]]:
-        """Items by (dataset, id): one query over the files of those datasets."""
+        """Items by (dataset, id), reading only the rows asked for: in each file of those datasets,
+        the row numbers of the ids (the id column alone), then those rows."""
         datasets = list(dict.fromkeys(ds for ds, _ in keys))
-        src = self.source(datasets)
-        if src is None or not keys:
+        files = [f for f, cfg in self.files.items() if cfg is None or cfg in datasets]
+        if not files or not keys:
             return {}
         wanted = set(keys)
-        rows = (
-            self.con.cursor()
-            .execute(
-                f"SELECT * FROM {src} WHERE id = ANY(?) AND dataset = ANY(?)",
-                [list(dict.fromkeys(i for _, i in keys)), datasets],
-            )
-            .fetchall()
-        )
+        ids = list(dict.fromkeys(i for _, i in keys))
+        cur = self.con.cursor()
         out: dict[tuple[str, str], dict[str, Any]] = {}
-        for r in rows:
-            if (r[0], r[1]) in wanted:
+        for f in files:
+            hits = cur.execute(
+                f"SELECT file_row_number, dataset, id FROM read_parquet({_quote(f)}, file_row_number=true) "
+                "WHERE id = ANY(?)",
+                [ids],
+            ).fetchall()
+            rows = sorted(int(n) for n, ds, i in hits if (ds, i) in wanted and (ds, i) not in out)
+            if not rows:
+                continue
+            for r in cur.execute(
+                f"SELECT {self._select(f)} FROM read_parquet({_quote(f)}, file_row_number=true) "
+                f"WHERE file_row_number IN ({', '.join(map(str, rows))}) ORDER BY file_row_number"
+            ).fetchall():
                 out.setdefault((r[0], r[1]), dict(zip(COLUMNS, r, strict=True)))
         return out
 

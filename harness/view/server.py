@@ -12,6 +12,9 @@ API (all JSON; errors are ``{"error": message}`` with status 400 or 404)::
     GET /api/runs/{key}/facets                      filter values with counts, score range
     GET /api/runs/{key}/samples?task=&dataset=&language=&system=&parse=&score_min=&score_max=
                                &q=&sort=run|disagreement|spread|score|human&order=&page=&page_size=
+                                                    (snippets_pending: true until the search index
+                                                    is built: then ask /snippets for the texts)
+    GET /api/runs/{key}/snippets?rids=1,2,3         the list's texts of those rows
     GET /api/runs/{key}/sample?task=&dataset=&id=   one sample with its transcript
     GET /api/runs/{key}/scatter?task=               judge vs human points per language
     GET /api/compare?a=KEY&b=KEY[&task=]            paired comparison of two runs
@@ -31,7 +34,7 @@ from typing import Any
 from harness.view.compare import compare
 from harness.view.data import RunFiles
 from harness.view.overview import overview
-from harness.view.store import Query, SampleStore
+from harness.view.store import MAX_PAGE_SIZE, Query, SampleStore
 
 ASSETS = Path(str(resources.files("harness.view") / "assets"))
 
@@ -92,18 +95,24 @@ class Viewer:
             return self._stores[key]
 
     def warm(self) -> threading.Thread:
-        """Build every run's indexes, one run after the other, in a background thread."""
+        """Build every run's indexes in a background thread (the quick ones of every run first)."""
 
         def work() -> None:
-            for key, run in self.runs.items():
-                if run.samples is None or self._closed:
-                    continue
-                st = self.store(key)
-                for name in ("idx", "search"):
+            # every run's filter/sort index first, then the search indexes, then the texts in memory
+            stages = ("idx", "search", "text")
+            failed: set[str] = set()
+            for stage in stages:
+                for key, run in self.runs.items():
+                    if run.samples is None or self._closed or key in failed:
+                        continue
                     try:
-                        st.index.ensure(name)
+                        st = self.store(key)
+                        if stage == "text":
+                            st.index.load_text()
+                        else:
+                            st.index.ensure(stage)
                     except Exception:  # noqa: BLE001 - the query that needs it builds it again and says why
-                        break
+                        failed.add(key)
 
         th = threading.Thread(target=work, name="view-warm", daemon=True)
         th.start()
@@ -130,7 +139,17 @@ class Viewer:
         return self.store(key).facets()
 
     def samples(self, key: str, params: dict[str, Any]) -> dict[str, Any]:
-        return self.store(key).query(Query.from_params(params))
+        return self.store(key).query(Query.from_params(params), snippets=False)
+
+    def snippets(self, key: str, rids: str) -> dict[str, Any]:
+        try:
+            wanted = [int(r) for r in rids.split(",") if r.strip()]
+        except ValueError:
+            raise ValueError(f"rids={rids!r}: expected row numbers separated by commas") from None
+        if len(wanted) > MAX_PAGE_SIZE:
+            raise ValueError(f"rids: at most {MAX_PAGE_SIZE} rows at a time")
+        found = self.store(key).snippets(wanted)
+        return {"snippets": {str(r): list(found.get(r, (None, None))) for r in wanted}}
 
     def sample(self, key: str, task: str, dataset: str, sample_id: str) -> dict[str, Any]:
         found = self.store(key).sample(task, dataset, sample_id)
@@ -199,6 +218,9 @@ def create_app(viewer: Viewer) -> Any:
         Route("/api/runs/{key}/overview", respond(lambda r: viewer.overview(r.path_params["key"]))),
         Route("/api/runs/{key}/facets", respond(lambda r: viewer.facets(r.path_params["key"]))),
         Route("/api/runs/{key}/samples", respond(lambda r: viewer.samples(r.path_params["key"], params(r)))),
+        Route(
+            "/api/runs/{key}/snippets", respond(lambda r: viewer.snippets(r.path_params["key"], q(r, "rids")))
+        ),
         Route(
             "/api/runs/{key}/sample",
             respond(lambda r: viewer.sample(r.path_params["key"], q(r, "task"), q(r, "dataset"), q(r, "id"))),

@@ -13,12 +13,14 @@ from __future__ import annotations
 import json
 import math
 import os
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.view.data import RunFiles
-from harness.view.index import SNIPPET, RunIndex, spread_sql
+from harness.view.index import LIGHT, SNIPPET, RunIndex, spread_sql
 from harness.view.items import Transcripts
 
 PAGE_SIZE = 50
@@ -28,6 +30,7 @@ FACETS = ("task", "dataset", "language", "system", "parse_status")
 SORTS = ("run", "disagreement", "spread", "score", "human")
 _DERIVED_SORTS = {"disagreement", "spread"}
 _JSON_COLUMNS = ("extra", "human_labels", "judge_labels", "human_distribution")
+SEARCHES_KEPT = 8  # the matches of the last few text searches, kept for paging and sorting through them
 
 
 @dataclass
@@ -137,6 +140,9 @@ class SampleStore:
         self.items = Transcripts(self.con, run)
         self.index = RunIndex(self.con, run.samples, self.columns, self.items, cache_dir)
         self._facets: dict[str, Any] | None = None
+        self._searches: OrderedDict[str, str] = OrderedDict()
+        self._search_lock = threading.Lock()
+        self._search_seq = 0
 
     def start_index(self) -> None:
         self.index.start()
@@ -188,13 +194,34 @@ class SampleStore:
             conds.append("s.score <= ?")
             params.append(q.score_max)
         if q.q:
-            self.index.ensure("search")
-            conds.append("s.rid IN (SELECT rid FROM search WHERE contains(text, ?))")
-            params.append(q.q.lower())
+            conds.append(f"s.rid IN (SELECT rid FROM {self._matches(q.q.lower())})")
         return (" WHERE " + " AND ".join(conds)) if conds else "", params
 
-    def query(self, q: Query) -> dict[str, Any]:
-        """One page: ``{total, page, page_size, pages, rows, derived_ready}``."""
+    def _matches(self, text: str) -> str:
+        """The table of the rows whose search text contains ``text`` (one scan of the search
+        sidecar per new text; the last :data:`SEARCHES_KEPT` are kept for paging and sorting)."""
+        with self._search_lock:
+            if text in self._searches:
+                self._searches.move_to_end(text)
+                return self._searches[text]
+            self._search_seq += 1
+            name = f"matches_{self._search_seq}"
+        self.con.cursor().execute(
+            f"CREATE OR REPLACE TABLE {name} AS SELECT rid FROM {self.index.text_sql()} WHERE contains(text, ?)",
+            [text],
+        )
+        with self._search_lock:
+            self._searches[text] = name
+            while len(self._searches) > SEARCHES_KEPT:
+                self.con.cursor().execute(f"DROP TABLE IF EXISTS {self._searches.popitem(last=False)[1]}")
+        return name
+
+    def query(self, q: Query, *, snippets: bool = True) -> dict[str, Any]:
+        """One page: ``{total, page, page_size, pages, rows, derived_ready, snippets_pending}``.
+
+        The rows' snippets come from the search index; before it is built they are read from the
+        dataset files (``snippets=True``) or left out (``snippets=False``, ``snippets_pending``: ask
+        :meth:`snippets` for them), so a first page never waits on the transcripts."""
         if q.sort in _DERIVED_SORTS:
             self.index.ensure("idx")
         src = "idx" if self.index.ready["idx"] else "samples"
@@ -210,37 +237,52 @@ class SampleStore:
                 [*params, q.page_size, (q.page - 1) * q.page_size],
             ).fetchall()
         ]
+        rows = self.rows(rids, light=True)
+        pending = False
+        if self.index.ready["search"] or snippets:
+            found = self.snippets(rids)
+            for r in rows:
+                r["snippet"], r["context_tail"] = found.get(r["rid"], (None, None))
+        else:
+            pending = bool(rows) and self.items.available
         return {
             "total": total,
             "page": q.page,
             "page_size": q.page_size,
             "pages": max(1, math.ceil(total / q.page_size)),
-            "rows": self.rows(rids, light=True),
+            "rows": rows,
             "derived_ready": self.index.ready["idx"],
+            "snippets_pending": pending,
         }
 
     def rows(self, rids: list[int], light: bool) -> list[dict[str, Any]]:
+        """The samples ``rids`` in that order: the list's columns (``light``; from the in-memory index
+        once built) or every column. Only the row groups holding them are read."""
         if not rids:
             return []
         cur = self.con.cursor()
-        names = LIGHT_COLUMNS if light else ["rid", *(c for c in self.columns if c != "rid")]
-        cols = [c for c in names if c in self.columns]
-        spread = spread_sql("s.human_distribution") if "human_distribution" in self.columns else "NULL"
-        found = cur.execute(
-            f"SELECT {', '.join(f's.{c}' for c in cols)}, {spread} AS spread FROM samples s WHERE s.rid = ANY(?)",
-            [rids],
-        ).fetchall()
-        by_rid = {r[0]: dict(zip([*cols, "spread"], r, strict=True)) for r in found}
-        if self.index.ready["idx"]:
+        wanted = ", ".join(str(int(r)) for r in rids)
+        if light and self.index.ready["idx"]:
+            cols = [*LIGHT, "spread", "disagreement", "judge_pct", "human_pct"]
+            found = cur.execute(f"SELECT {', '.join(cols)} FROM idx WHERE rid IN ({wanted})").fetchall()
+        else:
+            names = LIGHT_COLUMNS if light else ["rid", *(c for c in self.columns if c != "rid")]
+            cols = [c for c in names if c in self.columns]
+            spread = spread_sql("s.human_distribution") if "human_distribution" in self.columns else "NULL"
+            found = cur.execute(
+                f"SELECT {', '.join(f's.{c}' for c in cols)}, {spread} AS spread FROM samples s "
+                f"WHERE s.rid BETWEEN {min(rids)} AND {max(rids)} AND s.rid IN ({wanted})"
+            ).fetchall()
+            cols = [*cols, "spread"]
+        by_rid = {r[0]: dict(zip(cols, r, strict=True)) for r in found}
+        if not light and self.index.ready["idx"]:
             derived = cur.execute(
-                "SELECT rid, disagreement, judge_pct, human_pct FROM idx WHERE rid = ANY(?)", [rids]
+                f"SELECT rid, disagreement, judge_pct, human_pct FROM idx WHERE rid IN ({wanted})"
             ).fetchall()
             for rid, dis, jp, hp in derived:
                 if rid in by_rid:
                     by_rid[rid] |= {"disagreement": dis, "judge_pct": jp, "human_pct": hp}
         rows = [by_rid[r] for r in rids if r in by_rid]
-        if light:
-            self._snippets(rows)
         for r in rows:
             for k in _JSON_COLUMNS:
                 if k in r:
@@ -249,24 +291,26 @@ class SampleStore:
                 r[k] = _clean(v)
         return rows
 
-    def _snippets(self, rows: list[dict[str, Any]]) -> None:
-        """The list's text columns: from the search index when it is built, else from the item files."""
+    def snippets(self, rids: list[int]) -> dict[int, tuple[str | None, str | None]]:
+        """{rid: (the start of the rated text, of the message before it)}: from the search index when
+        it is built (a few row groups of it), else from the item files (the rows' own items only)."""
+        if not rids:
+            return {}
+        cur = self.con.cursor()
         if self.index.ready["search"]:
-            found = (
-                self.con.cursor()
-                .execute(
-                    "SELECT rid, snippet, context_tail FROM search WHERE rid = ANY(?)",
-                    [[r["rid"] for r in rows]],
-                )
-                .fetchall()
-            )
-            texts = {rid: (_short(a), _short(b)) for rid, a, b in found}
-            for r in rows:
-                r["snippet"], r["context_tail"] = texts.get(r["rid"], (None, None))
-            return
-        items = self.items.fetch(list(dict.fromkeys((str(r["dataset"]), str(r["id"])) for r in rows)))
-        for r in rows:
-            r["snippet"], r["context_tail"] = _snippet(items.get((str(r["dataset"]), str(r["id"]))))
+            found = cur.execute(
+                f"SELECT rid, snippet, context_tail FROM {self.index.search_sql()} WHERE rid = ANY(?)",
+                [[int(r) for r in rids]],
+            ).fetchall()
+            return {rid: (_short(a), _short(b)) for rid, a, b in found}
+        if not self.items.available:
+            return {}
+        src = "idx" if self.index.ready["idx"] else "samples"
+        keys = cur.execute(
+            f"SELECT rid, dataset, id FROM {src} WHERE rid IN ({', '.join(str(int(r)) for r in rids)})"
+        ).fetchall()
+        items = self.items.fetch(list(dict.fromkeys((str(ds), str(i)) for _, ds, i in keys)))
+        return {rid: _snippet(items.get((str(ds), str(i)))) for rid, ds, i in keys}
 
     # -- one sample -------------------------------------------------------------------------------
     def sample(self, task: str, dataset: str, sample_id: str) -> dict[str, Any] | None:
@@ -290,14 +334,17 @@ class SampleStore:
     def scatter(self, task: str, max_points: int = SCATTER_POINTS) -> dict[str, Any]:
         """Per language: up to ``max_points`` (human mean, judge score, human spread, dataset, id),
         a deterministic sample (by a hash of dataset and id) when there are more."""
-        spread = spread_sql() if "human_distribution" in self.columns else "NULL"
+        if self.index.ready["idx"]:
+            src, spread = "idx", "spread"
+        else:
+            src, spread = "samples", spread_sql() if "human_distribution" in self.columns else "NULL"
         rows = (
             self.con.cursor()
             .execute(
                 f"""SELECT language, n, dataset, id, human_rating, score, {spread} AS spread
                 FROM (SELECT *, count(*) OVER (PARTITION BY language) AS n,
                         row_number() OVER (PARTITION BY language ORDER BY hash(dataset, id), rid) AS k
-                      FROM samples WHERE task = ? AND score IS NOT NULL AND NOT isnan(score)
+                      FROM {src} WHERE task = ? AND score IS NOT NULL AND NOT isnan(score)
                         AND human_rating IS NOT NULL)
                 WHERE k <= ? ORDER BY language, k""",
                 [task, max_points],

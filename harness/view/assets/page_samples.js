@@ -64,10 +64,13 @@ DV.pages.samples = async function samplesPage(main, key, params) {
   try { res = await DV.source.samples(key, query); } catch (e) { results.replaceChildren(DV.errorBox(e)); return; }
   DV.setStatus(`${DV.count(res.total)} match · ${Math.round(performance.now() - t0)} ms`);
   const langOf = (r) => r.language;
-  const rows = res.rows.map((r) => [
+  const textCell = (r) => DV.h("div", {}, r.context_tail ? DV.text("span", r.context_tail, langOf(r), "ctx") : null,
+    DV.text("span", r.snippet === null || r.snippet === undefined ? "—" : r.snippet, langOf(r), "snippet"));
+  const textCells = res.rows.map((r) => res.snippets_pending ? DV.h("div", { class: "muted" }, "…") : textCell(r));
+  const rows = res.rows.map((r, i) => [
     DV.h("a", { href: DV.sampleLink(key, r.task, r.dataset, r.id), class: "mono sample-link" }, r.id),
     r.language, r.dataset, r.system || "",
-    DV.h("div", {}, r.context_tail ? DV.text("span", r.context_tail, langOf(r), "ctx") : null, DV.text("span", r.snippet === null ? "—" : r.snippet, langOf(r), "snippet")),
+    textCells[i],
     DV.num(r.score), DV.num(r.human_rating, 2), DV.num(r.spread, 2),
     r.disagreement === undefined ? "…" : DV.num(r.disagreement, 2),
     r.parse_status === "ok" ? DV.h("span", { class: "badge good" }, "ok") : DV.h("span", { class: "badge bad" }, r.parse_status),
@@ -92,6 +95,16 @@ DV.pages.samples = async function samplesPage(main, key, params) {
     } }) : DV.h("p", { class: "muted" }, "No sample matches these filters."),
     res.rows.length ? pager() : null,
   );
+  if (res.snippets_pending) {
+    /* the first pages of a large run come before its search index: their texts follow from the dataset files */
+    try {
+      const found = (await DV.source.snippets(key, res.rows.map((r) => r.rid))).snippets;
+      res.rows.forEach((r, i) => {
+        [r.snippet, r.context_tail] = found[String(r.rid)] || [null, null];
+        textCells[i].replaceWith(textCell(r));
+      });
+    } catch (e) { textCells.forEach((c) => { c.textContent = "(text unavailable: " + e.message + ")"; }); }
+  }
 };
 
 function transcript(item, lang) {

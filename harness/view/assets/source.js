@@ -23,6 +23,7 @@ DV.ServerSource = class ServerSource {
   overview(key) { return this.get(`api/runs/${encodeURIComponent(key)}/overview`, true); }
   facets(key) { return this.get(`api/runs/${encodeURIComponent(key)}/facets`, true); }
   samples(key, params) { return this.get(`api/runs/${encodeURIComponent(key)}/samples` + this.q(params)); }
+  snippets(key, rids) { return this.get(`api/runs/${encodeURIComponent(key)}/snippets` + this.q({ rids: rids.join(",") })); }
   sample(key, task, dataset, id) {
     return this.get(`api/runs/${encodeURIComponent(key)}/sample` + this.q({ task, dataset, id }), true);
   }

@@ -54,6 +54,12 @@ def test_runs_overview_facets_samples_sample_scatter(api):
         params={"task": "demo-turn", "dataset": "demo-turn", "id": "demo-turn-t01-hi"},
     )
     assert one.status_code == 200 and one.json()["item"]["response"]
+    first = api.get(f"/api/runs/{key}/samples", params={"page_size": 5}).json()
+    rids = [r["rid"] for r in first["rows"]]
+    texts = api.get(f"/api/runs/{key}/snippets", params={"rids": ",".join(map(str, rids))}).json()["snippets"]
+    assert list(texts) == [str(r) for r in rids] and all(t[0] for t in texts.values())
+    if not first["snippets_pending"]:  # the search index was there: the page carried the same texts
+        assert [[r["snippet"], r["context_tail"]] for r in first["rows"]] == list(texts.values())
     sc = api.get(f"/api/runs/{key}/scatter", params={"task": "demo-turn"}).json()
     assert {lg["language"] for lg in sc["languages"]} >= {"ar", "hi", "zh"}
     assert all(len(p) == 5 for lg in sc["languages"] for p in lg["points"])
@@ -74,6 +80,7 @@ def test_compare_route(api):
         ("/api/runs/{a}/sample?task=demo-turn&dataset=demo-turn&id=nope", 404, "no sample 'nope'"),
         ("/api/runs/{a}/sample?task=demo-turn", 400, "missing query parameter 'dataset'"),
         ("/api/runs/{a}/scatter?task=nope", 404, "has no task 'nope'"),
+        ("/api/runs/{a}/snippets?rids=1,x", 400, "expected row numbers"),
         ("/api/compare?a={a}&b={a}", 400, "two different runs"),
     ],
 )

@@ -149,3 +149,41 @@ def test_index_cache_is_reused_and_runs_without_their_dataset_still_open(view_ru
     assert st.query(q(q="demo-turn-t01-ar"))["total"] == 1  # ids and outputs stay searchable
     one = st.sample("demo-turn", "demo-turn", "demo-turn-t01-ar")
     assert one["item"] is None and "not on this machine" in one["item_note"]
+
+
+def test_a_page_before_the_search_index_and_after(view_runs, tmp_path):
+    """Before the search index exists a page can leave its texts out (the server's first pages);
+    the texts from the dataset files and from the index agree, and a search gives the same rows
+    from the index on disk and from its texts in memory."""
+    st = SampleStore(read_run(view_runs["demo_a"]), cache_dir=tmp_path / "idx")
+    page = st.query(q(page_size=20), snippets=False)
+    assert page["snippets_pending"] and "snippet" not in page["rows"][0]
+    rids = [r["rid"] for r in page["rows"]]
+    from_items = st.snippets(rids)
+    assert all(from_items[r][0] for r in rids)
+    st.index.ensure("search")
+    assert st.snippets(rids) == from_items
+    again = st.query(q(page_size=20), snippets=False)
+    assert not again["snippets_pending"]
+    assert [(r["snippet"], r["context_tail"]) for r in again["rows"]] == [from_items[r] for r in rids]
+    on_disk = st.query(q(q="小猫", page_size=100))["rows"]
+    st.index.load_text()
+    assert st.index.text_loaded
+    assert st.query(q(q="小猫", sort="score", page_size=100))["total"] == len(on_disk)
+    assert {r["id"] for r in st.query(q(q="猫", page_size=100))["rows"]} >= {r["id"] for r in on_disk}
+
+
+def test_percentile_ranks_average_ties_within_groups():
+    from harness.view.index import percentile_ranks
+
+    rng = np.random.default_rng(0)
+    values = rng.integers(0, 5, 400).astype(float)  # many ties
+    groups = rng.integers(0, 7, 400)
+    mask = rng.random(400) > 0.1
+    mask[groups == 6] = False
+    mask[np.flatnonzero(groups == 5)[1:]] = False  # a group of one: no rank
+    got = percentile_ranks(values, groups, mask)
+    df = pd.DataFrame({"v": values, "g": groups})[mask]
+    want = df.groupby("g")["v"].transform(_pct)
+    assert np.isnan(got[~mask]).all()
+    np.testing.assert_allclose(got[mask], want.to_numpy(), atol=1e-12)
