@@ -45,6 +45,7 @@ def paired_frame(a: RunFiles, b: RunFiles, task: str | None = None) -> tuple[pd.
         missing = a if a.samples is None else b
         raise FileNotFoundError(f"{missing.path}: no samples.parquet, so it cannot be compared item by item")
     con = duckdb.connect()
+    con.execute("SET enable_progress_bar = false")
     a_src, b_src = f"read_parquet('{_sq(a.samples)}')", f"read_parquet('{_sq(b.samples)}')"
     only = "WHERE (?::VARCHAR IS NULL OR task = ?)"
     df = con.execute(

@@ -155,6 +155,11 @@ class RunIndex:
         self.search_file: Path | None = None  # the search sidecar (or its in-memory table) once ready
         self._text_lock = threading.Lock()
         self.text_loaded = False
+        # a search sidecar written earlier is usable at once: nothing of it is loaded up front
+        cache = self._cache_file("search")
+        if cache.is_file() and self._use_cache(con.cursor(), "search", cache):
+            self.ready["search"] = self.cached["search"] = True
+            self.seconds["search"] = self.cpu_seconds["search"] = 0.0
 
     def text_sql(self) -> str:
         """SQL of ``rid, text`` for the text filter: the in-memory copy once loaded, else the sidecar."""

@@ -120,6 +120,7 @@ def write_items(run: RunFiles, dest: Path) -> int:
     import duckdb
 
     con = duckdb.connect()
+    con.execute("SET enable_progress_bar = false")
     items = Transcripts(con, run)
     src = items.source()
     if src is None:

@@ -120,6 +120,22 @@ def _clean(v: Any) -> Any:
     return v
 
 
+class _Quiet:
+    """A DuckDB connection whose cursors print no progress bar (a per-connection setting) into the
+    terminal of `harness view` while an index builds."""
+
+    def __init__(self, con: Any) -> None:
+        self._con = con
+
+    def cursor(self) -> Any:
+        cur = self._con.cursor()
+        cur.execute("SET enable_progress_bar = false")
+        return cur
+
+    def execute(self, *args: Any) -> Any:
+        return self.cursor().execute(*args)
+
+
 class SampleStore:
     """Queries over one run (see the module docstring). Safe to share between threads: every call
     runs on its own DuckDB cursor."""
@@ -130,7 +146,8 @@ class SampleStore:
         if run.samples is None:
             raise FileNotFoundError(f"{run.path}: no samples.parquet — the run wrote no per-sample rows")
         self.run = run
-        self.con = duckdb.connect(":memory:", config={"threads": threads or min(4, os.cpu_count() or 1)})
+        threads = threads or min(4, os.cpu_count() or 1)
+        self.con = _Quiet(duckdb.connect(":memory:", config={"threads": threads}))
         path = str(run.samples).replace("'", "''")
         self.con.execute(
             "CREATE VIEW samples AS SELECT * EXCLUDE (file_row_number), file_row_number AS rid "
