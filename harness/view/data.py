@@ -1,9 +1,11 @@
-"""The one place the viewer reads run directories: ``results.json`` (through
-:func:`harness.run.results.load_results`) and the paths of ``samples.parquet`` and of the optional
-``items.parquet`` (the transcripts a run carries with it, written by ``harness runs publish
---with-transcripts``). Everything else in :mod:`harness.view` asks this module, so moving to a typed
-results reader is a change here only; the sample Parquet columns are those of
-:data:`harness.run.results.SAMPLE_SCHEMA`.
+"""The one place the viewer reads run directories: ``results.json`` through the typed reader
+:func:`harness.run.load_results` (1.x files migrated, every field validated) and the paths of
+``samples.parquet`` and of the optional ``items.parquet`` (the transcripts a run carries with it,
+written by ``harness runs publish --with-transcripts``). Everything else in :mod:`harness.view` asks
+this module: :attr:`RunFiles.document` is the typed document, :attr:`RunFiles.results` its JSON form
+(what the page is sent), and :func:`metric` turns a JSON metric entry back into a
+:class:`~harness.run.document.MetricEntry` for the report's formatters. The sample Parquet columns
+are those of :class:`harness.run.records.SampleRow`.
 
 A *runs folder* (``runs/``) is any directory without a ``results.json`` of its own: every sub-folder
 (two levels deep at most) that has one is a run. ``hub:org/name[@revision]`` is a run published with
@@ -15,11 +17,11 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.run.results import RESULTS_FILE, SAMPLES_FILE, load_results
+from harness.run.document import RESULTS_FILE, SAMPLES_FILE, MetricEntry, Results, load_results
 
 ITEMS_FILE = "items.parquet"
 HUB_PREFIX = "hub:"
@@ -31,10 +33,14 @@ class RunFiles:
     """One run directory as the viewer sees it."""
 
     path: Path
-    results: dict[str, Any]
+    document: Results
     samples: Path | None
     items: Path | None
     key: str = ""
+    results: dict[str, Any] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.results = self.document.to_json_dict()
 
     @property
     def run_id(self) -> str:
@@ -138,20 +144,23 @@ def download(ref: str) -> Path:
 def read_run(path: str | Path) -> RunFiles:
     """``results.json`` of a run directory (schema-checked) and the paths of its Parquet files."""
     p = Path(path)
-    try:
-        results = load_results(p)
-    except ValueError as e:
-        raise ValueError(f"{p / RESULTS_FILE}: {e}") from None
-    if not isinstance(results.get("results"), dict):
-        raise ValueError(f"{p / RESULTS_FILE}: has no 'results' section — not written by `harness run`")
+    document = load_results(p)  # ResultsError (a ValueError) names the file and the field
     samples = p / SAMPLES_FILE
     items = p / ITEMS_FILE
     return RunFiles(
         path=p,
-        results=results,
+        document=document,
         samples=samples if samples.is_file() else None,
         items=items if items.is_file() else None,
     )
+
+
+def metric(entry: Any) -> MetricEntry | None:
+    """A metric entry of :attr:`RunFiles.results` (its JSON form) as the typed entry the report's
+    formatters take; None for anything else."""
+    if isinstance(entry, MetricEntry):
+        return entry
+    return MetricEntry.model_validate(entry) if isinstance(entry, dict) else None
 
 
 def read_runs(paths: Iterable[str | Path]) -> list[RunFiles]:

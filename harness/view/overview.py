@@ -24,7 +24,7 @@ from harness.report.meta import (
     level_rows,
     panel_rows,
 )
-from harness.view.data import RunFiles
+from harness.view.data import RunFiles, metric
 
 ISSUE_KEYS = ("f1_pos", "f1_neg", "precision", "recall", "accuracy", "predicted_positive", "human_ceiling")
 ISSUE_HEADERS = [
@@ -134,7 +134,7 @@ def task_tables(run: RunFiles) -> list[dict[str, Any]]:
                         if lang == "all"
                         else fmt_count(first.get("n_datasets"))
                     ),
-                    "cells": [fmt_entry(entries.get(m)) for m in metrics],
+                    "cells": [fmt_entry(metric(entries.get(m))) for m in metrics],
                     "values": [(entries.get(m) or {}).get("value") for m in metrics],
                     "parse_failures": fmt_count(first.get("parse_failures")),
                     "per_dataset": [
@@ -144,7 +144,7 @@ def task_tables(run: RunFiles) -> list[dict[str, Any]]:
                                 ((entries.get(metrics[0]) or {}).get("per_dataset") or {}).get(d, {}).get("n")
                             ),
                             *(
-                                fmt_entry(((entries.get(m) or {}).get("per_dataset") or {}).get(d))
+                                fmt_entry(metric(((entries.get(m) or {}).get("per_dataset") or {}).get(d)))
                                 for m in metrics
                             ),
                         ]
@@ -208,9 +208,8 @@ def issue_rows(run: RunFiles, task: str) -> list[list[str]]:
 
 
 def sections(run: RunFiles) -> list[dict[str, Any]]:
-    res = run.results
     out = []
-    if rows := level_rows(res):
+    if rows := level_rows(run.document):
         out.append(
             _section(
                 "levels",
@@ -221,7 +220,7 @@ def sections(run: RunFiles) -> list[dict[str, Any]]:
                 rows,
             )
         )
-    if rows := human_rows(res):
+    if rows := human_rows(run.document):
         out.append(
             _section(
                 "ceilings",
@@ -233,7 +232,7 @@ def sections(run: RunFiles) -> list[dict[str, Any]]:
                 rows,
             )
         )
-    summary, per = all_alt_rows(res)
+    summary, per = all_alt_rows(run.document)
     if summary:
         out.append(
             _section(
@@ -255,7 +254,7 @@ def sections(run: RunFiles) -> list[dict[str, Any]]:
                 per,
             )
         )
-    members, psum = panel_rows(res)
+    members, psum = panel_rows(run.document)
     if members:
         out.append(
             _section(

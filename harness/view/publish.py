@@ -22,7 +22,7 @@ from typing import Any
 from harness.data.hub import PublishResult, publish_dataset
 from harness.report.figures import dataset_label, fmt_entry
 from harness.run.results import RESULTS_FILE, SAMPLES_FILE
-from harness.view.data import ITEMS_FILE, RunFiles, read_run
+from harness.view.data import ITEMS_FILE, RunFiles, metric, read_run
 from harness.view.items import COLUMNS, Transcripts
 
 
@@ -37,7 +37,7 @@ def results_markdown(run: RunFiles) -> str:
         out.append("|---|---:|" + "---:|" * len(metrics) + "---:|")
         for lang, entries in by_lang.items():
             first = entries.get(metrics[0]) or {}
-            cells = [fmt_entry(entries.get(m)) for m in metrics]
+            cells = [fmt_entry(metric(entries.get(m))) for m in metrics]
             name = "**all** (mean)" if lang == "all" else lang
             out.append(
                 f"| {name} | {first.get('n', '—')} | "
