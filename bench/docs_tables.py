@@ -62,6 +62,7 @@ GENERATED: list[Block] = [
     Block("bench/README.md", "ray_scaling", "bench.ray_scaling"),
     Block("bench/README.md", "peer_lmeval", "bench.peer_lmeval"),
     Block("README.md", "peer_lmeval", "bench.peer_lmeval", "sentence"),
+    Block("docs/scaling.md", "scale", "bench.scaling.scale"),
     # too expensive to rerun here (6-20 min each on the 2-core machine, ../shared data): copied by hand
     # from their earlier output until their next --write-docs run
     Block("bench/README.md", "xdial_throughput", "bench.xdial_throughput", required=False),
@@ -72,6 +73,7 @@ GENERATED: list[Block] = [
     # the encoder engineer regenerates the multilingual table (its bench's JSON output is not saved yet)
     Block("docs/finetuning.md", "multilingual_table", "bench.multilingual_table", required=False),
     Block("README.md", "multilingual_table", "bench.multilingual_table", "readme", required=False),
+    Block("docs/viewer.md", "viewer_scale", "bench.viewer.scale"),
     # SmolLM2-135M-Instruct benches (bench/smollm2/): their JSON lands with their first full runs
     Block("docs/smollm2.md", "smollm2_judge", "bench.smollm2.judge", required=False),
     Block("docs/smollm2.md", "smollm2_medal", "bench.smollm2.medal", required=False),

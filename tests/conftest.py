@@ -10,7 +10,7 @@ import pytest
 from tests.fixtures.tiny_models import build_tiny_causal_lm
 
 # fixtures defined in modules of tests/fixtures, available to every test
-pytest_plugins = ("tests.fixtures.fake_vllm", "tests.fixtures.results_schema")
+pytest_plugins = ("tests.fixtures.fake_vllm", "tests.fixtures.results.schema")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("DIALEVAL_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))

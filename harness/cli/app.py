@@ -1,7 +1,7 @@
 """The ``harness`` command: one Typer app; each command group lives in its own module of this
 package and is registered here (the modules import only :mod:`harness.cli.console`, never each other).
 
-``harness run | stability | ls | validate | report | chatbot-eval | robustness inject|pairwise |
+``harness run | stability | ls | validate | report | view | runs publish | chatbot-eval | robustness inject|pairwise |
 datasets build|ls|show|verify|diff|publish|qa | cache check|repair | finetune … | models materialize|ls |
 reproduce upheld``.
 """
@@ -90,6 +90,8 @@ app.command("validate")(ls.validate)
 app.add_typer(ls.cache_app, name="cache")
 app.command("stability")(run.stability)
 app.command("report")(report.report_command)
+app.command("view")(report.view_command)
+app.add_typer(report.runs_app, name="runs")
 app.command("chatbot-eval")(chatbot.chatbot_eval)
 app.add_typer(robustness_app, name="robustness")
 app.add_typer(datasets_app, name="datasets")

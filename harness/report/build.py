@@ -26,6 +26,7 @@ from harness.report import figures as figs
 from harness.report.figures import (  # noqa: F401  (re-exported: per-sample tables, formatting)
     Doc,
     _num,
+    dataset_label,
     fmt_count,
     fmt_entry,
     fmt_value,
@@ -119,11 +120,7 @@ def runs_table(runs: list[LoadedRun]) -> pd.DataFrame:
     rows = []
     for r in runs:
         res, h = r.results, r.results.harness
-        ds = []
-        for task, d in res.datasets.items():
-            fp = str(d.fingerprint or "")[:12]
-            name = d.builder or d.location or task
-            ds.append(f"{name}@{d.revision or '—'}" + (f" ({fp})" if fp else ""))
+        ds = [dataset_label(d, task) for task, d in res.datasets.items()]
         n_items = res.run.n_items
         if n_items is None and r.samples is not None:
             n_items = len(r.samples)

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.run.document import MetricEntry
+from harness.run.document import DatasetInfo, MetricEntry
 
 DPI = 130
 
@@ -61,6 +61,18 @@ def p_value(entry: MetricEntry | None) -> float | None:
     if len(per) == 1:
         return _num(next(iter(per.values())).p_value)
     return None
+
+
+def dataset_label(info: DatasetInfo | dict[str, Any], task: str = "") -> str:
+    """``name@version (fingerprint)`` of a run's dataset entry (typed, or its JSON form). A dataset
+    built from ``--source`` records its builder's ref (``xdial-eval@1.1.0``) as revision: that is
+    not repeated after the name."""
+    d = info.model_dump() if isinstance(info, DatasetInfo) else info
+    fp = str(d.get("fingerprint") or "")[:12]
+    name = str(d.get("builder") or d.get("location") or task)
+    rev = str(d.get("revision") or "")
+    label = f"{name}@—" if not rev else rev if rev.startswith(f"{name}@") or rev == name else f"{name}@{rev}"
+    return label + (f" ({fp})" if fp else "")
 
 
 def fmt_entry(entry: MetricEntry | None, star: bool = True) -> str:
@@ -443,11 +455,14 @@ class Doc:
                 head = "".join(f"<th>{escape(h)}</th>" for h in headers)
                 trs = "".join(
                     ('<tr class="best">' if i in bold else "<tr>")
-                    + "".join(f"<td>{escape(c)}</td>" for c in r)
+                    + "".join(f"<td{_cell_class(c)}>{_cell_html(c)}</td>" for c in r)
                     + "</tr>"
                     for i, r in enumerate(rows)
                 )
-                body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{trs}</tbody></table>")
+                # a wide table scrolls in its own box instead of pushing the page wider
+                body.append(
+                    f'<div class="table-wrap"><table><thead><tr>{head}</tr></thead><tbody>{trs}</tbody></table></div>'
+                )
             elif b[0] == "fig":
                 data = base64.b64encode((root / b[1]).read_bytes()).decode("ascii")
                 body.append(
@@ -457,12 +472,34 @@ class Doc:
         return _HTML.format(title=escape(self.title), body="\n".join(body))
 
 
+_ENTRY = re.compile(r"^(\S+) (\[[^\]]*\])$")
+
+
+def _cell_html(text: str) -> str:
+    """A cell's escaped text; ``0.532* [0.41, 0.63]`` may break before its CI, never inside it."""
+    from html import escape
+
+    m = _ENTRY.match(text)
+    if not m:
+        return escape(text)
+    return f'{escape(m.group(1))} <span class="ci">{escape(m.group(2))}</span>'
+
+
+def _cell_class(text: str) -> str:
+    """Long words (judge specs, paths) may break anywhere; numbers and short labels stay on one line."""
+    return ' class="t"' if len(text) > 24 and re.search(r"[A-Za-z]", text) else ""
+
+
 _HTML = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{title}</title>
 <style>
 body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }}
-table {{ border-collapse: collapse; margin: 0.8em 0 1.6em; font-size: 0.9em; }}
-th, td {{ border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; }}
+.table-wrap {{ overflow-x: auto; max-width: 100%; margin: 0.8em 0 1.6em; }}
+table {{ border-collapse: collapse; font-size: 0.9em; }}
+th, td {{ border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; white-space: nowrap; }}
+td:has(.ci) {{ white-space: normal; }} .ci {{ white-space: nowrap; color: #555; }}
+td.t {{ white-space: normal; overflow-wrap: anywhere; min-width: 10em; max-width: 28em; text-align: left; }}
+th {{ white-space: normal; }}
 th {{ background: #f3f3f3; }} td:first-child, th:first-child {{ text-align: left; }}
 tr.best td {{ font-weight: bold; background: #fff8dc; }}
 img {{ max-width: 100%; }} figcaption {{ font-style: italic; color: #555; }}

@@ -13,25 +13,61 @@ from harness.report.figures import _colors, _num, _pyplot, _save
 
 
 def alt_test_figure(per: list[list[str]], path: Path, title: str) -> Path:
+    """ρ_j per annotator as small multiples, one panel per (judge, environment): horizontal bars on
+    [0, 1] with the 0.5 line, filled where the judge wins against that annotator (after BY), hatched
+    where it does not; annotators that were not tested are listed, not drawn."""
+    import math
+
+    from matplotlib.patches import Patch
+
     plt = _pyplot()
-    rows = [r for r in per if _num(_float(r[5])) is not None]
-    fig, ax = plt.subplots(figsize=(max(5, 0.5 * len(rows) + 2), 3.2))
-    colors = _colors(len({r[2] for r in rows}) or 1)
-    envs = list(dict.fromkeys(r[2] for r in rows))
-    for k, r in enumerate(rows):
-        c = colors[envs.index(r[2])]
-        ax.bar(
-            k,
-            float(r[5]),
-            color=c if r[7] == "yes" else "white",
-            edgecolor=c,
-            hatch=None if r[7] == "yes" else "//",
-        )
-    ax.set_xticks(range(len(rows)), [f"{r[3]}\n{r[2]}" for r in rows], rotation=90, fontsize=7)
-    ax.axhline(0.5, color="black", lw=0.8, ls="--")
-    ax.set_ylim(0, 1)
-    ax.set_ylabel("ρ_j")
-    ax.set_title(title, fontsize=9)
+    groups: dict[tuple[str, str, str], list[list[str]]] = {}
+    for r in per:
+        groups.setdefault((r[0], r[1], r[2]), []).append(r)
+    judges = {j for _, j, _ in groups}
+    tasks = {t for t, _, _ in groups}
+    ncols = min(4, max(1, len(groups)))
+    nrows = math.ceil(len(groups) / ncols)
+    tallest = max((len(rows) for rows in groups.values()), default=1)
+    fig, axes = plt.subplots(
+        nrows, ncols, figsize=(3.3 * ncols, (0.28 * tallest + 1.1) * nrows + 0.6), squeeze=False
+    )
+    color, miss = _colors(1)[0], "#8a5a00"
+    for ax, ((task, judge, env), rows) in zip(axes.flat, groups.items(), strict=False):
+        labels = [r[3] for r in rows]
+        values = [_float(r[5]) for r in rows]
+        for k, (v, r) in enumerate(zip(values, rows, strict=True)):
+            if v is None:
+                ax.text(0.01, k, "not tested", va="center", fontsize=7, color=miss)
+                continue
+            win = r[7] == "yes"
+            ax.barh(k, v, color=color if win else "white", edgecolor=color, hatch=None if win else "///")
+            ax.text(min(v + 0.02, 0.86), k, f"{v:.2f}", va="center", fontsize=7)
+        ax.axvline(0.5, color="black", lw=0.8, ls="--")
+        ax.set_xlim(0, 1)
+        ax.set_yticks(range(len(rows)), labels, fontsize=7)
+        ax.invert_yaxis()
+        ax.tick_params(axis="x", labelsize=7)
+        head = [env]
+        if len(tasks) > 1:
+            head.insert(0, task)
+        if len(judges) > 1:
+            head.insert(0, wrap_name(judge, 34))
+        ax.set_title("\n".join(head), fontsize=8)
+    for ax in list(axes.flat)[len(groups) :]:
+        ax.set_visible(False)
+    fig.legend(
+        handles=[
+            Patch(facecolor=color, edgecolor=color, label="judge wins (after BY)"),
+            Patch(facecolor="white", edgecolor=color, hatch="///", label="judge does not win"),
+        ],
+        loc="upper center",
+        bbox_to_anchor=(0.5, 0.0),  # below the panels; the saved image grows to hold it
+        ncol=2,
+        fontsize=8,
+        frameon=False,
+    )
+    fig.suptitle(title + " (dashed: ρ = 0.5)", fontsize=9)
     return _save(fig, path)
 
 
@@ -58,7 +94,37 @@ def ceiling_figure(groups: list[tuple[str, list[str]]], path: Path) -> Path:
 
 
 def short_name(name: str, width: int = 28) -> str:
-    return name if len(name) <= width else "…" + name[-(width - 1) :]
+    """A judge name for a figure label: whole when short, else wrapped onto lines at its own separators
+    (``+`` between panel members, ``,`` between options, ``;`` between routes; at most three lines),
+    with the middle elided if it is still too long — never cut from the left."""
+    return wrap_name(name, width)
+
+
+def wrap_name(name: str, width: int = 28, max_lines: int = 3) -> str:
+    """``name`` on at most ``max_lines`` lines of about ``width`` characters, broken after ``+ , ;``
+    (then ``: =``, then anywhere); lines get wider rather than text being dropped."""
+    if len(name) <= width:
+        return name
+    import re
+
+    def pack(w: int) -> list[str]:
+        lines: list[str] = []
+        for piece in re.split(r"(?<=[+,;])", name):
+            parts = re.split(r"(?<=[:=])", piece) if len(piece) > w else [piece]
+            for p in parts:
+                while len(p) > w:
+                    lines.append(p[:w])
+                    p = p[w:]
+                if lines and len(lines[-1]) + len(p) <= w:
+                    lines[-1] += p
+                elif p:
+                    lines.append(p)
+        return lines
+
+    w = width
+    while len(lines := pack(w)) > max_lines:
+        w += 4
+    return "\n".join(lines)
 
 
 def _float(s: str) -> float | None:

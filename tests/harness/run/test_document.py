@@ -27,7 +27,7 @@ from harness.run.records import ItemError, SampleError, SampleRow, check_item, c
 from harness.run.results import SAMPLE_SCHEMA, write_results_json
 from harness.run.runner import RunConfig, run
 from harness.run.samples import iter_samples
-from tests.fixtures.results_schema import INVALID_DIR
+from tests.fixtures.results.schema import INVALID_DIR
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -131,7 +131,7 @@ def test_old_1x_files_are_read_through_the_migration(demo_run, tmp_path):
     ],
 )
 def test_unreadable_documents_are_clear_errors(tmp_path, doc, match):
-    d = tmp_path / INVALID_DIR  # left out of the session's schema check (tests/fixtures/results_schema.py)
+    d = tmp_path / INVALID_DIR  # left out of the session's schema check (tests/fixtures/results/schema.py)
     d.mkdir()
     (d / "results.json").write_text(doc)
     with pytest.raises(ResultsError, match=match) as ei:
