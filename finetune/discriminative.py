@@ -387,6 +387,7 @@ def train_discriminative(
     cached = 0
     if cfg.frozen_layers and cfg.cache_frozen:
         cached = _cache_frozen(model, feats, cfg.frozen_layers, coder.pad_id, progress)
+    prepare_s = time.perf_counter() - t0
 
     result = train(
         model,
@@ -456,6 +457,8 @@ def train_discriminative(
         "trainable_parameters": sum(trainable.values()),
         "total_parameters": total_params,
         "train_result": result.to_dict(),
+        # model build + tokenization + the frozen layers' cache, then the training loop (this call)
+        "timings": {"prepare_s": round(prepare_s, 1), "train_s": round(result.wall_seconds, 1)},
         "versions": _versions(),
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }

@@ -47,7 +47,9 @@ class RegisterSettings(BaseModel):
 
 class DataSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    source: str
+    #: one source, or several (their dialogues are pooled; ids must not collide; each source's load
+    #: report and license are recorded)
+    source: str | list[str] = Field(min_length=1)
     language: str | None = None
     turn_pairs: int = Field(9000, ge=0)
     dialogue_pairs: int = Field(1000, ge=0)
@@ -64,6 +66,8 @@ class EvaluatorJob(BaseModel):
     name: str
     output: str
     card: str | None = None
+    #: the card's license id (default: the adapter metadata's, else apache-2.0)
+    license: str | None = None
     data: DataSettings
     discriminative: DiscriminativeConfig = Field(default_factory=DiscriminativeConfig)
     crosslingual: CrossLingualConfig | None = None
@@ -82,12 +86,27 @@ class EvaluatorJob(BaseModel):
         return q if q.is_absolute() else (self.base_dir / q).resolve()
 
     def source(self) -> str:
-        kind, sep, rest = self.data.source.partition(":")
-        if sep and kind in ("topical-chat", "jsonl", "xdial-eval") and not Path(rest).is_absolute():
-            return f"{kind}:{self.path(rest)}"
-        if not sep and (self.base_dir / self.data.source).exists():
-            return str(self.path(self.data.source))
-        return self.data.source
+        """The one data source (resolved against the job file); an error for a list of sources."""
+        if isinstance(self.data.source, list):
+            if len(self.data.source) != 1:
+                raise ValueError(
+                    f"job {self.name!r}: this job kind reads one data source, got {len(self.data.source)}"
+                )
+            return self._resolve(self.data.source[0])
+        return self._resolve(self.data.source)
+
+    def sources(self) -> list[str]:
+        """Every data source of the job, resolved against the job file."""
+        raw = self.data.source if isinstance(self.data.source, list) else [self.data.source]
+        return [self._resolve(s) for s in raw]
+
+    def _resolve(self, source: str) -> str:
+        kind, sep, rest = source.partition(":")
+        if sep and kind in ("topical-chat", "jsonl", "xdial-eval", "chitchat") and rest:
+            return f"{kind}:{self.path(rest)}" if not Path(rest).is_absolute() else source
+        if not sep and (self.base_dir / source).exists():
+            return str(self.path(source))
+        return source
 
     @classmethod
     def load(cls, path: str | Path) -> EvaluatorJob:
@@ -125,12 +144,25 @@ def build_examples(job: EvaluatorJob) -> tuple[list[Any], list[Any], dict[str, A
     from finetune.data import coherence_pairs, load_dialogues, relevance_pairs
 
     d = job.data
-    dialogues = load_dialogues(job.source(), language=d.language)
+    dialogues: list[Any] = []
+    loads: list[Any] = []
+    seen: dict[str, str] = {}
+    for source in job.sources():
+        part = load_dialogues(source, language=d.language)
+        for x in part:
+            if x.id in seen:
+                raise ValueError(
+                    f"data.source: dialogue id {x.id!r} of {source} is also in {seen[x.id]} "
+                    "(sources must not share dialogue ids)"
+                )
+            seen[x.id] = source
+        dialogues += list(part)
+        loads.append(getattr(part, "report", None))
     ids = sorted(x.id for x in dialogues)
     random.Random(d.seed).shuffle(ids)
     held = set(ids[: round(len(ids) * d.eval_fraction)])
     sides: dict[str, list[Any]] = {}
-    reports: dict[str, Any] = {"load": getattr(dialogues, "report", None)}
+    reports: dict[str, Any] = {"load": loads[0] if len(loads) == 1 else loads}
     for side, chosen in (
         ("train", [x for x in dialogues if x.id not in held]),
         ("eval", [x for x in dialogues if x.id in held]),
@@ -274,7 +306,13 @@ def _card(job: EvaluatorJob, out: Path) -> str | None:
         return None
     results = [job.path(r) for r in job.results]
     return str(
-        write_card(out, job.path(job.card), name=job.name, results=[r for r in results if r and r.is_file()])
+        write_card(
+            out,
+            job.path(job.card),
+            name=job.name,
+            results=[r for r in results if r and r.is_file()],
+            license=job.license,
+        )
     )
 
 

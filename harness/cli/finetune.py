@@ -115,12 +115,16 @@ def card(
     results: Annotated[
         list[Path] | None, typer.Option("--results", help="harness results.json (repeatable)")
     ] = None,
+    license: Annotated[
+        str | None,
+        typer.Option("--license", help="The card's license id (default: the metadata's, else apache-2.0)"),
+    ] = None,
 ) -> None:
     """(Re)generate a model card, with evaluation results from harness results.json files."""
     from finetune.cards import write_card
 
     try:
-        path = write_card(model_dir, output, name=name, results=list(results or []))
+        path = write_card(model_dir, output, name=name, results=list(results or []), license=license)
     except (FileNotFoundError, json.JSONDecodeError) as e:
         fail(str(e))
         return

