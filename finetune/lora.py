@@ -212,6 +212,8 @@ def merge_adapter(adapter_dir: str | Path, out_dir: str | Path, *, dtype: str = 
     from peft import PeftConfig, PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from harness.modelstore import resolve
+
     adapter_dir, out = Path(adapter_dir), Path(out_dir)
     meta_file = adapter_dir / METADATA_FILE
     meta = json.loads(meta_file.read_text("utf-8")) if meta_file.is_file() else {}
@@ -219,13 +221,14 @@ def merge_adapter(adapter_dir: str | Path, out_dir: str | Path, *, dtype: str = 
     base = meta.get("base_model") or pcfg.base_model_name_or_path
     revision = meta.get("base_revision") or getattr(pcfg, "revision", None)
     trust = bool((meta.get("hyperparameters") or {}).get("trust_remote_code", False))
+    path = resolve(base) or base  # a packaged model's short name: its materialised checkpoint
     model = AutoModelForCausalLM.from_pretrained(
-        base, revision=revision, dtype=resolve_dtype(dtype), trust_remote_code=trust
+        path, revision=revision, dtype=resolve_dtype(dtype), trust_remote_code=trust
     )
     merged = PeftModel.from_pretrained(model, str(adapter_dir)).merge_and_unload()
     out.mkdir(parents=True, exist_ok=True)
     merged.save_pretrained(str(out))
-    AutoTokenizer.from_pretrained(base, revision=revision, trust_remote_code=trust).save_pretrained(str(out))
+    AutoTokenizer.from_pretrained(path, revision=revision, trust_remote_code=trust).save_pretrained(str(out))
     if meta:
         merged_meta = {
             **meta,
