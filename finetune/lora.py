@@ -118,7 +118,10 @@ def load_lora_model(
     torch.manual_seed(seed)  # the adapter's initialisation
     with warnings.catch_warnings():  # peft reads a property transformers 5 deprecates
         warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
-        return get_peft_model(model, config)
+        peft_model = get_peft_model(model, config)
+    # the adapter config names the base as given (a short name, not this machine's checkpoint path)
+    peft_model.peft_config["default"].base_model_name_or_path = base_model
+    return peft_model
 
 
 def lora_metadata(model: Any) -> dict[str, Any]:

@@ -54,6 +54,8 @@ def test_sft_step_on_the_packaged_model_by_short_name(tmp_path, smollm2):
     meta = train_chatbot(DIALOGUES, cfg, tmp_path / "sft", {"name": "toy", "version": "1"}, progress=False)
     assert len(meta["losses"]) == 1 and 0 < meta["losses"][0] < 20
     assert (tmp_path / "sft" / ADAPTER_DIR / "adapter_model.safetensors").is_file()
+    peft_cfg = json.loads((tmp_path / "sft" / ADAPTER_DIR / "adapter_config.json").read_text())
+    assert peft_cfg["base_model_name_or_path"] == "smollm2-135m-instruct"  # not this machine's path
     saved = json.loads((tmp_path / "sft" / METADATA_FILE).read_text())
     assert saved["base_model"] == "smollm2-135m-instruct" and saved["kind"] == "chatbot"
     assert saved["base_model_identity"]["model_fingerprint"] == weights_fingerprint(smollm2)
