@@ -94,7 +94,46 @@ def part_xdial(run_dir: Path) -> None:
     out["parse_failures"] = res.get("parse_failures")
     out["usage"] = res.get("usage")
     out["timings"] = res.get("timings")
+    out["scores"] = score_summary(run_dir)
     save("xdial", out)
+
+
+def score_summary(run_dir: Path) -> dict[str, Any]:
+    """What the P(Yes) scores themselves look like per task and language (from samples.parquet):
+    mean and SD, the Spearman correlation with the human rating pooled over the sets (the tables
+    above average per-set correlations, which need several items per set), the share of items whose
+    greedy first token is "Yes" or "No", and the mean |P(Yes) − P(Yes) of the English original| over
+    the parallel items (xDial-Eval's languages are translations of the same items)."""
+    import pandas as pd
+    from scipy.stats import spearmanr
+
+    df = pd.read_parquet(run_dir / "samples.parquet")
+    out: dict[str, Any] = {}
+    for task, t in df.groupby("task"):
+        en = t[t["language"] == "en"].set_index("item_id")["score"]
+        out[task] = {}
+        for lang in LANGS:
+            g = t[t["language"] == lang]
+            ok = g.dropna(subset=["score", "human_rating"])
+            if g.empty:
+                continue
+            rho = None
+            if len(ok) > 2 and ok["score"].nunique() > 1 and ok["human_rating"].nunique() > 1:
+                rho = float(spearmanr(ok["score"], ok["human_rating"]).statistic)
+            par = g.set_index("item_id")["score"]
+            common = par.index.intersection(en.index)
+            first = g["raw_output"].fillna("").str.strip().str.split().str[0].fillna("")
+            out[task][lang] = {
+                "n": int(len(g)),
+                "mean": float(g["score"].mean()),
+                "sd": float(g["score"].std(ddof=1)) if len(g) > 1 else None,
+                "spearman_pooled": rho,
+                "yes_no_first": float(first.str.lower().str.strip(".,!").isin(["yes", "no"]).mean()),
+                "mean_abs_diff_vs_en": float((par[common] - en[common]).abs().mean())
+                if lang != "en" and len(common)
+                else None,
+            }
+    return out
 
 
 # -- MEDAL issue detection -------------------------------------------------------------------------
@@ -171,7 +210,7 @@ def part_meep(source: Path, n: int) -> None:
 
 
 # -- robustness ---------------------------------------------------------------------------------------
-def part_robustness(source: Path, n: int) -> None:
+def part_robustness(source: Path, n: int, pairs_per_language: int = 1) -> None:
     from harness.cache import RequestCache, default_cache_path
     from harness.robustness.injection import run_injection_suite
     from harness.robustness.pairwise import run_pairwise
@@ -195,7 +234,7 @@ def part_robustness(source: Path, n: int) -> None:
     pairs = []
     for lang in LANGS:
         ds = [d for d in dial if d["language"] == lang]
-        for a, b in zip(ds[0::2], ds[1::2], strict=False):
+        for a, b in list(zip(ds[0::2], ds[1::2], strict=False))[:pairs_per_language]:
             conv = lambda d: [{"role": t["role"], "text": t["text"]} for t in d["turns"]]  # noqa: E731
             pairs.append({"id": f"{a['id']}|{b['id']}", "a": conv(a), "b": conv(b), "language": lang})
     pw = run_pairwise(f"{HF},max_tokens=8", pairs, cache).to_dict()
@@ -210,6 +249,7 @@ def part_robustness(source: Path, n: int) -> None:
             "pairwise_answers": dict(answers.most_common(8)),
             "n_turn_items": len(turn),
             "n_pairs": len(pairs),
+            "pairs_per_language": pairs_per_language,
         },
     )
 
@@ -337,7 +377,32 @@ def markdown(r: dict[str, Any]) -> str:
                 cells.append(f"{_f(p.get('value'))} / {_f(s.get('value'))} (n={p.get('n', '—')})")
             lines.append(f"| {level} | " + " | ".join(cells) + " |")
         pf = x.get("parse_failures") or {}
-        lines += ["", f"Parse failures (items without both label log-probs): {pf}.", ""]
+        lines += ["", f"Parse failures (items without both label log-probs): {pf}."]
+        if (x.get("limit") or 0) < 3:
+            lines.append(
+                f"With `--limit {x['limit']}` every set holds {x['limit']} item(s) per language, too few for the "
+                "per-set correlations that xDial-Eval averages (—): this run measures the scores, not agreement."
+            )
+        lines.append("")
+        sc = x.get("scores") or {}
+        if sc:
+            lines += [
+                "What the scores look like (from the run's samples.parquet): mean ± SD of P(Yes); Spearman "
+                "with the human rating pooled over the sets (ρ\\*, the sets' scales differ: indicative only); "
+                "share of items whose greedy first word is Yes/No; mean |P(Yes) − P(Yes) of the English "
+                "original| over the parallel items:",
+                "",
+                "| level | language | n | P(Yes) mean ± SD | ρ\\* | Yes/No first | \\|Δ vs en\\| |",
+                "|---|---|---:|---|---:|---:|---:|",
+            ]
+            for task, level in (("xdial-eval-turn", "turn"), ("xdial-eval-dialogue", "dialogue")):
+                for lang, d in (sc.get(task) or {}).items():
+                    lines.append(
+                        f"| {level} | {lang} | {d['n']} | {_f(d['mean'])} ± {_f(d['sd'])} | "
+                        f"{_f(d['spearman_pooled'], '.2f')} | {_f(d['yes_no_first'], '.0%')} | "
+                        f"{_f(d['mean_abs_diff_vs_en'])} |"
+                    )
+            lines.append("")
     m = r.get("medal")
     if m:
         lines += [
@@ -424,6 +489,7 @@ def main() -> None:
     ap.add_argument("--run", type=Path, help="xdial: the harness run directory")
     ap.add_argument("--n", type=int, default=None, help="items per set and language (see each part)")
     ap.add_argument("--max-tokens", type=int, default=256, help="medal: verdict token cap")
+    ap.add_argument("--pairs", type=int, default=1, help="robustness: dialogue pairs per language")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.part == "xdial":
@@ -435,7 +501,7 @@ def main() -> None:
     elif args.part == "meep":
         part_meep(args.source, args.n or 1)
     elif args.part == "robustness":
-        part_robustness(args.source, args.n or 12)
+        part_robustness(args.source, args.n or 12, args.pairs)
     elif args.part == "agreement":
         part_agreement(args.source, args.n or 20)
     if args.part != "docs":
