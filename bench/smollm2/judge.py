@@ -137,13 +137,15 @@ def score_summary(run_dir: Path) -> dict[str, Any]:
 
 
 # -- MEDAL issue detection -------------------------------------------------------------------------
-def part_medal(source: Path, n: int, max_tokens: int) -> None:
+def part_medal(source: Path, n: int, max_tokens: int, per_language: int | None = None) -> None:
     from harness.cache import RequestCache, default_cache_path
     from harness.judges import load_judge
     from harness.tasks import get_task
 
     task = get_task("medal")
     its = items(source, "dialogue", n)
+    if per_language:  # the first k dialogues of each language (over the sets)
+        its = [it for lang in LANGS for it in [x for x in its if x["language"] == lang][:per_language]]
     t0 = time.perf_counter()
     with load_judge(f"{HF},max_tokens={max_tokens}", RequestCache(default_cache_path())) as judge:
         verdicts = judge.score(task, its)
@@ -167,6 +169,7 @@ def part_medal(source: Path, n: int, max_tokens: int) -> None:
         "medal",
         {
             "n_per_set": n,
+            "dialogues_per_language": per_language,
             "max_tokens": max_tokens,
             "judge": f"{HF},max_tokens={max_tokens} (unguided: the hf backend has no guided decoding)",
             "per_language": per,
@@ -210,7 +213,9 @@ def part_meep(source: Path, n: int) -> None:
 
 
 # -- robustness ---------------------------------------------------------------------------------------
-def part_robustness(source: Path, n: int, pairs_per_language: int = 1) -> None:
+def part_robustness(
+    source: Path, n: int, pairs_per_language: int = 1, pair_languages: tuple[str, ...] = LANGS
+) -> None:
     from harness.cache import RequestCache, default_cache_path
     from harness.robustness.injection import run_injection_suite
     from harness.robustness.pairwise import run_pairwise
@@ -230,9 +235,11 @@ def part_robustness(source: Path, n: int, pairs_per_language: int = 1) -> None:
     )
     keep += ("rose", "fell", "unchanged", "hijacked", "wilcoxon")
     inj = {g: {k: st.get(k) for k in keep} for g, st in rep["results"].items()}
-    dial = items(source, "dialogue", max(2, n // 5))
+    # saved now: the pairwise part (two whole dialogues per prompt) is the expensive one
+    save("robustness", {"injection": inj, "pairwise": {}, "n_turn_items": len(turn), "n_pairs": 0})
+    dial = items(source, "dialogue", max(2, n // 5), languages=pair_languages)
     pairs = []
-    for lang in LANGS:
+    for lang in pair_languages:
         ds = [d for d in dial if d["language"] == lang]
         for a, b in list(zip(ds[0::2], ds[1::2], strict=False))[:pairs_per_language]:
             conv = lambda d: [{"role": t["role"], "text": t["text"]} for t in d["turns"]]  # noqa: E731
@@ -250,6 +257,7 @@ def part_robustness(source: Path, n: int, pairs_per_language: int = 1) -> None:
             "n_turn_items": len(turn),
             "n_pairs": len(pairs),
             "pairs_per_language": pairs_per_language,
+            "pair_languages": list(pair_languages),
         },
     )
 
@@ -273,7 +281,7 @@ if __name__ == "__main__":
 """
 
 
-def part_agreement(source: Path, n: int) -> None:
+def part_agreement(source: Path, n: int, reuse: bool = False, timeout: float = 600.0) -> None:
     from bench.smollm2.server import ModelServer, vllm_python
     from harness.backends.base import create_backend
     from harness.modelstore import resolve
@@ -306,24 +314,38 @@ def part_agreement(source: Path, n: int) -> None:
     t0 = time.perf_counter()
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "PYTHONPATH": str(ROOT)}
     spec = f"vllm:{MODEL},dtype=float32,max_model_len=4096,enforce_eager=true,gpu_memory_utilization=0.1"
-    subprocess.run(
-        [
-            str(vllm_python()),
-            str(work / "child.py"),
-            str(work / "requests.json"),
-            spec,
-            str(work / "vllm.json"),
-        ],
-        check=True,
-        env=env,
-        cwd=ROOT,
-    )
-    lp["vllm"] = json.loads((work / "vllm.json").read_text("utf-8"))["lp"]
+    done = work / "vllm.json"
+    if (
+        reuse
+        and done.is_file()
+        and json.loads(done.read_text("utf-8")).get("requests") == json.loads(json.dumps(ser))
+    ):
+        print(f"reusing {done} (the same requests)", flush=True)
+    else:
+        subprocess.run(
+            [
+                str(vllm_python()),
+                str(work / "child.py"),
+                str(work / "requests.json"),
+                spec,
+                str(done),
+            ],
+            check=True,
+            env=env,
+            cwd=ROOT,
+        )
+        done.write_text(json.dumps({**json.loads(done.read_text("utf-8")), "requests": ser}), "utf-8")
+    lp["vllm"] = json.loads(done.read_text("utf-8"))["lp"]
     timings["vllm"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     with ModelServer("vllm", resolve(MODEL), served_name=MODEL) as srv:
         timings["server_startup"] = srv.startup_seconds or 0.0
-        ob = create_backend(parse_spec(f"openai:{MODEL},base_url={srv.base_url},choice_top_logprobs=50"))
+        # a loaded CPU answers slowly: one request at a time, a long timeout (no retry storms)
+        ob = create_backend(
+            parse_spec(
+                f"openai:{MODEL},base_url={srv.base_url},choice_top_logprobs=50,concurrency=1,timeout={timeout}"
+            )
+        )
         lp["openai->vllm-server"] = [r.choice_logprobs for r in ob.generate(reqs)]
     timings["openai->vllm-server"] = time.perf_counter() - t0
 
@@ -407,7 +429,13 @@ def markdown(r: dict[str, Any]) -> str:
     if m:
         lines += [
             f"**MEDAL issue detection** (Table 11 prompt, JSON verdict, `{m['judge']}`) on the first {m['n_per_set']} "
-            f"dialogue(s) of each shared xDial-Eval dialogue set per language ({m['date']}). No MEDAL human labels "
+            f"dialogue(s) of each shared xDial-Eval dialogue set per language"
+            + (
+                f", at most {m['dialogues_per_language']} per language"
+                if m.get("dialogues_per_language")
+                else ""
+            )
+            + f" ({m['date']}). No MEDAL human labels "
             "are available offline, so this is what the judge writes: parse failures (never coerced), overall mean, "
             "issues flagged.",
             "",
@@ -447,14 +475,19 @@ def markdown(r: dict[str, Any]) -> str:
             f"turn items (P(Yes), `harness robustness inject`): mean P(Yes) {_f(a.get('mean_original'))} → "
             f"{_f(a.get('mean_injected'))} (Δ {_f(a.get('mean_delta'))}, 95% CI {a.get('delta_ci')}), rose "
             f"{_f(a.get('rose'), '.0%')}, fell {_f(a.get('fell'), '.0%')}; Wilcoxon p = "
-            f"{_f((a.get('wilcoxon') or {}).get('p_value'))}. Pairwise position bias on {ro['n_pairs']} pairs of "
-            f"xDial-Eval dialogues (both orders, `harness robustness pairwise`): "
-            + ", ".join(
-                f"{k} {_f(v) if isinstance(v, float) else v}"
-                for k, v in pc.items()
-                if not isinstance(v, dict | list)
-            )
-            + ".",
+            f"{_f((a.get('wilcoxon') or {}).get('p_value'))}. "
+            + (
+                f"Pairwise position bias on {ro['n_pairs']} pairs of xDial-Eval dialogues "
+                f"({', '.join(ro.get('pair_languages') or [])}; both orders, `harness robustness pairwise`): "
+                + ", ".join(
+                    f"{k} {_f(v) if isinstance(v, float) else v}"
+                    for k, v in pc.items()
+                    if not isinstance(v, dict | list)
+                )
+                + "."
+                if ro.get("n_pairs")
+                else "Pairwise position bias: not measured yet."
+            ),
             "",
         ]
     ag = r.get("agreement")
@@ -472,6 +505,15 @@ def markdown(r: dict[str, Any]) -> str:
             lines.append(
                 f"| {k} | {_f(d['max_abs_delta_p_yes'], '.1e')} | {_f(d['max_abs_delta_logprob'], '.1e')} | {d['n_compared']} |"
             )
+        miss = {k: v for k, v in (ag.get("missing_labels") or {}).items() if v}
+        if miss:
+            lines += [
+                "",
+                "Label log-probs a backend did not return (a label outside the server's top-50 log-probs; "
+                "the request is left out of that pair's comparison, never filled in): "
+                + ", ".join(f"{k} {v}" for k, v in miss.items())
+                + ".",
+            ]
         lines.append("")
     return "\n".join(lines).rstrip("\n")
 
@@ -489,7 +531,12 @@ def main() -> None:
     ap.add_argument("--run", type=Path, help="xdial: the harness run directory")
     ap.add_argument("--n", type=int, default=None, help="items per set and language (see each part)")
     ap.add_argument("--max-tokens", type=int, default=256, help="medal: verdict token cap")
+    ap.add_argument(
+        "--reuse", action="store_true", help="agreement: reuse vLLM's log-probs of the same requests"
+    )
+    ap.add_argument("--per-language", type=int, default=None, help="medal: at most K dialogues per language")
     ap.add_argument("--pairs", type=int, default=1, help="robustness: dialogue pairs per language")
+    ap.add_argument("--pair-languages", default=",".join(LANGS), help="robustness: languages of the pairs")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.part == "xdial":
@@ -497,13 +544,13 @@ def main() -> None:
             ap.error("xdial needs --run DIR (a harness run of xdial-eval with hf:smollm2-135m-instruct)")
         part_xdial(args.run)
     elif args.part == "medal":
-        part_medal(args.source, args.n or 1, args.max_tokens)
+        part_medal(args.source, args.n or 1, args.max_tokens, args.per_language)
     elif args.part == "meep":
         part_meep(args.source, args.n or 1)
     elif args.part == "robustness":
-        part_robustness(args.source, args.n or 12, args.pairs)
+        part_robustness(args.source, args.n or 12, args.pairs, tuple(args.pair_languages.split(",")))
     elif args.part == "agreement":
-        part_agreement(args.source, args.n or 20)
+        part_agreement(args.source, args.n or 20, args.reuse)
     if args.part != "docs":
         print(json.dumps(load().get(args.part), indent=1, ensure_ascii=False)[:3000])
     write_docs(load())
