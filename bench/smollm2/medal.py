@@ -198,7 +198,7 @@ def _t2_rows(title: str, t2: dict[str, Any]) -> list[str]:
     return [
         f"| {title} | {lang} | {row['dialogues']} | {_f(row['avg_turns'], '.1f')} | "
         f"{_f(row['avg_user_utterance_length'], '.1f')} / {_f(row['avg_chatbot_utterance_length'], '.1f')} "
-        f"{row['unit']}s | {_f(row['mtld'], '.1f')} ({row['mtld_tokens']} tokens) |"
+        f"{row['unit']} | {_f(row['mtld'], '.1f')} ({row['mtld_tokens']} tokens) |"
         for lang, row in t2.items()
     ]
 
@@ -216,7 +216,7 @@ def markdown_run(r: dict[str, Any]) -> str:
         f"**`{r['name']}`** — `harness datasets build medal --config {r['config']}` ({r['date']}, {r['machine']}), "
         f"first user turn at temperature {ft.get('temperature')}, presence penalty {ft.get('presence_penalty')}, "
         f"{ft.get('attempts')} attempts: "
-        f"{len(r['languages'])} languages × {r['n_scenes']} scenes = {s['seeds']} seed contexts, "
+        f"{len(r['languages'])} languages × {r['n_scenes']} scene(s) = {s['seeds']} seed contexts, "
         f"{g.get('dialogues')} dialogues, {r['wall_seconds'] / 60:.1f} min end to end.",
         "",
         "| what | value |",
