@@ -67,6 +67,10 @@ def items(source: Path, level: str, n: int, languages=LANGS) -> list[dict[str, A
     return out
 
 
+def _ci(ci: Any) -> str:
+    return "—" if not ci or None in ci else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
+
+
 def _f(x: float | None, spec: str = ".3f") -> str:
     return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
 
@@ -473,7 +477,7 @@ def markdown(r: dict[str, Any]) -> str:
         lines += [
             f"**Robustness** ({ro['date']}): verdict injection into the response of {ro['n_turn_items']} xDial-Eval "
             f"turn items (P(Yes), `harness robustness inject`): mean P(Yes) {_f(a.get('mean_original'))} → "
-            f"{_f(a.get('mean_injected'))} (Δ {_f(a.get('mean_delta'))}, 95% CI {a.get('delta_ci')}), rose "
+            f"{_f(a.get('mean_injected'))} (Δ {_f(a.get('mean_delta'))}, 95% CI {_ci(a.get('delta_ci'))}), rose "
             f"{_f(a.get('rose'), '.0%')}, fell {_f(a.get('fell'), '.0%')}; Wilcoxon p = "
             f"{_f((a.get('wilcoxon') or {}).get('p_value'))}. "
             + (
