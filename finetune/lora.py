@@ -118,7 +118,10 @@ def load_lora_model(
     torch.manual_seed(seed)  # the adapter's initialisation
     with warnings.catch_warnings():  # peft reads a property transformers 5 deprecates
         warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
-        return get_peft_model(model, config)
+        peft_model = get_peft_model(model, config)
+    # the adapter config names the base as given (a short name, not this machine's checkpoint path)
+    peft_model.peft_config["default"].base_model_name_or_path = base_model
+    return peft_model
 
 
 def lora_metadata(model: Any) -> dict[str, Any]:
@@ -212,6 +215,8 @@ def merge_adapter(adapter_dir: str | Path, out_dir: str | Path, *, dtype: str = 
     from peft import PeftConfig, PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from harness.modelstore import resolve
+
     adapter_dir, out = Path(adapter_dir), Path(out_dir)
     meta_file = adapter_dir / METADATA_FILE
     meta = json.loads(meta_file.read_text("utf-8")) if meta_file.is_file() else {}
@@ -219,13 +224,14 @@ def merge_adapter(adapter_dir: str | Path, out_dir: str | Path, *, dtype: str = 
     base = meta.get("base_model") or pcfg.base_model_name_or_path
     revision = meta.get("base_revision") or getattr(pcfg, "revision", None)
     trust = bool((meta.get("hyperparameters") or {}).get("trust_remote_code", False))
+    path = resolve(base) or base  # a packaged model's short name: its materialised checkpoint
     model = AutoModelForCausalLM.from_pretrained(
-        base, revision=revision, dtype=resolve_dtype(dtype), trust_remote_code=trust
+        path, revision=revision, dtype=resolve_dtype(dtype), trust_remote_code=trust
     )
     merged = PeftModel.from_pretrained(model, str(adapter_dir)).merge_and_unload()
     out.mkdir(parents=True, exist_ok=True)
     merged.save_pretrained(str(out))
-    AutoTokenizer.from_pretrained(base, revision=revision, trust_remote_code=trust).save_pretrained(str(out))
+    AutoTokenizer.from_pretrained(path, revision=revision, trust_remote_code=trust).save_pretrained(str(out))
     if meta:
         merged_meta = {
             **meta,

@@ -84,10 +84,13 @@ class ChatEncoder:
     ) -> None:
         from transformers import AutoTokenizer
 
-        from harness.backends.hf_templates import resolve_chat_template
+        from harness.backends.hf_templates import resolve_chat_template, resolve_weights
 
+        # a packaged model's short name (smollm2-135m-instruct) reads its materialised checkpoint, and
+        # its weights fingerprint identifies the base model in the adapter's metadata
+        self.source = resolve_weights(base_model)
         self.tokenizer = AutoTokenizer.from_pretrained(
-            base_model, revision=revision, trust_remote_code=trust_remote_code
+            self.source.path, revision=revision, trust_remote_code=trust_remote_code
         )
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
@@ -296,6 +299,7 @@ def train_chatbot(
         training_data=data,
         hyperparameters=hp,
         result=result,
+        extra={"base_model_identity": dict(encoder.source.identity)} if encoder.source.identity else None,
     )
 
 

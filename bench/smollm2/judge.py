@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import platform
 import subprocess
@@ -67,10 +66,6 @@ def items(source: Path, level: str, n: int, languages=LANGS) -> list[dict[str, A
     return out
 
 
-def _f(x: float | None, spec: str = ".3f") -> str:
-    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
-
-
 # -- xDial-Eval P(Yes) from a harness run -----------------------------------------------------------
 def part_xdial(run_dir: Path) -> None:
     res = json.loads((run_dir / "results.json").read_text("utf-8"))
@@ -94,17 +89,58 @@ def part_xdial(run_dir: Path) -> None:
     out["parse_failures"] = res.get("parse_failures")
     out["usage"] = res.get("usage")
     out["timings"] = res.get("timings")
+    out["scores"] = score_summary(run_dir)
     save("xdial", out)
 
 
+def score_summary(run_dir: Path) -> dict[str, Any]:
+    """What the P(Yes) scores themselves look like per task and language (from samples.parquet):
+    mean and SD, the Spearman correlation with the human rating pooled over the sets (the tables
+    above average per-set correlations, which need several items per set), the share of items whose
+    greedy first token is "Yes" or "No", and the mean |P(Yes) − P(Yes) of the English original| over
+    the parallel items (xDial-Eval's languages are translations of the same items)."""
+    import pandas as pd
+    from scipy.stats import spearmanr
+
+    df = pd.read_parquet(run_dir / "samples.parquet")
+    out: dict[str, Any] = {}
+    for task, t in df.groupby("task"):
+        en = t[t["language"] == "en"].set_index("item_id")["score"]
+        out[task] = {}
+        for lang in LANGS:
+            g = t[t["language"] == lang]
+            ok = g.dropna(subset=["score", "human_rating"])
+            if g.empty:
+                continue
+            rho = None
+            if len(ok) > 2 and ok["score"].nunique() > 1 and ok["human_rating"].nunique() > 1:
+                rho = float(spearmanr(ok["score"], ok["human_rating"]).statistic)
+            par = g.set_index("item_id")["score"]
+            common = par.index.intersection(en.index)
+            first = g["raw_output"].fillna("").str.strip().str.split().str[0].fillna("")
+            out[task][lang] = {
+                "n": int(len(g)),
+                "mean": float(g["score"].mean()),
+                "sd": float(g["score"].std(ddof=1)) if len(g) > 1 else None,
+                "spearman_pooled": rho,
+                "yes_no_first": float(first.str.lower().str.strip(".,!").isin(["yes", "no"]).mean()),
+                "mean_abs_diff_vs_en": float((par[common] - en[common]).abs().mean())
+                if lang != "en" and len(common)
+                else None,
+            }
+    return out
+
+
 # -- MEDAL issue detection -------------------------------------------------------------------------
-def part_medal(source: Path, n: int, max_tokens: int) -> None:
+def part_medal(source: Path, n: int, max_tokens: int, per_language: int | None = None) -> None:
     from harness.cache import RequestCache, default_cache_path
     from harness.judges import load_judge
     from harness.tasks import get_task
 
     task = get_task("medal")
     its = items(source, "dialogue", n)
+    if per_language:  # the first k dialogues of each language (over the sets)
+        its = [it for lang in LANGS for it in [x for x in its if x["language"] == lang][:per_language]]
     t0 = time.perf_counter()
     with load_judge(f"{HF},max_tokens={max_tokens}", RequestCache(default_cache_path())) as judge:
         verdicts = judge.score(task, its)
@@ -128,6 +164,7 @@ def part_medal(source: Path, n: int, max_tokens: int) -> None:
         "medal",
         {
             "n_per_set": n,
+            "dialogues_per_language": per_language,
             "max_tokens": max_tokens,
             "judge": f"{HF},max_tokens={max_tokens} (unguided: the hf backend has no guided decoding)",
             "per_language": per,
@@ -171,7 +208,9 @@ def part_meep(source: Path, n: int) -> None:
 
 
 # -- robustness ---------------------------------------------------------------------------------------
-def part_robustness(source: Path, n: int) -> None:
+def part_robustness(
+    source: Path, n: int, pairs_per_language: int = 1, pair_languages: tuple[str, ...] = LANGS
+) -> None:
     from harness.cache import RequestCache, default_cache_path
     from harness.robustness.injection import run_injection_suite
     from harness.robustness.pairwise import run_pairwise
@@ -191,11 +230,13 @@ def part_robustness(source: Path, n: int) -> None:
     )
     keep += ("rose", "fell", "unchanged", "hijacked", "wilcoxon")
     inj = {g: {k: st.get(k) for k in keep} for g, st in rep["results"].items()}
-    dial = items(source, "dialogue", max(2, n // 5))
+    # saved now: the pairwise part (two whole dialogues per prompt) is the expensive one
+    save("robustness", {"injection": inj, "pairwise": {}, "n_turn_items": len(turn), "n_pairs": 0})
+    dial = items(source, "dialogue", max(2, n // 5), languages=pair_languages)
     pairs = []
-    for lang in LANGS:
+    for lang in pair_languages:
         ds = [d for d in dial if d["language"] == lang]
-        for a, b in zip(ds[0::2], ds[1::2], strict=False):
+        for a, b in list(zip(ds[0::2], ds[1::2], strict=False))[:pairs_per_language]:
             conv = lambda d: [{"role": t["role"], "text": t["text"]} for t in d["turns"]]  # noqa: E731
             pairs.append({"id": f"{a['id']}|{b['id']}", "a": conv(a), "b": conv(b), "language": lang})
     pw = run_pairwise(f"{HF},max_tokens=8", pairs, cache).to_dict()
@@ -210,6 +251,8 @@ def part_robustness(source: Path, n: int) -> None:
             "pairwise_answers": dict(answers.most_common(8)),
             "n_turn_items": len(turn),
             "n_pairs": len(pairs),
+            "pairs_per_language": pairs_per_language,
+            "pair_languages": list(pair_languages),
         },
     )
 
@@ -233,7 +276,7 @@ if __name__ == "__main__":
 """
 
 
-def part_agreement(source: Path, n: int) -> None:
+def part_agreement(source: Path, n: int, reuse: bool = False, timeout: float = 600.0) -> None:
     from bench.smollm2.server import ModelServer, vllm_python
     from harness.backends.base import create_backend
     from harness.modelstore import resolve
@@ -266,24 +309,38 @@ def part_agreement(source: Path, n: int) -> None:
     t0 = time.perf_counter()
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "PYTHONPATH": str(ROOT)}
     spec = f"vllm:{MODEL},dtype=float32,max_model_len=4096,enforce_eager=true,gpu_memory_utilization=0.1"
-    subprocess.run(
-        [
-            str(vllm_python()),
-            str(work / "child.py"),
-            str(work / "requests.json"),
-            spec,
-            str(work / "vllm.json"),
-        ],
-        check=True,
-        env=env,
-        cwd=ROOT,
-    )
-    lp["vllm"] = json.loads((work / "vllm.json").read_text("utf-8"))["lp"]
+    done = work / "vllm.json"
+    if (
+        reuse
+        and done.is_file()
+        and json.loads(done.read_text("utf-8")).get("requests") == json.loads(json.dumps(ser))
+    ):
+        print(f"reusing {done} (the same requests)", flush=True)
+    else:
+        subprocess.run(
+            [
+                str(vllm_python()),
+                str(work / "child.py"),
+                str(work / "requests.json"),
+                spec,
+                str(done),
+            ],
+            check=True,
+            env=env,
+            cwd=ROOT,
+        )
+        done.write_text(json.dumps({**json.loads(done.read_text("utf-8")), "requests": ser}), "utf-8")
+    lp["vllm"] = json.loads(done.read_text("utf-8"))["lp"]
     timings["vllm"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     with ModelServer("vllm", resolve(MODEL), served_name=MODEL) as srv:
         timings["server_startup"] = srv.startup_seconds or 0.0
-        ob = create_backend(parse_spec(f"openai:{MODEL},base_url={srv.base_url},choice_top_logprobs=50"))
+        # a loaded CPU answers slowly: one request at a time, a long timeout (no retry storms)
+        ob = create_backend(
+            parse_spec(
+                f"openai:{MODEL},base_url={srv.base_url},choice_top_logprobs=50,concurrency=1,timeout={timeout}"
+            )
+        )
         lp["openai->vllm-server"] = [r.choice_logprobs for r in ob.generate(reqs)]
     timings["openai->vllm-server"] = time.perf_counter() - t0
 
@@ -315,100 +372,12 @@ def part_agreement(source: Path, n: int) -> None:
     save("agreement", out)
 
 
-# -- docs ---------------------------------------------------------------------------------------------
+# -- docs -----------------------------------------------------------------------------------------
 def markdown(r: dict[str, Any]) -> str:
-    lines: list[str] = []
-    x = r.get("xdial")
-    if x:
-        lines += [
-            f"**xDial-Eval P(Yes)** (`harness run --judge hf:smollm2-135m-instruct --task xdial-eval --source "
-            f"../shared/data/xdial-eval --limit {x['limit']}`: the first {x['limit']} items of each shared set per "
-            f"language; {x['date']}, {x['machine']}). Pearson / Spearman with the sets' human ratings, 95% CI of Pearson:",
-            "",
-            "| level | " + " | ".join(LANGS) + " | all |",
-            "|---|" + "---:|" * (len(LANGS) + 1),
-        ]
-        for task, level in (("xdial-eval-turn", "turn"), ("xdial-eval-dialogue", "dialogue")):
-            t = x["tasks"].get(task, {})
-            cells = []
-            for lang in (*LANGS, "all"):
-                m = t.get(lang, {})
-                p, s = m.get("pearson", {}), m.get("spearman", {})
-                cells.append(f"{_f(p.get('value'))} / {_f(s.get('value'))} (n={p.get('n', '—')})")
-            lines.append(f"| {level} | " + " | ".join(cells) + " |")
-        pf = x.get("parse_failures") or {}
-        lines += ["", f"Parse failures (items without both label log-probs): {pf}.", ""]
-    m = r.get("medal")
-    if m:
-        lines += [
-            f"**MEDAL issue detection** (Table 11 prompt, JSON verdict, `{m['judge']}`) on the first {m['n_per_set']} "
-            f"dialogue(s) of each shared xDial-Eval dialogue set per language ({m['date']}). No MEDAL human labels "
-            "are available offline, so this is what the judge writes: parse failures (never coerced), overall mean, "
-            "issues flagged.",
-            "",
-            "| language | n | parse failures | failure rate | statuses | overall mean (parsed) | flagged issues |",
-            "|---|---:|---:|---:|---|---:|---|",
-        ]
-        for lang, d in m["per_language"].items():
-            rate = d["parse_failures"] / d["n"] if d["n"] else None
-            flags = ", ".join(f"{k} {v}" for k, v in sorted(d["flagged"].items())) or "—"
-            st = ", ".join(f"{k} {v}" for k, v in d["statuses"].items())
-            lines.append(
-                f"| {lang} | {d['n']} | {d['parse_failures']} | {_f(rate, '.0%')} | {st} | {_f(d['overall_mean'], '.2f')} | {flags} |"
-            )
-        lines.append("")
-    me = r.get("meep")
-    if me:
-        lines += [
-            f"**MEEP / G-EVAL / GPTScore** on {me['n_items']} xDial-Eval turn items (en, es, zh; {me['date']}); "
-            "Spearman against the set's own turn rating (not engagingness):",
-            "",
-            "| prompt | n | parse failures | distinct scores | mean score | Spearman vs set rating |",
-            "|---|---:|---:|---:|---:|---:|",
-        ]
-        for name, d in me["tasks"].items():
-            lines.append(
-                f"| `{name}` | {d['n']} | {d['parse_failures']} | {d['distinct_scores']} | {_f(d['mean'], '.2f')} | "
-                f"{_f(d['spearman_vs_set_rating'])} |"
-            )
-        lines.append("")
-    ro = r.get("robustness")
-    if ro:
-        a = ro["injection"].get("all", {})
-        pw = ro["pairwise"]
-        pc = pw.get("all", pw) if isinstance(pw, dict) else {}
-        lines += [
-            f"**Robustness** ({ro['date']}): verdict injection into the response of {ro['n_turn_items']} xDial-Eval "
-            f"turn items (P(Yes), `harness robustness inject`): mean P(Yes) {_f(a.get('mean_original'))} → "
-            f"{_f(a.get('mean_injected'))} (Δ {_f(a.get('mean_delta'))}, 95% CI {a.get('delta_ci')}), rose "
-            f"{_f(a.get('rose'), '.0%')}, fell {_f(a.get('fell'), '.0%')}; Wilcoxon p = "
-            f"{_f((a.get('wilcoxon') or {}).get('p_value'))}. Pairwise position bias on {ro['n_pairs']} pairs of "
-            f"xDial-Eval dialogues (both orders, `harness robustness pairwise`): "
-            + ", ".join(
-                f"{k} {_f(v) if isinstance(v, float) else v}"
-                for k, v in pc.items()
-                if not isinstance(v, dict | list)
-            )
-            + ".",
-            "",
-        ]
-    ag = r.get("agreement")
-    if ag:
-        lines += [
-            f"**Backend agreement** on the same {ag['n']} xDial-Eval P(Yes) requests ({', '.join(ag['languages'])}; "
-            f"{ag['date']}, {ag['machine']}): `hf:smollm2-135m-instruct` (transformers), `vllm:smollm2-135m-instruct` "
-            "(vllm-cpu offline engine, float32) and `openai:smollm2-135m-instruct` → vLLM's OpenAI server on 127.0.0.1 "
-            "(top-50 log-probs):",
-            "",
-            "| pair | max \\|Δ P(Yes)\\| | max \\|Δ log-prob\\| | compared |",
-            "|---|---:|---:|---:|",
-        ]
-        for k, d in ag["pairs"].items():
-            lines.append(
-                f"| {k} | {_f(d['max_abs_delta_p_yes'], '.1e')} | {_f(d['max_abs_delta_logprob'], '.1e')} | {d['n_compared']} |"
-            )
-        lines.append("")
-    return "\n".join(lines).rstrip("\n")
+    """The docs block (bench/smollm2/judge_tables.py renders it)."""
+    from bench.smollm2.judge_tables import markdown as render
+
+    return render(r)
 
 
 def write_docs(r: dict[str, Any]) -> None:
@@ -424,6 +393,12 @@ def main() -> None:
     ap.add_argument("--run", type=Path, help="xdial: the harness run directory")
     ap.add_argument("--n", type=int, default=None, help="items per set and language (see each part)")
     ap.add_argument("--max-tokens", type=int, default=256, help="medal: verdict token cap")
+    ap.add_argument(
+        "--reuse", action="store_true", help="agreement: reuse vLLM's log-probs of the same requests"
+    )
+    ap.add_argument("--per-language", type=int, default=None, help="medal: at most K dialogues per language")
+    ap.add_argument("--pairs", type=int, default=1, help="robustness: dialogue pairs per language")
+    ap.add_argument("--pair-languages", default=",".join(LANGS), help="robustness: languages of the pairs")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.part == "xdial":
@@ -431,13 +406,13 @@ def main() -> None:
             ap.error("xdial needs --run DIR (a harness run of xdial-eval with hf:smollm2-135m-instruct)")
         part_xdial(args.run)
     elif args.part == "medal":
-        part_medal(args.source, args.n or 1, args.max_tokens)
+        part_medal(args.source, args.n or 1, args.max_tokens, args.per_language)
     elif args.part == "meep":
         part_meep(args.source, args.n or 1)
     elif args.part == "robustness":
-        part_robustness(args.source, args.n or 12)
+        part_robustness(args.source, args.n or 12, args.pairs, tuple(args.pair_languages.split(",")))
     elif args.part == "agreement":
-        part_agreement(args.source, args.n or 20)
+        part_agreement(args.source, args.n or 20, args.reuse)
     if args.part != "docs":
         print(json.dumps(load().get(args.part), indent=1, ensure_ascii=False)[:3000])
     write_docs(load())

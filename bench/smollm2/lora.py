@@ -194,8 +194,15 @@ def ccc_dialogues() -> list[list[dict[str, str]]]:
     return out
 
 
-def part_chatbot(steps: int, eval_limit: int, batch_size: int) -> None:
-    from finetune.lora import LoraSettings
+CHATBOT_HOME = ROOT / "finetune" / "chatbots" / "smollm2-ccc-sft"
+CHATBOT_CARD = ROOT / "model_cards" / "smollm2-ccc-sft.md"
+SHIP_LIMIT_BYTES = 10 * 1024 * 1024
+
+
+def part_chatbot(
+    steps: int, eval_limit: int, batch_size: int, max_length: int = 256, max_tokens: int = 48
+) -> None:
+    from finetune.lora import ADAPTER_DIR, LoraSettings
     from finetune.sft import SFTConfig, train_chatbot
     from finetune.trainer import TrainSettings
 
@@ -213,19 +220,29 @@ def part_chatbot(steps: int, eval_limit: int, batch_size: int) -> None:
     cfg = SFTConfig(
         base_model=MODEL,
         dtype="float32",
-        max_length=256,
+        max_length=max_length,
         lora=LoraSettings(r=8, alpha=16, dropout=0.05),
         train=TrainSettings(
             batch_size=batch_size, max_steps=steps, learning_rate=3e-4, checkpoint_every=10, log_every=5
         ),
     )
     out = OUT / "chatbot"
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     meta = train_chatbot(
-        train[: steps * batch_size], cfg, out, {"name": "ccc (chitchat-dataset 0.9.0)", "version": "0"}
+        train[: steps * batch_size],
+        cfg,
+        out,
+        {
+            "name": "ccc (chitchat-dataset 0.9.0)",
+            "version": "0",
+            "source": "PyPI chitchat-dataset (MIT): Chit-Chat Challenge conversations, speakers -> user / assistant",
+            "languages": ["en"],
+            "train_dialogues": min(len(train), steps * batch_size),
+            "held_out": f"the first 200 conversations after random.Random(0).shuffle ({heldout.name})",
+        },
     )
-    train_s = time.perf_counter() - t0
-    adapter = out / "adapter"
+    train_s, train_cpu = time.perf_counter() - t0, time.process_time() - c0
+    adapter = out / ADAPTER_DIR
     ev = OUT / "chatbot-eval"
     harness(
         "chatbot-eval",
@@ -242,28 +259,134 @@ def part_chatbot(steps: int, eval_limit: int, batch_size: int) -> None:
         "--limit",
         str(eval_limit),
         "--max-tokens",
-        "48",
+        str(max_tokens),
         "--output",
         str(ev),
         "--quiet",
     )
     res = json.loads((ev / "results.json").read_text("utf-8"))
+    size, shipped = ship_chatbot(out, steps, min(len(train), steps * batch_size))
     save(
         "chatbot",
         {
             "steps": steps,
             "batch_size": batch_size,
+            "max_length": max_length,
+            "max_tokens": max_tokens,
             "train_dialogues": min(len(train), steps * batch_size),
+            "truncated": (meta.get("training_data") or {}).get("truncated"),
             "train_seconds": round(train_s, 1),
+            "train_cpu_seconds": round(train_cpu, 1),
             "losses_first_last": [meta["losses"][:5], meta["losses"][-5:]],
+            "adapter_bytes": size,
+            "shipped": shipped,
             "eval_limit": eval_limit,
             "chatbot_eval": res.get("results"),
         },
     )
 
 
+def ship_chatbot(out: Path, steps: int, n_train: int) -> tuple[int, str | None]:
+    """Copy the SFT adapter under ``out`` to ``finetune/chatbots/smollm2-ccc-sft`` with its metadata
+    and write its card, if it is small (< 10 MB); returns (adapter bytes, shipped folder or None).
+
+    The shipped copy names its base by the short name and its paths relative to the repository: an
+    ``adapter_config.json`` that names this machine's checkpoint folder (adapters trained before
+    ``load_lora_model`` recorded the short name) is rewritten, and its new hash recorded next to the
+    trained one (``adapter_sha256_trained``; the weights are the same bytes)."""
+    from finetune.cards import write_card
+    from finetune.lora import ADAPTER_DIR, METADATA_FILE
+    from harness.backends.hf_templates import adapter_sha
+
+    adapter = out / ADAPTER_DIR
+    meta = json.loads((out / METADATA_FILE).read_text("utf-8"))
+    size = sum(f.stat().st_size for f in adapter.iterdir() if f.is_file() and f.name != "README.md")
+    if size >= SHIP_LIMIT_BYTES:
+        return size, None
+    if CHATBOT_HOME.exists():
+        shutil.rmtree(CHATBOT_HOME)
+    CHATBOT_HOME.mkdir(parents=True)
+    # peft's template README is left out: the card is model_cards/smollm2-ccc-sft.md
+    shutil.copytree(adapter, CHATBOT_HOME / ADAPTER_DIR, ignore=shutil.ignore_patterns("README.md"))
+    shipped = str(CHATBOT_HOME.relative_to(ROOT))
+    rel = f"{shipped}/{ADAPTER_DIR}"
+    cfg_file = CHATBOT_HOME / ADAPTER_DIR / "adapter_config.json"
+    peft_cfg = json.loads(cfg_file.read_text("utf-8"))
+    shipped_meta = {**meta, "adapter_dir": rel, "judge_spec": f"hf:{MODEL},adapter={rel}"}
+    if peft_cfg.get("base_model_name_or_path") != MODEL:
+        peft_cfg["base_model_name_or_path"] = MODEL
+        cfg_file.write_text(json.dumps(peft_cfg, indent=2, sort_keys=True) + "\n", "utf-8")
+        shipped_meta["adapter_sha256_trained"] = meta["adapter_sha256"]
+        shipped_meta["adapter_sha256"] = adapter_sha(CHATBOT_HOME / ADAPTER_DIR)
+    for dest in (CHATBOT_HOME / METADATA_FILE, CHATBOT_HOME / ADAPTER_DIR / METADATA_FILE):
+        dest.write_text(json.dumps(shipped_meta, indent=2, ensure_ascii=False) + "\n", "utf-8")
+    write_card(
+        CHATBOT_HOME,
+        CHATBOT_CARD,
+        name="smollm2-ccc-sft",
+        license="apache-2.0",
+        limitations=[
+            f"A {steps}-step LoRA run on {n_train} English CCC conversations on a shared CPU: a "
+            "demonstration of the SFT path on a real model, not a tuned chatbot.",
+            "Evaluated only against held-back CCC human turns with ROUGE-L and MiniLM cosine "
+            "(docs/smollm2.md); no human judgement.",
+        ],
+    )
+    return size, shipped
+
+
+def part_ship_chatbot() -> None:
+    """Ship the adapter of the last ``chatbot`` run with the current code; when that run's
+    chatbot-eval has not finished, record its training alone (``chatbot_eval`` None)."""
+    from finetune.lora import METADATA_FILE
+
+    meta = json.loads((OUT / "chatbot" / METADATA_FILE).read_text("utf-8"))
+    hp, tr = meta["hyperparameters"], meta["train_result"]
+    c = load().get("chatbot") or {
+        "steps": hp["max_steps"],
+        "batch_size": hp["batch_size"],
+        "max_length": hp["max_length"],
+        "max_tokens": None,
+        "train_dialogues": meta["training_data"].get("train_dialogues"),
+        "truncated": meta["training_data"].get("truncated"),
+        "train_seconds": tr["wall_seconds"],
+        "train_cpu_seconds": None,
+        "losses_first_last": [meta["losses"][:5], meta["losses"][-5:]],
+        "eval_limit": None,
+        "chatbot_eval": None,
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, shared (load during training not recorded)",
+        "date": meta["created"][:10],
+    }
+    ev = OUT / "chatbot-eval" / "results.json"
+    if not c.get("chatbot_eval") and ev.is_file():  # a chatbot-eval run by hand on this adapter
+        res = json.loads(ev.read_text("utf-8"))
+        run = res.get("run") or {}
+        c = {
+            **c,
+            "eval_limit": run.get("limit"),
+            "max_tokens": run.get("max_tokens"),
+            "max_context": run.get("max_context"),
+            "chatbot_eval": res.get("results"),
+        }
+    size, shipped = ship_chatbot(OUT / "chatbot", c["steps"], c["train_dialogues"])
+    rest = {k: v for k, v in c.items() if k not in ("machine", "date")}
+    r = load()
+    r["chatbot"] = {
+        **rest,
+        "adapter_bytes": size,
+        "shipped": shipped,
+        "machine": c["machine"],
+        "date": c["date"],
+    }
+    RESULTS.write_text(json.dumps(r, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
 def _f(x: Any, spec: str = ".3f") -> str:
     return "—" if x is None else format(x, spec)
+
+
+def _ci(ci: Any) -> str:
+    return "—" if not ci or None in ci else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
 def markdown(r: dict[str, Any]) -> str:
@@ -290,17 +413,45 @@ def markdown(r: dict[str, Any]) -> str:
         lines += ["", "Specs: " + "; ".join(f"{k} `{v}`" for k, v in e["specs"].items()) + ".", ""]
     c = r.get("chatbot")
     if c:
+        losses = c["losses_first_last"]
         lines += [
             f"**Chatbot SFT.** LoRA r=8 SFT of SmolLM2-135M-Instruct on {c['train_dialogues']} CCC conversations "
-            f"({c['steps']} steps × {c['batch_size']}, loss on assistant turns), {c['train_seconds'] / 60:.1f} min "
-            f"({c['machine']}, {c['date']}); `harness chatbot-eval` on {c['eval_limit']} held-back CCC turns "
-            "(greedy, 48 tokens) against the withheld human turn:",
-            "",
-            "```",
-            json.dumps(c["chatbot_eval"], indent=1)[:1500],
-            "```",
+            f"({c['steps']} steps × {c['batch_size']}, max length {c.get('max_length', 256)} tokens"
+            + (f", {c['truncated']} conversations cut there" if c.get("truncated") is not None else "")
+            + f", loss on assistant turns), {c['train_seconds'] / 60:.1f} min wall / "
+            f"{_f(c.get('train_cpu_seconds'), '.0f')} CPU s ({c['machine']}, {c['date']}); loss "
+            f"{_f(sum(losses[0]) / max(1, len(losses[0])))} → {_f(sum(losses[1]) / max(1, len(losses[1])))}; "
+            f"adapter {c.get('adapter_bytes', 0) / 1e6:.1f} MB"
+            + (
+                f", shipped in `{c['shipped']}` (card `model_cards/smollm2-ccc-sft.md`)"
+                if c.get("shipped")
+                else ""
+            )
+            + (
+                f". `harness chatbot-eval` on {c['eval_limit']} held-back CCC human turns (greedy, "
+                f"{c.get('max_tokens', 48)} tokens"
+                + (f", the last {c['max_context']} turns as context" if c.get("max_context") else "")
+                + "), base vs SFT against the withheld human turn:"
+                if c.get("chatbot_eval")
+                else ". `harness chatbot-eval` base vs SFT: not finished in the session."
+            ),
             "",
         ]
+        if c.get("chatbot_eval"):
+            lines += [
+                "| model | judge | mean | 95% CI | n | Δ vs base (95% CI) |",
+                "|---|---|---:|---|---:|---|",
+            ]
+        for model, per_judge in (c["chatbot_eval"] or {}).items():
+            name = "SFT" if "adapter=" in model else "base"
+            for judge, per_task in per_judge.items():
+                for e in per_task.values():
+                    vs = e.get("vs_first") or {}
+                    delta = f"{_f(vs.get('diff'))} {_ci(vs.get('ci'))}" if vs else "—"
+                    lines.append(
+                        f"| {name} | `{judge}` | {_f(e.get('mean'))} | {_ci(e.get('ci'))} | {e.get('n')} | {delta} |"
+                    )
+        lines.append("")
     return "\n".join(lines).rstrip("\n")
 
 
@@ -312,13 +463,15 @@ def write_docs(r: dict[str, Any]) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("part", choices=("evaluator", "chatbot", "docs"))
+    ap.add_argument("part", choices=("evaluator", "chatbot", "ship-chatbot", "docs"))
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--batch-size", type=int, default=4)
     ap.add_argument("--dialogues", type=int, default=300, help="evaluator: Topical-Chat conversations")
     ap.add_argument("--eval-limit", type=int, default=None)
     ap.add_argument("--tasks", default="xdial-eval", help="evaluator: the xDial-Eval task(s) to evaluate on")
     ap.add_argument("--reuse", action="store_true", help="evaluator: evaluate the adapter already trained")
+    ap.add_argument("--max-length", type=int, default=256, help="chatbot: SFT sequence length (tokens)")
+    ap.add_argument("--max-tokens", type=int, default=48, help="chatbot: generation budget in chatbot-eval")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.part == "evaluator":
@@ -326,7 +479,9 @@ def main() -> None:
             args.steps, args.dialogues, args.eval_limit or 2, args.batch_size, args.tasks, args.reuse
         )
     elif args.part == "chatbot":
-        part_chatbot(args.steps, args.eval_limit or 20, args.batch_size)
+        part_chatbot(args.steps, args.eval_limit or 20, args.batch_size, args.max_length, args.max_tokens)
+    elif args.part == "ship-chatbot":  # ship the adapter of the last `chatbot` run again (current code)
+        part_ship_chatbot()
     write_docs(load())
 
 

