@@ -1,7 +1,10 @@
-"""Real-model tier: the MEDAL pipeline with SmolLM2-135M-Instruct as LLM user, in-loop user judge,
-chatbot and labeller (one English seed, two utterances, short token caps): real dialogues end to
-end, the user judge's and labeller's real answers parsed or counted, Table 2 statistics and the
-malformed-dialogue check reporting what happened. The full run is `python bench/smollm2/medal.py`."""
+"""Real-model tier: the MEDAL pipeline with SmolLM2-135M-Instruct as LLM user, chatbot and labeller
+(one English seed, two utterances, short token caps): real dialogues end to end, the labeller's real
+answers parsed or counted, Table 2 statistics and the malformed-dialogue check reporting what
+happened. The in-loop user judge is a replay that accepts every first turn: SmolLM2 as its own user
+judge almost never accepts one (measured: 0 of 27 with the paper's decoding, 1 of 7 cooled;
+docs/smollm2.md), so with it this test would mostly check that nothing starts. The full run, SmolLM2
+in every role, is `python bench/smollm2/medal.py`."""
 
 from __future__ import annotations
 
@@ -19,10 +22,12 @@ def test_pipeline_with_smollm2_in_every_role(tmp_path, smollm2):
     from harness.cli import app
 
     smol = "hf:smollm2-135m-instruct"
+    accept = tmp_path / "accept.jsonl"
+    accept.write_text(json.dumps({"default": {"text": "Yes."}}) + "\n", "utf-8")
     models = {
         "users": {"smol-user": f"{smol},max_tokens=24"},
         "chatbots": {"smol-bot": f"{smol},max_tokens=24"},
-        "user_judge": f"{smol},max_tokens=4",
+        "user_judge": f"replay:{accept}",
         "labeller": f"{smol},max_tokens=96",
     }
     cfg = write_model_config(tmp_path, "medal-smol", models, languages=["en"], n_scenes=1, max_turns=2)
@@ -32,8 +37,8 @@ def test_pipeline_with_smollm2_in_every_role(tmp_path, smollm2):
     assert res.exit_code == 0, res.output + repr(res.exception)
     s = json.loads((tmp_path / "work" / "summary.json").read_text("utf-8"))
     g = s["generation"]
-    assert g["dialogues"] == 1 and set(g["usage"]) == {"smol-user", "smol-bot", "user_judge"}
-    assert all(u["completion_tokens"] > 0 for u in g["usage"].values())  # every role really generated
+    assert g["dialogues"] == 1 and {"smol-user", "smol-bot"} <= set(g["usage"])
+    assert all(g["usage"][r]["completion_tokens"] > 0 for r in ("smol-user", "smol-bot"))  # real generations
     # the user judge's answers were parsed (accept / reject) or counted as failures
     assert 0 <= g["first_turn_pass_rate"] <= 1 and g["user_judge_parse_failures"] >= 0
     # the labeller's verdict: a parsed label set or a counted failure, never coerced
