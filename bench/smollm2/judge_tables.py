@@ -68,7 +68,7 @@ def markdown(r: dict[str, Any]) -> str:
     m = r.get("medal")
     if m:
         lines += [
-            f"**MEDAL issue detection** (Table 11 prompt, JSON verdict, `{m['judge']}`) on the first {m['n_per_set']} "
+            f"**MEDAL issue detection** (Table 11 prompt, JSON verdict, {_spec(m['judge'])}) on the first {m['n_per_set']} "
             f"dialogue(s) of each shared xDial-Eval dialogue set per language"
             + (
                 f", at most {m['dialogues_per_language']} per language"
@@ -156,3 +156,9 @@ def markdown(r: dict[str, Any]) -> str:
             ]
         lines.append("")
     return "\n".join(lines).rstrip("\n")
+
+
+def _spec(judge: str) -> str:
+    """A judge spec in backticks, a trailing ``(note)`` after them."""
+    spec, sep, note = judge.partition(" (")
+    return f"`{spec}`" + (f" ({note}" if sep else "")

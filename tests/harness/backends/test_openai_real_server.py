@@ -52,7 +52,14 @@ def test_transformers_server_writes_the_hf_backends_verdicts(tmp_path, smollm2, 
         with pytest.raises(LogprobsUnavailableError, match="returned no log-probs"):
             judge.score(
                 get_task("xdial-eval-turn"),
-                [{"id": "t", "language": "en", "context": ["hi"], "response": "hello"}],
+                [
+                    {
+                        "id": "t",
+                        "language": "en",
+                        "context": [{"role": "user", "text": "hi"}],
+                        "response": "hello",
+                    }
+                ],
             )
 
 

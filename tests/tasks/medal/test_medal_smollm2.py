@@ -32,10 +32,11 @@ def test_medal_json_verdicts_from_smollm2(tmp_path, smollm2):
     s = out.samples
     assert len(s) == 2
     assert all(isinstance(t, str) and t.strip() for t in s["raw_output"])  # the model's own text, kept
-    assert any("{" in t for t in s["raw_output"])  # it does try to write the JSON object
+    # (whether it writes a JSON object at all is the model's chance: 10 of 10 unguided verdicts did not
+    # parse in docs/smollm2.md, so that is measured there, not asserted here)
     failed = s["parse_status"] != "ok"
     assert out.results["parse_failures"]["medal"] == int(failed.sum())
     assert all(math.isnan(x) for x in s.loc[failed, "score"])  # a failure is None, never a 0
     assert all(1 <= x <= 5 for x in s.loc[~failed, "score"])
     per_label = out.results["label_parse_failures"]["medal"]
-    assert set(per_label) >= {"unsafe", "other"} and all(0 <= n <= 2 for n in per_label.values())
+    assert set(per_label) >= {"incoherent", "repetitive"} and all(0 <= n <= 2 for n in per_label.values())
