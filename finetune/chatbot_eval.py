@@ -25,13 +25,13 @@ from typing import Any
 
 import numpy as np
 
+from finetune.chatbot_eval_doc import SCHEMA_VERSION, validate_chatbot_eval
 from finetune.data.targets import Target, load_targets
 from harness.cache import CachedBackend, RequestCache, default_cache_path
 from harness.provenance import environment, harness_info, redact
 from harness.spec import JudgeSpec, SpecError, parse_spec
 from harness.types import ChatMessage, GenerationConfig, Request, Response
 
-SCHEMA_VERSION = "chatbot-eval/1.0"
 RESULTS_FILE, SAMPLES_FILE = "results.json", "samples.parquet"
 CHATBOT_KINDS = ("hf", "vllm", "openai", "replay")
 #: LLM judges score every task, other judges (metric, embed, ...) the first task only. The UPHELD
@@ -364,6 +364,7 @@ def write_outputs(out_dir: str | Path, doc: dict[str, Any], rows: list[dict[str,
         ]
     )
     out = Path(out_dir)
+    validate_chatbot_eval(_json_safe(doc), where=str(out / RESULTS_FILE))  # never write a malformed document
     buf = pa.BufferOutputStream()
     pq.write_table(pa.Table.from_pylist(rows, schema=schema), buf)
     _atomic_write_bytes(out / SAMPLES_FILE, buf.getvalue().to_pybytes())

@@ -129,6 +129,16 @@ def test_replay_chatbots_rouge_l_parquet_and_cache(tmp_path):
     assert res2["judges"]["metric:rougeL"]["backend"]["requests"] == 0
     assert res2["results"] == res["results"]
 
+    # the document is typed: it validates, and a malformed one is refused naming the field
+    from finetune.chatbot_eval_doc import validate_chatbot_eval
+
+    assert validate_chatbot_eval(res2).run.n_items == 4
+    broken = {**res2, "models": {"m": {"identity": {}, "decoding": {}}}}
+    with pytest.raises(
+        ValueError, match=r"results\.json: not a valid chatbot-eval.*models\.m\.generation_cache_hits"
+    ):
+        validate_chatbot_eval(broken, where="results.json")
+
 
 def test_llm_judge_tasks_and_parse_failures_are_counted(tmp_path):
     data = write_jsonl(tmp_path / "d.jsonl", DIALOGUES)
