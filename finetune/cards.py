@@ -213,11 +213,16 @@ def render_card(
             )
         if meta.get("timings"):
             t = meta["timings"]
+            prep = "preparation + frozen-layer cache" if meta.get("cached_sequences") else "preparation"
             out.append(
                 f"| cold training time | {(t.get('prepare_s', 0) + t.get('train_s', 0)) / 60:.1f} min "
-                f"(preparation + frozen-layer cache {t.get('prepare_s', 0) / 60:.1f} min, training loop "
+                f"({prep} {t.get('prepare_s', 0) / 60:.1f} min, training loop "
                 f"{t.get('train_s', 0) / 60:.1f} min) |"
             )
+        if meta.get("versions"):
+            libs = ", ".join(f"{k} {v}" for k, v in meta["versions"].items())
+            device = "CUDA GPU" if "+cu" in str(meta["versions"].get("torch", "")) else "CPU"
+            out.append(f"| trained with | {libs} ({device}) |")
     for k, v in (meta.get("adapter") or {}).items():
         out.append(f"| adapter `{k}` | `{v}` |")
     if meta.get("adapter_sha256") and kind != "crosslingual-evaluator":

