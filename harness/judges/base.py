@@ -8,7 +8,7 @@ creates it) and is always a separate role from any model under test. Verdicts ke
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,3 +84,26 @@ class Judge(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def summed_backend_stats(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The numeric backend statistics of a composite judge's parts, summed (booleans and
+    non-numbers left out); the caller adds the per-part breakdown."""
+    total: dict[str, Any] = {}
+    for stats in parts:
+        for key, val in stats.items():
+            if isinstance(val, int | float) and not isinstance(val, bool):
+                total[key] = total.get(key, 0) + val
+    return total
+
+
+def close_all(judges: Iterable[Judge]) -> None:
+    """Close every judge, even when one fails; the first failure is raised after the others closed."""
+    error: Exception | None = None
+    for j in judges:
+        try:
+            j.close()
+        except Exception as e:
+            error = error or e
+    if error is not None:
+        raise error

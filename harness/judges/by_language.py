@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.cache import RequestCache
-from harness.judges.base import Judge, Verdict
+from harness.judges.base import Judge, Verdict, close_all, summed_backend_stats
 from harness.judges.loader import load_judge
 from harness.spec import OTHER_LANGUAGES, JudgeSpec, language_routes
 from harness.tasks import TaskSpec
@@ -94,23 +94,12 @@ class LanguageRouterJudge(Judge):
 
     def backend_stats(self) -> dict[str, Any]:
         per = {k: j.backend_stats() for k, j in self.judges.items()}
-        total: dict[str, Any] = {}
-        for stats in per.values():
-            for key, val in stats.items():
-                if isinstance(val, int | float) and not isinstance(val, bool):
-                    total[key] = total.get(key, 0) + val
+        total = summed_backend_stats(list(per.values()))
         total["routes"] = per
         return total
 
     def close(self) -> None:
-        error: Exception | None = None
-        for j in self.judges.values():
-            try:
-                j.close()
-            except Exception as e:  # close every route even when one fails
-                error = error or e
-        if error is not None:
-            raise error
+        close_all(self.judges.values())
 
 
 def _hash(text: str) -> str:

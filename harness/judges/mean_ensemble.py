@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.cache import RequestCache
-from harness.judges.base import Judge, Verdict
+from harness.judges.base import Judge, Verdict, close_all, summed_backend_stats
 from harness.judges.loader import load_judge
 from harness.spec import JudgeSpec, mean_members
 from harness.tasks import TaskSpec
@@ -151,22 +151,11 @@ class MeanEnsembleJudge(Judge):
 
     def backend_stats(self) -> dict[str, Any]:
         per_member = [m.backend_stats() for m in self.members]
-        total: dict[str, Any] = {}
-        for stats in per_member:
-            for key, val in stats.items():
-                if isinstance(val, int | float) and not isinstance(val, bool):
-                    total[key] = total.get(key, 0) + val
+        total = summed_backend_stats(per_member)
         if "load_seconds" in total:
             total["load_seconds"] = round(total["load_seconds"], 3)
         total["members"] = per_member
         return total
 
     def close(self) -> None:
-        error: Exception | None = None
-        for m in self.members:
-            try:
-                m.close()
-            except Exception as e:  # close every member even when one fails
-                error = error or e
-        if error is not None:
-            raise error
+        close_all(self.members)

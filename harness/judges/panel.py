@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from harness.cache import RequestCache
-from harness.judges.base import Judge, Verdict
+from harness.judges.base import Judge, Verdict, close_all, summed_backend_stats
 from harness.judges.loader import load_judge
 from harness.spec import JudgeSpec, panel_members
 from harness.tasks import TaskSpec
@@ -206,20 +206,9 @@ class PanelJudge(Judge):
 
     def backend_stats(self) -> dict[str, Any]:
         per = [m.backend_stats() for m in self.members]
-        total: dict[str, Any] = {}
-        for stats in per:
-            for key, val in stats.items():
-                if isinstance(val, int | float) and not isinstance(val, bool):
-                    total[key] = total.get(key, 0) + val
+        total = summed_backend_stats(per)
         total["members"] = per
         return total
 
     def close(self) -> None:
-        error: Exception | None = None
-        for m in self.members:
-            try:
-                m.close()
-            except Exception as e:  # close every member even when one fails
-                error = error or e
-        if error is not None:
-            raise error
+        close_all(self.members)

@@ -26,23 +26,26 @@ def topical_chat(path: Path, report: LoadReport) -> Iterator[Raw]:
     else:
         raise FileNotFoundError(f"topical-chat: {path} does not exist")
     for file in files:
-        report.files.append(file_entry(file))
-        try:
-            data = json.loads(file.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise DataValidationError(
-                file, "<file>", "<json>", f"not valid UTF-8 JSON: {e}", row_label="part"
-            ) from None
-        if not isinstance(data, dict):
-            raise DataValidationError(
-                file,
-                "<file>",
-                "<json>",
-                "expected an object conversation_id -> conversation",
-                row_label="part",
-            )
-        for did, conv in data.items():
-            yield _topical_conversation(file, str(did), conv)
+        for did, conv in _conversations(file, report):
+            yield _topical_conversation(file, did, conv)
+
+
+def _conversations(file: Path, report: LoadReport) -> Iterator[tuple[str, Any]]:
+    """The (id, conversation) pairs of a JSON file holding one object ``conversation_id ->
+    conversation`` (Topical-Chat, the Chit-Chat Challenge), the file recorded in ``report``."""
+    report.files.append(file_entry(file))
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise DataValidationError(
+            file, "<file>", "<json>", f"not valid UTF-8 JSON: {e}", row_label="part"
+        ) from None
+    if not isinstance(data, dict):
+        raise DataValidationError(
+            file, "<file>", "<json>", "expected an object conversation_id -> conversation", row_label="part"
+        )
+    for did, conv in data.items():
+        yield str(did), conv
 
 
 def _topical_conversation(file: Path, did: str, conv: Any) -> Raw:
@@ -159,19 +162,8 @@ def chitchat(path: Path | None, report: LoadReport) -> Iterator[Raw]:
     file = path if path is not None else chitchat_default_path()
     if not file.is_file():
         raise FileNotFoundError(f"chitchat: {file} does not exist")
-    report.files.append(file_entry(file))
-    try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise DataValidationError(
-            file, "<file>", "<json>", f"not valid UTF-8 JSON: {e}", row_label="part"
-        ) from None
-    if not isinstance(data, dict):
-        raise DataValidationError(
-            file, "<file>", "<json>", "expected an object conversation_id -> conversation", row_label="part"
-        )
-    for did, conv in data.items():
-        yield _chitchat_conversation(file, str(did), conv)
+    for did, conv in _conversations(file, report):
+        yield _chitchat_conversation(file, did, conv)
 
 
 def _chitchat_conversation(file: Path, did: str, conv: Any) -> Raw:
