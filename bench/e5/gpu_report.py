@@ -9,6 +9,9 @@ the adapter on the full xDial-Eval sets of its level, scored on the GPU) and ``g
 training-loop seconds, samples/s, mixed precision, library versions, held-out pair AUC; xDial-Eval
 Pearson / Spearman per language with 95% CIs; and the CPU-trained evaluator of the same level from
 ``bench/results/e5_evaluators.json`` (``python bench/e5/evaluators.py --xdial``) as the comparison.
+``--with RUN`` adds the xDial-Eval results of a ``harness run`` folder made on this machine (e.g. the
+shipped GPU adapter's ``mean:`` ensemble with the cross-lingual evaluator, or the adapter rescored on
+CPU) as a further row; ``--keep`` keeps the evaluators already in the committed JSON (no ``--from``).
 
 Writes bench/results/e5_gpu_full.json (the docs block ``e5_gpu_full`` of docs/finetuning.md).
 """
@@ -89,6 +92,20 @@ def collect(dirs: list[Path]) -> dict[str, Any]:
     return out
 
 
+def run_row(run_dir: Path) -> dict[str, Any]:
+    """A ``harness run`` folder (results.json) as a table row: judge, level, per-language results."""
+    doc = json.loads((run_dir / "results.json").read_text("utf-8"))
+    task = next(t for t in doc["results"] if t in LEVEL_TASK.values())
+    level = next(lvl for lvl, t in LEVEL_TASK.items() if t == task)
+    return {
+        "judge": doc["judge"]["spec"],
+        "level": level,
+        "n_items": doc["run"].get("n_items"),
+        "scoring_s": (doc.get("timings") or {}).get("scoring_s"),
+        "languages": _languages(doc, task),
+    }
+
+
 def _cpu_rows() -> dict[str, Any]:
     if not CPU_RESULTS.is_file():
         return {}
@@ -150,7 +167,39 @@ def markdown(res: dict[str, Any]) -> str:
             lines.append(
                 f"| `{c['judge']}` (CPU, {level}) | " + " | ".join(_cells(c["languages"], "pearson")) + " |"
             )
+        for r in res.get("runs") or []:
+            if r["level"] == level:
+                lines.append(
+                    f"| `{r['judge']}` ({level}) | " + " | ".join(_cells(r["languages"], "pearson")) + " |"
+                )
     return "\n".join(lines) + "\n"
+
+
+def _mean(langs: dict[str, Any]) -> float:
+    vals = [langs[x]["pearson"]["value"] for x in LANGS if x in langs and langs[x].get("pearson")]
+    return sum(vals) / len(vals)
+
+
+def sentence(res: dict[str, Any]) -> str:
+    """One line for the README: the GPU-trained turn evaluator and the best ensemble with it."""
+    ev = res.get("evaluators") or {}
+    turn = [(n, r) for n, r in ev.items() if r["level"] == "turn"]
+    if not turn:
+        return ""
+    name, r = turn[0]
+    langs = r["xdial"]["languages"]
+    low = min((x for x in LANGS if x in langs), key=lambda x: langs[x]["pearson"]["value"])
+    out = (
+        f"Trained on a lent {res.get('device') or 'GPU'} on 3.3x the pairs with all 12 layers adapted "
+        f"(`finetune/configs/{name}.yaml`, {r['train_s']:.0f} s of training), the turn-level cross-encoder "
+        f"`evaluator:{name}` reaches **{_mean(langs):.3f}** turn-level Pearson over the 10 languages "
+        f"(lowest {langs[low]['pearson']['value']:.3f}, {low})"
+    )
+    ens = [x for x in res.get("runs") or [] if x["level"] == "turn" and x["judge"].startswith("mean:")]
+    if ens:
+        best = max(ens, key=lambda x: _mean(x["languages"]))
+        out += f"; its `mean:` ensemble `{best['judge']}` reaches **{_mean(best['languages']):.3f}**"
+    return out + " (`python bench/e5/gpu_report.py`; the paper's PoE: 0.431).\n"
 
 
 def main() -> int:
@@ -160,20 +209,33 @@ def main() -> int:
     ap.add_argument(
         "--from", dest="dirs", type=Path, action="append", default=[], help="a gpu_full.sh $OUT folder"
     )
+    ap.add_argument(
+        "--with", dest="runs", type=Path, action="append", default=[], help="a harness run folder"
+    )
+    ap.add_argument(
+        "--keep", action="store_true", help="keep the committed JSON's GPU evaluators (no --from)"
+    )
     add_docs_options(ap, MODULE)
     args = ap.parse_args()
     if handle_docs_only(args, MODULE):
         return 0
-    if not args.dirs:
-        ap.error("--from DIR is required (a folder bench/e5/gpu_full.sh wrote on the GPU machine)")
-    evaluators = collect(args.dirs)
-    devices = {r["device"] for r in evaluators.values() if r["device"]}
-    res = {
-        "date": machine()["date"],
-        "device": ", ".join(sorted(devices)) or None,
-        "evaluators": evaluators,
-        "cpu": _cpu_rows(),
-    }
+    old = json.loads(RESULTS.read_text("utf-8")) if RESULTS.is_file() else {}
+    if args.keep:
+        if not old.get("evaluators"):
+            ap.error(f"--keep: {RESULTS.relative_to(ROOT)} holds no GPU evaluators yet")
+        res = {k: old[k] for k in ("date", "device", "evaluators")}
+    elif args.dirs:
+        evaluators = collect(args.dirs)
+        devices = {r["device"] for r in evaluators.values() if r["device"]}
+        res = {
+            "date": machine()["date"],
+            "device": ", ".join(sorted(devices)) or None,
+            "evaluators": evaluators,
+        }
+    else:
+        ap.error("--from DIR (a folder bench/e5/gpu_full.sh wrote on the GPU machine) or --keep is required")
+    res["cpu"] = _cpu_rows()
+    res["runs"] = [{**run_row(r), "machine": machine()} for r in args.runs]
     print(markdown(res))
     finish(args, MODULE, res)
     return 0
