@@ -9,7 +9,7 @@ packaged Topical-Chat response baseline at turn level), the default judge (`byla
 MiniLM, other languages → E5 with the baseline), the trained cross-lingual evaluator
 (`evaluator:e5-minilm-crosslingual`, leave-one-set-out: each set is scored by the map that never saw
 its text) and the xDial-Eval §5 `mean:` ensemble of the trained evaluator with the default judge; the
-LoRA-tuned E5 cross-encoders (`evaluator:e5-poe-turn` at turn level, `evaluator:e5-fined-dial` at
+LoRA-tuned E5 cross-encoders (`evaluator:e5-poe-turn-full` at turn level, `evaluator:e5-fined-dial` at
 dialogue level: one row, one evaluator per level, each level's run in its own folder) alone and in
 `mean:` ensembles with the cross-lingual evaluator and the default judge; plus
 the paper's PoE / FineD-Eval rows (xDial-Eval Tables 4–5; averages over its 12 turn / 6 dialogue
@@ -95,8 +95,9 @@ PAPER = {
 }
 
 
-#: the LoRA-tuned E5 cross-encoders (issue 23): one evaluator per level
-LORA = {"turn": "evaluator:e5-poe-turn", "dialogue": "evaluator:e5-fined-dial"}
+#: the LoRA-tuned E5 cross-encoders (issue 23): the best shipped evaluator per level (turn: the
+#: full-data one trained on a lent GPU, 0.265 against the CPU-trained e5-poe-turn's 0.109)
+LORA = {"turn": "evaluator:e5-poe-turn-full", "dialogue": "evaluator:e5-fined-dial"}
 
 #: a row's judge: one spec for both levels, or one per level (level -> spec)
 Spec = str | dict[str, str]
@@ -118,7 +119,7 @@ def judges() -> list[tuple[str, Spec]]:
         ("default judge (bylang: en MiniLM, others E5 − baseline)", DEFAULT_JUDGE),
         ("trained cross-lingual evaluator (leave-one-set-out)", TRAINED),
         ("mean: trained + default (xDial-Eval §5 ensemble)", f"mean:{TRAINED}+{DEFAULT_JUDGE}"),
-        ("E5 LoRA cross-encoders (e5-poe-turn / e5-fined-dial)", dict(LORA)),
+        ("E5 LoRA cross-encoders (e5-poe-turn-full / e5-fined-dial)", dict(LORA)),
         ("mean: E5 LoRA + cross-lingual", mean(LORA, TRAINED)),
         ("mean: E5 LoRA + default", mean(LORA, DEFAULT_JUDGE)),
         ("mean: E5 LoRA + cross-lingual + default", mean(LORA, TRAINED, DEFAULT_JUDGE)),
@@ -287,7 +288,7 @@ README_LABELS = {
     "default judge (bylang: en MiniLM, others E5 − baseline)": "default: `bylang:` en → MiniLM, others → E5 with the baseline",
     "trained cross-lingual evaluator (leave-one-set-out)": "`evaluator:e5-minilm-crosslingual` (leave-one-set-out)",
     "mean: trained + default (xDial-Eval §5 ensemble)": "`mean:` of the trained evaluator and the default",
-    "E5 LoRA cross-encoders (e5-poe-turn / e5-fined-dial)": "`evaluator:e5-poe-turn` (`evaluator:e5-fined-dial`): E5 + LoRA",
+    "E5 LoRA cross-encoders (e5-poe-turn-full / e5-fined-dial)": "`evaluator:e5-poe-turn-full` (`evaluator:e5-fined-dial`): E5 + LoRA",
     "mean: E5 LoRA + cross-lingual": "`mean:` of E5 + LoRA and the cross-lingual evaluator",
     "mean: E5 LoRA + default": "`mean:` of E5 + LoRA and the default",
     "mean: E5 LoRA + cross-lingual + default": "`mean:` of E5 + LoRA, the cross-lingual evaluator and the default",

@@ -24,7 +24,7 @@ def test_per_level_row_runs_each_level_alone_and_joins_the_results(monkeypatch, 
     monkeypatch.setattr(mt, "run_judge_tasks", fake)
     joined = mt.run_judge(dict(mt.LORA), tmp_path, tmp_path / "row", reuse=False)
     assert calls == [
-        ("evaluator:e5-poe-turn", ["xdial-eval-turn"], "turn"),
+        ("evaluator:e5-poe-turn-full", ["xdial-eval-turn"], "turn"),
         ("evaluator:e5-fined-dial", ["xdial-eval-dialogue"], "dialogue"),
     ]
     assert joined["results"]["xdial-eval-turn"]["en"]["pearson"]["value"] == 0.3
@@ -39,7 +39,7 @@ def test_ensemble_rows_pair_each_level_with_its_own_lora_evaluator():
     rows = dict(mt.judges())
     ens = rows["mean: E5 LoRA + cross-lingual"]
     assert ens == {
-        "turn": f"mean:evaluator:e5-poe-turn+{mt.TRAINED}",
+        "turn": f"mean:evaluator:e5-poe-turn-full+{mt.TRAINED}",
         "dialogue": f"mean:evaluator:e5-fined-dial+{mt.TRAINED}",
     }
     assert all(name in mt.README_LABELS for name in rows)
@@ -70,3 +70,39 @@ def test_e5_block_lists_every_sweep_configuration_and_the_xdial_means():
     assert "| turn | shipped | 2560 | 80 | 0.7000 |" in md and "| turn | lr 3e-4 | 2560 | 80 | 0.6500 |" in md
     assert "| `evaluator:e5-poe-turn` (turn, pearson) | 0.200 [0.10, 0.30] |" in md
     assert "| **0.200** | 0.200 |" in md  # mean and min over the 10 languages
+
+
+def test_gpu_report_rows_and_readme_sentence():
+    from bench.e5 import gpu_report as gr
+
+    def langs(v: float) -> dict:
+        out = {lang: {"pearson": {"value": v, "ci": [v - 0.1, v + 0.1]}} for lang in gr.LANGS}
+        out["ko"] = {"pearson": {"value": v - 0.05, "ci": [0.0, 0.3]}}
+        return out
+
+    ev = {
+        "level": "turn",
+        "device": "NVIDIA H200",
+        "data": {"examples": 120000},
+        "frozen_layers": 0,
+        "batch_size": 128,
+        "steps": 938,
+        "train_s": 83.4,
+        "samples_per_s": 1438.0,
+        "validation": {"auc": 0.888, "accuracy": 0.794},
+        "xdial": {"languages": langs(0.3)},
+    }
+    res = {
+        "date": "2026-11-27",
+        "device": "NVIDIA H200",
+        "evaluators": {"e5-poe-turn-full": ev},
+        "cpu": {"turn": {"judge": "evaluator:e5-poe-turn", "languages": langs(0.1)}},
+        "runs": [{"judge": "mean:evaluator:e5-poe-turn-full+x", "level": "turn", "languages": langs(0.35)}],
+    }
+    md = gr.markdown(res)
+    assert "| `evaluator:e5-poe-turn-full` | turn | 120,000 | 128 | 938 | 12 of 12 | 83 s | 1,438 |" in md
+    assert "| `evaluator:e5-poe-turn` (CPU, turn) | 0.100 [0.00, 0.20] |" in md
+    assert "| `mean:evaluator:e5-poe-turn-full+x` (turn) | 0.350 [0.25, 0.45] |" in md
+    line = gr.sentence(res)
+    assert "reaches **0.295**" in line and "(lowest 0.250, ko)" in line  # mean of nine 0.30 and ko 0.25
+    assert "`mean:evaluator:e5-poe-turn-full+x` reaches **0.345**" in line
