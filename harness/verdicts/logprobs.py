@@ -75,6 +75,11 @@ def p_yes(resp: Response | Mapping[str, float | None], yes: str = "Yes", no: str
     probs = normalized_choice_probs(sub)
     if probs is None:
         return Score(None, "missing_logprobs", f"neither {yes!r} nor {no!r} has a log-prob")
+    absent = [k for k, v in sub.items() if v is None]
+    if absent:  # a server's top-k list (openai backend) can leave one label out: its share is ~0
+        return Score(
+            probs[yes], "ok", f"{absent[0]!r} not among the top log-probs: its probability taken as 0"
+        )
     return Score(probs[yes], "ok")
 
 

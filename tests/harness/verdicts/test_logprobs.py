@@ -30,6 +30,12 @@ def test_p_yes_golden(lp, expected):
     assert s.value == pytest.approx(expected, abs=1e-12)
 
 
+def test_p_yes_says_when_a_label_was_outside_the_top_k():
+    s = p_yes({"Yes": None, "No": -5.7})
+    assert s.value == 0.0 and s.status == "ok" and "'Yes' not among the top log-probs" in s.detail
+    assert p_yes({"Yes": -1.0, "No": -2.0}).detail == ""
+
+
 def test_p_yes_missing_is_none_not_zero():
     s = p_yes({"Yes": None, "No": None})
     assert s.value is None and s.status == "missing_logprobs"
