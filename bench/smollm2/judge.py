@@ -2,6 +2,7 @@
 
     python bench/smollm2/judge.py xdial --run DIR       # tables from `harness run --judge hf:smollm2-135m-instruct
                                                         #   --task xdial-eval --source ../shared/data/xdial-eval --limit N`
+    python bench/smollm2/judge.py xdial-server --run DIR --against HF_DIR   # the same through vLLM's server
     python bench/smollm2/judge.py medal [--n 2]         # MEDAL Table 11 JSON verdicts on xDial-Eval dialogues, 10 languages
     python bench/smollm2/judge.py meep [--n 4]          # MEEP, G-EVAL and GPTScore prompts on xDial-Eval turns (en, es, zh)
     python bench/smollm2/judge.py robustness [--n 10]   # verdict injection (P(Yes)) and pairwise position bias
@@ -91,6 +92,58 @@ def part_xdial(run_dir: Path) -> None:
     out["timings"] = res.get("timings")
     out["scores"] = score_summary(run_dir)
     save("xdial", out)
+
+
+def part_xdial_server(run_dir: Path, hf_dir: Path) -> None:
+    """The README's server run (``openai:smollm2-135m-instruct,base_url=...,choice_top_logprobs=50``)
+    next to the hf run of the same items: its correlations, and item by item |P(Yes) server − hf| —
+    over the items whose two labels are both among the server's top log-probs, and how many have one
+    label (taken as probability 0) or none (no score) outside that list."""
+    import pandas as pd
+
+    res = json.loads((run_dir / "results.json").read_text("utf-8"))
+    tasks = {
+        task: {
+            lang: {
+                m: {k: v.get(k) for k in ("value", "n")}
+                for m, v in by_lang[lang].items()
+                if m in ("pearson",)
+            }
+            for lang in (*LANGS, "all")
+            if lang in by_lang
+        }
+        for task, by_lang in res["results"].items()
+    }
+    a = pd.read_parquet(hf_dir / "samples.parquet")
+    b = pd.read_parquet(run_dir / "samples.parquet")
+    m = a.merge(b, on=["task", "id"], suffixes=("_hf", "_srv"))
+    detail = m["parse_detail_srv"].fillna("")
+    outside = detail.str.contains("not among the top log-probs") | (
+        m["extra_srv"].fillna("").str.contains('": null') & m["score_srv"].notna()
+    )
+    both = m[m["score_srv"].notna() & ~outside]
+    diff = (both["score_hf"] - both["score_srv"]).abs()
+    hf_res = json.loads((hf_dir / "results.json").read_text("utf-8"))
+    save(
+        "xdial_server",
+        {
+            "judge": res["judge"]["spec"],
+            "limit": res["run"].get("limit"),
+            "n_items": res["run"].get("n_items"),
+            "parse_failures": res.get("parse_failures"),
+            "scoring_s": (res.get("timings") or {}).get("scoring_s"),
+            "hf_scoring_s": (hf_res.get("timings") or {}).get("scoring_s"),
+            "tasks": tasks,
+            "agreement": {
+                "items": int(len(m)),
+                "both_labels": int(len(both)),
+                "max_abs_diff": float(diff.max()),
+                "mean_abs_diff": float(diff.mean()),
+                "one_label_outside_top_k": int(outside.sum()),
+                "no_label": int(m["score_srv"].isna().sum()),
+            },
+        },
+    )
 
 
 def score_summary(run_dir: Path) -> dict[str, Any]:
@@ -388,9 +441,12 @@ def write_docs(r: dict[str, Any]) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("part", choices=("xdial", "medal", "meep", "robustness", "agreement", "docs"))
+    ap.add_argument(
+        "part", choices=("xdial", "xdial-server", "medal", "meep", "robustness", "agreement", "docs")
+    )
     ap.add_argument("--source", type=Path, default=DEFAULT_SOURCE)
-    ap.add_argument("--run", type=Path, help="xdial: the harness run directory")
+    ap.add_argument("--run", type=Path, help="xdial, xdial-server: the harness run directory")
+    ap.add_argument("--against", type=Path, help="xdial-server: the hf run of the same items")
     ap.add_argument("--n", type=int, default=None, help="items per set and language (see each part)")
     ap.add_argument("--max-tokens", type=int, default=256, help="medal: verdict token cap")
     ap.add_argument(
@@ -405,6 +461,10 @@ def main() -> None:
         if not args.run:
             ap.error("xdial needs --run DIR (a harness run of xdial-eval with hf:smollm2-135m-instruct)")
         part_xdial(args.run)
+    elif args.part == "xdial-server":
+        if not (args.run and args.against):
+            ap.error("xdial-server needs --run DIR (the server run) and --against DIR (the hf run)")
+        part_xdial_server(args.run, args.against)
     elif args.part == "medal":
         part_medal(args.source, args.n or 1, args.max_tokens, args.per_language)
     elif args.part == "meep":
@@ -414,7 +474,7 @@ def main() -> None:
     elif args.part == "agreement":
         part_agreement(args.source, args.n or 20, args.reuse)
     if args.part != "docs":
-        print(json.dumps(load().get(args.part), indent=1, ensure_ascii=False)[:3000])
+        print(json.dumps(load().get(args.part.replace("-", "_")), indent=1, ensure_ascii=False)[:3000])
     write_docs(load())
 
 

@@ -38,8 +38,32 @@ def markdown(r: dict[str, Any]) -> str:
                 p, s = m.get("pearson", {}), m.get("spearman", {})
                 cells.append(f"{_f(p.get('value'))} / {_f(s.get('value'))} (n={p.get('n', '—')})")
             lines.append(f"| {level} | " + " | ".join(cells) + " |")
+        xs = r.get("xdial_server")
+        if xs:
+            cells = {
+                task: [
+                    _f(((xs["tasks"].get(task) or {}).get(lang) or {}).get("pearson", {}).get("value"))
+                    for lang in (*LANGS, "all")
+                ]
+                for task in ("xdial-eval-turn", "xdial-eval-dialogue")
+            }
+            lines += [
+                "| turn, through vLLM's server | " + " | ".join(cells["xdial-eval-turn"]) + " |",
+                "| dialogue, through vLLM's server | " + " | ".join(cells["xdial-eval-dialogue"]) + " |",
+            ]
         pf = x.get("parse_failures") or {}
         lines += ["", f"Parse failures (items without both label log-probs): {pf}."]
+        if xs:
+            ag = xs["agreement"]
+            lines.append(
+                f"Through vLLM's OpenAI-compatible server ({_spec(xs['judge'])}, the README's command; Pearson only "
+                f"in the two rows above): {xs['n_items']} items in {xs['scoring_s']:.0f} s of scoring on the "
+                f"loaded 2-core CPU; on the {ag['both_labels']} items whose two labels are both among the "
+                f"server's top 50 log-probs, |P(Yes) server − hf| ≤ {ag['max_abs_diff']:.1e} (mean "
+                f"{ag['mean_abs_diff']:.1e}); on {ag['one_label_outside_top_k']} items one label is outside that "
+                f"list and its probability is taken as 0 (the verdict's detail says so), and {ag['no_label']} "
+                f"item(s) have neither label (no score, counted: {xs['parse_failures']})."
+            )
         if (x.get("limit") or 0) < 3:
             lines.append(
                 f"With `--limit {x['limit']}` every set holds {x['limit']} item(s) per language, too few for the "
