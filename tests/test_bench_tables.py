@@ -102,7 +102,9 @@ def test_gpu_report_rows_and_readme_sentence():
     md = gr.markdown(res)
     assert "| `evaluator:e5-poe-turn-full` | turn | 120,000 | 128 | 938 | 12 of 12 | 83 s | 1,438 |" in md
     assert "| `evaluator:e5-poe-turn` (CPU, turn) | 0.100 [0.00, 0.20] |" in md
-    assert "| `mean:evaluator:e5-poe-turn-full+x` (turn) | 0.350 [0.25, 0.45] |" in md
+    assert (
+        "| `mean:evaluator:e5-poe-turn-full+x` (scored on the CPU machine, turn) | 0.350 [0.25, 0.45] |" in md
+    )
     line = gr.sentence(res)
     assert "reaches **0.295**" in line and "(lowest 0.250, ko)" in line  # mean of nine 0.30 and ko 0.25
-    assert "`mean:evaluator:e5-poe-turn-full+x` reaches **0.345**" in line
+    assert "`mean:evaluator:e5-poe-turn-full+x` reaches **0.345** (lowest 0.300, ko)" in line

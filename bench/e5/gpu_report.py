@@ -170,7 +170,9 @@ def markdown(res: dict[str, Any]) -> str:
         for r in res.get("runs") or []:
             if r["level"] == level:
                 lines.append(
-                    f"| `{r['judge']}` ({level}) | " + " | ".join(_cells(r["languages"], "pearson")) + " |"
+                    f"| `{r['judge']}` (scored on the CPU machine, {level}) | "
+                    + " | ".join(_cells(r["languages"], "pearson"))
+                    + " |"
                 )
     return "\n".join(lines) + "\n"
 
@@ -198,7 +200,12 @@ def sentence(res: dict[str, Any]) -> str:
     ens = [x for x in res.get("runs") or [] if x["level"] == "turn" and x["judge"].startswith("mean:")]
     if ens:
         best = max(ens, key=lambda x: _mean(x["languages"]))
-        out += f"; its `mean:` ensemble `{best['judge']}` reaches **{_mean(best['languages']):.3f}**"
+        bl = best["languages"]
+        blow = min((x for x in LANGS if x in bl), key=lambda x: bl[x]["pearson"]["value"])
+        out += (
+            f"; its `mean:` ensemble `{best['judge']}` reaches **{_mean(bl):.3f}** "
+            f"(lowest {bl[blow]['pearson']['value']:.3f}, {blow})"
+        )
     return out + " (`python bench/e5/gpu_report.py`; the paper's PoE: 0.431).\n"
 
 
