@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from harness.run.document import CacheInfo, HarnessInfo, Timings
+from harness.run.document import CacheInfo, HarnessInfo, Timings, first_error
 
 SCHEMA_VERSION = "chatbot-eval/1.0"
 
@@ -97,11 +97,7 @@ def validate_chatbot_eval(doc: dict[str, Any], where: str = "results") -> Chatbo
     try:
         return ChatbotEvalResults.model_validate(doc)
     except ValidationError as e:
-        err = e.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"]) or "<document>"
-        raise ValueError(
-            f"{where}: not a valid chatbot-eval results document: field {loc!r}: {err['msg']}"
-        ) from None
+        raise ValueError(f"{where}: not a valid chatbot-eval results document: {first_error(e)}") from None
 
 
 def chatbot_eval_schema() -> dict[str, Any]:

@@ -271,7 +271,8 @@ class ResultsError(ValueError):
     """A results.json that cannot be read: names the file and the field."""
 
 
-def _first_error(exc: ValidationError) -> str:
+def first_error(exc: ValidationError) -> str:
+    """``field 'a.b': message (and N more)``: the first error of a validation, for error messages."""
     err = exc.errors()[0]
     loc = ".".join(str(p) for p in err["loc"]) or "<document>"
     more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
@@ -284,7 +285,7 @@ def validate_results(doc: dict[str, Any], where: str = "results") -> Results:
         return Results.model_validate(doc)
     except ValidationError as e:
         raise ResultsError(
-            f"{where}: not a valid results document (schema {SCHEMA_VERSION}): {_first_error(e)}"
+            f"{where}: not a valid results document (schema {SCHEMA_VERSION}): {first_error(e)}"
         ) from None
 
 
