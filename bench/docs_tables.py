@@ -63,11 +63,11 @@ GENERATED: list[Block] = [
     Block("bench/README.md", "peer_lmeval", "bench.peer_lmeval"),
     Block("README.md", "peer_lmeval", "bench.peer_lmeval", "sentence"),
     Block("docs/scaling.md", "scale", "bench.scaling.scale"),
-    # too expensive to rerun here (6-20 min each on the 2-core machine, ../shared data): copied by hand
-    # from their earlier output until their next --write-docs run
+    # too expensive to rerun here so far (6-60 min each on the 2-core machine, ../shared data): copied
+    # by hand from their earlier output until their next --write-docs run
     Block("bench/README.md", "xdial_throughput", "bench.xdial_throughput", required=False),
     Block("bench/README.md", "refmetrics_speed", "bench.refmetrics_speed"),
-    Block("bench/README.md", "minilm_train_time", "bench.minilm_train_time", required=False),
+    Block("bench/README.md", "minilm_train_time", "bench.minilm_train_time"),
     Block("docs/finetuning.md", "e5_evaluators", "bench.e5.evaluators"),
     Block("bench/README.md", "e5_speed", "bench.e5.speed"),
     Block("docs/finetuning.md", "e5_gpu_full", "bench.e5.gpu_report"),
