@@ -76,10 +76,10 @@ GENERATED: list[Block] = [
     Block("docs/finetuning.md", "multilingual_table", "bench.multilingual_table", required=False),
     Block("README.md", "multilingual_table", "bench.multilingual_table", "readme", required=False),
     Block("docs/viewer.md", "viewer_scale", "bench.viewer.scale"),
-    # SmolLM2-135M-Instruct benches (bench/smollm2/): their JSON lands with their first full runs
-    Block("docs/smollm2.md", "smollm2_judge", "bench.smollm2.judge", required=False),
-    Block("docs/smollm2.md", "smollm2_medal", "bench.smollm2.medal", required=False),
-    Block("docs/smollm2.md", "smollm2_lora", "bench.smollm2.lora", required=False),
+    # SmolLM2-135M-Instruct benches (bench/smollm2/)
+    Block("docs/smollm2.md", "smollm2_judge", "bench.smollm2.judge"),
+    Block("docs/smollm2.md", "smollm2_medal", "bench.smollm2.medal"),
+    Block("docs/smollm2.md", "smollm2_lora", "bench.smollm2.lora"),
 ]
 
 
