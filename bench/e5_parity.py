@@ -202,7 +202,10 @@ def main() -> None:
     if args.texts and args.texts < len(texts):
         texts = texts[:: -(-len(texts) // args.texts)]  # every k-th: all sets and languages alike
     r = {
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}",
+        "machine": (
+            f"{platform.machine()}, {os.cpu_count()} CPUs, "
+            f"{os.environ.get('OMP_NUM_THREADS', 'all')} OpenMP/torch thread(s), load {os.getloadavg()[0]:.1f}"
+        ),
         "parity": token_and_embedding_parity(texts),
         "judge": judge_pearson(args.source, args.out),
     }
