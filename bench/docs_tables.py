@@ -72,9 +72,8 @@ GENERATED: list[Block] = [
     Block("bench/README.md", "e5_speed", "bench.e5.speed"),
     Block("docs/finetuning.md", "e5_gpu_full", "bench.e5.gpu_report"),
     Block("README.md", "e5_gpu_full", "bench.e5.gpu_report", "sentence"),
-    # the encoder engineer regenerates the multilingual table (its bench's JSON output is not saved yet)
-    Block("docs/finetuning.md", "multilingual_table", "bench.multilingual_table", required=False),
-    Block("README.md", "multilingual_table", "bench.multilingual_table", "readme", required=False),
+    Block("docs/finetuning.md", "multilingual_table", "bench.multilingual_table"),
+    Block("README.md", "multilingual_table", "bench.multilingual_table", "readme"),
     Block("docs/viewer.md", "viewer_scale", "bench.viewer.scale"),
     # SmolLM2-135M-Instruct benches (bench/smollm2/)
     Block("docs/smollm2.md", "smollm2_judge", "bench.smollm2.judge"),
