@@ -177,12 +177,14 @@ def machine() -> dict[str, Any]:
         "cpu": cpu,
         "cpus": os.cpu_count(),
         "load_avg_start": round(os.getloadavg()[0], 2),
+        "omp_threads": os.environ.get("OMP_NUM_THREADS"),  # None: every core
     }
 
 
 def machine_line(m: dict[str, Any]) -> str:
     """``2026-11-26, 2 CPUs (AMD EPYC), load average 3.1 at the start``."""
-    return f"{m['date']}, {m['cpus']} CPUs ({m['cpu']}), load average {m['load_avg_start']:.1f} at the start"
+    threads = f", {m['omp_threads']} torch/OpenMP thread(s)" if m.get("omp_threads") else ""
+    return f"{m['date']}, {m['cpus']} CPUs ({m['cpu']}){threads}, load average {m['load_avg_start']:.1f} at the start"
 
 
 def save_results(path: Path, results: dict[str, Any]) -> Path:
