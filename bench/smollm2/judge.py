@@ -425,7 +425,6 @@ def main() -> None:
         choices=("xdial", "xdial-server", "medal", "meep", "robustness", "pairwise", "agreement", "docs"),
     )
     ap.add_argument("--server", choices=("vllm",), help="medal: guided, through vLLM's OpenAI server")
-    ap.add_argument("--also-unguided", action="store_true", help="medal --server: the same, unguided")
     ap.add_argument("--source", type=Path, default=DEFAULT_SOURCE)
     ap.add_argument("--run", type=Path, help="xdial, xdial-server: the harness run directory")
     ap.add_argument("--against", type=Path, help="xdial-server: the hf run of the same items")
@@ -450,7 +449,7 @@ def main() -> None:
     elif args.part == "medal" and args.server:
         from bench.smollm2.judge_server import part_medal_guided
 
-        part_medal_guided(args.source, args.n or 1, args.max_tokens, args.per_language, args.also_unguided)
+        part_medal_guided(args.source, args.n or 1, args.max_tokens, args.per_language)
     elif args.part == "medal":
         part_medal(args.source, args.n or 1, args.max_tokens, args.per_language)
     elif args.part == "pairwise":

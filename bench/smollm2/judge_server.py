@@ -10,8 +10,7 @@ dialogue set and language, at most ``--per-language`` per language). The guided 
 MEDAL task's verdict schema as ``response_format`` (``openai:smollm2-135m-instruct,base_url=...``
 against vLLM's server on 127.0.0.1, :mod:`bench.smollm2.server`); whether the server really
 guided each request is read from the cached responses (``Response.raw["guided"]``), as is how each
-generation ended (``finish_reason``). ``--also-unguided`` sends the same requests to the same
-server without the schema (a control: the same engine, only the guidance differs).
+generation ended (``finish_reason``).
 
 The pairwise part asks the MEDAL App. C.5 question of pairs of xDial-Eval dialogues in both orders
 (:func:`harness.robustness.pairwise.run_pairwise`) and takes the most probable of the labels
@@ -20,7 +19,6 @@ The pairwise part asks the MEDAL App. C.5 question of pairs of xDial-Eval dialog
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -105,15 +103,11 @@ def part_medal_guided(
     n: int,
     max_tokens: int,
     per_language: int | None,
-    also_unguided: bool = False,
     timeout: float = 1800.0,
     concurrency: int = 4,
 ) -> None:
     from bench.smollm2.server import ModelServer
-    from harness.cache import RequestCache, default_cache_path
-    from harness.judges import load_judge
     from harness.modelstore import resolve
-    from harness.tasks import get_task
 
     its = medal_items(source, n, per_language)
     out: dict[str, Any] = {
@@ -133,22 +127,6 @@ def part_medal_guided(
         out["examples"] = [r["raw"][:300] for r in rows[:2]]
         out["seconds"] = round(seconds, 1)
         save("medal_guided", out)
-        if also_unguided:  # the same requests without the schema, to the same server
-            task = get_task("medal")
-            t0 = time.perf_counter()
-            with load_judge(spec, RequestCache(default_cache_path())) as judge:
-                cfg = judge.generation_config(task)
-                reqs = [dataclasses.replace(task.build_request(it, cfg), json_schema=None) for it in its]
-                resps = judge.cached.generate(reqs)
-            plain = []
-            for it, resp in zip(its, resps, strict=True):
-                s = task.scorer.score(resp, it)
-                plain.append(_row(s.score.status, s.score.value, s.extra, resp.text, resp))
-            out["unguided_same_server"] = {
-                "per_language": medal_stats(plain, its),
-                "seconds": round(time.perf_counter() - t0, 1),
-            }
-            save("medal_guided", out)
 
 
 # -- pairwise position bias by label log-probs ----------------------------------------------------------

@@ -213,7 +213,6 @@ def _medal_guided(r: dict[str, Any]) -> list[str]:
         g["dialogues_per_language"],
     )
     un = (m.get("per_language") or {}) if same else {}
-    srv = (g.get("unguided_same_server") or {}).get("per_language") or {}
     per = g["per_language"]
     n, pf, gd = _total(per, "n"), _total(per, "parse_failures"), _total(per, "guided")
     lines = [
@@ -232,9 +231,8 @@ def _medal_guided(r: dict[str, Any]) -> list[str]:
         + ".",
         "",
         "| language | n | parse failures, unguided (hf) | parse failures, guided"
-        + (" | parse failures, unguided (same server)" if srv else "")
         + " | statuses, guided | finish reasons, guided | overall mean (guided, parsed) | flagged issues (guided) |",
-        "|---|---:|---:|---:|" + ("---:|" if srv else "") + "---|---|---:|---|",
+        "|---|---:|---:|---:|---|---|---:|---|",
     ]
     for lang, d in per.items():
         flags = ", ".join(f"{k} {v}" for k, v in sorted(d["flagged"].items())) or "—"
@@ -242,12 +240,10 @@ def _medal_guided(r: dict[str, Any]) -> list[str]:
         fin = ", ".join(f"{k} {v}" for k, v in (d.get("finish_reasons") or {}).items())
         lines.append(
             f"| {lang} | {d['n']} | {_fails(un.get(lang))} | {_fails(d)}"
-            + (f" | {_fails(srv.get(lang))}" if srv else "")
             + f" | {st} | {fin} | {_f(d['overall_mean'], '.2f')} | {flags} |"
         )
     tot = {"n": n, "parse_failures": pf}
     un_tot = {"n": _total(un, "n"), "parse_failures": _total(un, "parse_failures")} if un else None
-    srv_tot = {"n": _total(srv, "n"), "parse_failures": _total(srv, "parse_failures")} if srv else None
     ok = [
         (d["overall_mean"], d["n"] - d["parse_failures"])
         for d in per.values()
@@ -260,7 +256,6 @@ def _medal_guided(r: dict[str, Any]) -> list[str]:
             flagged[k] = flagged.get(k, 0) + v
     lines.append(
         f"| all | {n} | {_fails(un_tot)} | {_fails(tot)}"
-        + (f" | {_fails(srv_tot)}" if srv else "")
         + f" | | | {_f(mean, '.2f')} | "
         + (", ".join(f"{k} {v}" for k, v in sorted(flagged.items())) or "—")
         + " |"
