@@ -3,7 +3,10 @@ table (one evaluator per level, results joined) and the E5 evaluators' generated
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
+
+import pytest
 
 import bench.multilingual_table as mt
 from bench.e5 import evaluators as e5
@@ -155,7 +158,14 @@ def test_smollm2_pairwise_block_shows_each_language_and_the_binomial_test():
     }
     pw = {"judge": "hf:x", "choices": ["A", "B", "Tie"], "n_pairs": 3, "pairs_per_language": 3}
     pw |= {"results": {"en": row, "all": row}, "answers": {"A": 5, "B": 1}, "seconds": 1.0}
-    md = markdown({"pairwise": {**pw, "date": "d", "machine": "m"}})
+    from bench.smollm2.judge_server import label_probs
+
+    lp = label_probs(
+        [{"A": math.log(0.6), "B": math.log(0.2), "Tie": None}, {"A": -1.0, "B": -1.0, "Tie": -1.0}]
+    )
+    assert lp["A"]["mean"] == pytest.approx((0.75 + 1 / 3) / 2) and lp["Tie"]["min"] == 0.0
+    md = markdown({"pairwise": {**pw, "label_probs": lp, "date": "d", "machine": "m"}})
     assert "--choices A,B,Tie" in md and "Answers: A 5, B 1." in md
+    assert "A 0.54 [0.33, 0.75], B 0.29 [0.25, 0.33], Tie 0.17 [0.00, 0.33]." in md
     assert "| en | 3 | 0 | 1 | 2 | 67% | 5 / 6 | 83% | 0.22 | 0 | 1 / 2 / 0 |" in md
     assert "| **all** | 3 |" in md

@@ -281,7 +281,17 @@ def _pairwise(r: dict[str, Any]) -> list[str]:
         "language, consecutive dialogues of one shared set), each asked in both orders; the answer is the most "
         "probable label as the start of the reply. Answers: "
         + ", ".join(f"{k} {v}" for k, v in pw["answers"].items())
-        + ".",
+        + "."
+        + (
+            " Each label's probability renormalised over the labels, mean [min, max] over the answers: "
+            + ", ".join(
+                f"{c} {_f(d['mean'], '.2f')} [{_f(d['min'], '.2f')}, {_f(d['max'], '.2f')}]"
+                for c, d in pw["label_probs"].items()
+            )
+            + "."
+            if pw.get("label_probs")
+            else ""
+        ),
         "",
         "| language | pairs | failures | consistent | flips | flip rate | first position / decisive | "
         "first-position rate | binomial p | Tie answers | win / tie / loss (C.5) |",
