@@ -103,15 +103,18 @@ def markdown(r: dict[str, Any]) -> str:
             "are available offline, so this is what the judge writes: parse failures (never coerced), overall mean, "
             "issues flagged.",
             "",
-            "| language | n | parse failures | failure rate | statuses | overall mean (parsed) | flagged issues |",
-            "|---|---:|---:|---:|---|---:|---|",
+            "| language | n | parse failures | failure rate | statuses | finish reasons | replies with `{` | "
+            "overall mean (parsed) | flagged issues |",
+            "|---|---:|---:|---:|---|---|---:|---:|---|",
         ]
         for lang, d in m["per_language"].items():
             rate = d["parse_failures"] / d["n"] if d["n"] else None
             flags = ", ".join(f"{k} {v}" for k, v in sorted(d["flagged"].items())) or "—"
             st = ", ".join(f"{k} {v}" for k, v in d["statuses"].items())
+            fin = ", ".join(f"{k} {v}" for k, v in (d.get("finish_reasons") or {}).items()) or "—"
             lines.append(
-                f"| {lang} | {d['n']} | {d['parse_failures']} | {_f(rate, '.0%')} | {st} | {_f(d['overall_mean'], '.2f')} | {flags} |"
+                f"| {lang} | {d['n']} | {d['parse_failures']} | {_f(rate, '.0%')} | {st} | {fin} | "
+                f"{d.get('looks_like_json', '—')} | {_f(d['overall_mean'], '.2f')} | {flags} |"
             )
         lines.append("")
     lines += _medal_guided(r)
@@ -275,8 +278,9 @@ def _pairwise(r: dict[str, Any]) -> list[str]:
     if not pw:
         return []
     lines = [
-        f"**Pairwise position bias, answers by label log-probs** (`harness robustness pairwise --choices "
-        f"{','.join(pw['choices'])}`, {_spec(pw['judge'])}; {pw['date']}, {pw['machine']}; "
+        f"**Pairwise position bias, answers by label log-probs** (`run_pairwise(..., choices=...)`, what "
+        f"`harness robustness pairwise --choices {','.join(pw['choices'])}` runs; {_spec(pw['judge'])}; "
+        f"{pw['date']}, {pw['machine']}; "
         f"{pw['seconds']:.0f} s): {pw['n_pairs']} pairs of xDial-Eval dialogues ({pw['pairs_per_language']} per "
         "language, consecutive dialogues of one shared set), each asked in both orders; the answer is the most "
         "probable label as the start of the reply. Answers: "
