@@ -3,7 +3,10 @@ table (one evaluator per level, results joined) and the E5 evaluators' generated
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
+
+import pytest
 
 import bench.multilingual_table as mt
 from bench.e5 import evaluators as e5
@@ -108,3 +111,61 @@ def test_gpu_report_rows_and_readme_sentence():
     line = gr.sentence(res)
     assert "reaches **0.295**" in line and "(lowest 0.250, ko)" in line  # mean of nine 0.30 and ko 0.25
     assert "`mean:evaluator:e5-poe-turn-full+x` reaches **0.345** (lowest 0.300, ko)" in line
+
+
+def _medal_lang(n: int, fails: int, guided: int = 0) -> dict:
+    return {
+        "n": n,
+        "parse_failures": fails,
+        "statuses": {"ok": n - fails, "parse_error": fails},
+        "overall_mean": 3.0 if fails < n else None,
+        "flagged": {"unsafe": 1},
+        "finish_reasons": {"stop": n},
+        "guided": guided,
+    }
+
+
+def test_smollm2_guided_medal_block_sits_next_to_the_unguided_run_of_the_same_dialogues():
+    from bench.smollm2.judge_tables import markdown
+
+    base = {"n_per_set": 2, "dialogues_per_language": 3, "date": "d", "machine": "m", "seconds": 9.0}
+    unguided = {**base, "judge": "hf:x", "max_tokens": 192, "examples": [], "per_language": {}}
+    unguided["per_language"] = {"en": _medal_lang(3, 3), "de": _medal_lang(3, 2)}
+    guided = {**base, "judge": "openai:x,base_url=u (server)", "server_startup_s": 50.0, "examples": []}
+    guided["per_language"] = {"en": _medal_lang(3, 0, 3), "de": _medal_lang(3, 1, 3)}
+    md = markdown({"medal": unguided, "medal_guided": guided})
+    assert "The server guided 6 of 6 requests" in md and "1 of 6 verdicts failed to parse" in md
+    assert "| en | 3 | 3 of 3 | 0 of 3 |" in md and "| all | 6 | 5 of 6 | 1 of 6 |" in md
+    other = markdown({"medal": {**unguided, "dialogues_per_language": 1}, "medal_guided": guided})
+    assert "not those of the unguided table" in other and "| en | 3 | — | 0 of 3 |" in other
+
+
+def test_smollm2_pairwise_block_shows_each_language_and_the_binomial_test():
+    from bench.smollm2.judge_tables import markdown
+
+    row = {
+        "n": 3,
+        "parse_failures": 0,
+        "consistent": 1,
+        "flips": 2,
+        "flip_rate": 2 / 3,
+        "first_position": 5,
+        "n_decisive": 6,
+        "first_position_rate": 5 / 6,
+        "binomtest_p": 0.21875,
+        "tie_answers": 0,
+        "medal_c5": {"win": 1, "tie": 2, "loss": 0},
+    }
+    pw = {"judge": "hf:x", "choices": ["A", "B", "Tie"], "n_pairs": 3, "pairs_per_language": 3}
+    pw |= {"results": {"en": row, "all": row}, "answers": {"A": 5, "B": 1}, "seconds": 1.0}
+    from bench.smollm2.judge_server import label_probs
+
+    lp = label_probs(
+        [{"A": math.log(0.6), "B": math.log(0.2), "Tie": None}, {"A": -1.0, "B": -1.0, "Tie": -1.0}]
+    )
+    assert lp["A"]["mean"] == pytest.approx((0.75 + 1 / 3) / 2) and lp["Tie"]["min"] == 0.0
+    md = markdown({"pairwise": {**pw, "label_probs": lp, "date": "d", "machine": "m"}})
+    assert "--choices A,B,Tie" in md and "Answers: A 5, B 1." in md
+    assert "A 0.54 [0.33, 0.75], B 0.29 [0.25, 0.33], Tie 0.17 [0.00, 0.33]." in md
+    assert "| en | 3 | 0 | 1 | 2 | 67% | 5 / 6 | 83% | 0.22 | 0 | 1 / 2 / 0 |" in md
+    assert "| **all** | 3 |" in md

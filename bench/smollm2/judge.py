@@ -4,6 +4,8 @@
                                                         #   --task xdial-eval --source ../shared/data/xdial-eval --limit N`
     python bench/smollm2/judge.py xdial-server --run DIR --against HF_DIR   # the same through vLLM's server
     python bench/smollm2/judge.py medal [--n 2]         # MEDAL Table 11 JSON verdicts on xDial-Eval dialogues, 10 languages
+    python bench/smollm2/judge.py medal --server vllm   # the same, JSON-schema guided through vLLM's server
+    python bench/smollm2/judge.py pairwise [--pairs 3]  # position bias, answers by label log-probs
     python bench/smollm2/judge.py meep [--n 4]          # MEEP, G-EVAL and GPTScore prompts on xDial-Eval turns (en, es, zh)
     python bench/smollm2/judge.py robustness [--n 10]   # verdict injection (P(Yes)) and pairwise position bias
     python bench/smollm2/judge.py agreement [--n 20]    # the same P(Yes) requests: hf vs vllm vs openai -> vLLM's server
@@ -186,33 +188,10 @@ def score_summary(run_dir: Path) -> dict[str, Any]:
 
 # -- MEDAL issue detection -------------------------------------------------------------------------
 def part_medal(source: Path, n: int, max_tokens: int, per_language: int | None = None) -> None:
-    from harness.cache import RequestCache, default_cache_path
-    from harness.judges import load_judge
-    from harness.tasks import get_task
+    from bench.smollm2.judge_server import judge_medal, medal_items, medal_stats
 
-    task = get_task("medal")
-    its = items(source, "dialogue", n)
-    if per_language:  # the first k dialogues of each language (over the sets)
-        its = [it for lang in LANGS for it in [x for x in its if x["language"] == lang][:per_language]]
-    t0 = time.perf_counter()
-    with load_judge(f"{HF},max_tokens={max_tokens}", RequestCache(default_cache_path())) as judge:
-        verdicts = judge.score(task, its)
-    per: dict[str, Any] = {}
-    for lang in LANGS:
-        vs = [v for v, it in zip(verdicts, its, strict=True) if it["language"] == lang]
-        if not vs:
-            continue
-        ok = [v for v in vs if v.ok]
-        labels = [v.extra.get("labels") or {} for v in vs]
-        flagged = Counter(k for lab in labels for k, x in lab.items() if x == 1)
-        per[lang] = {
-            "n": len(vs),
-            "parse_failures": len(vs) - len(ok),
-            "statuses": dict(Counter(v.status for v in vs)),
-            "overall_mean": sum(v.score for v in ok) / len(ok) if ok else None,
-            "flagged": dict(flagged),
-            "looks_like_json": sum("{" in v.raw for v in vs),
-        }
+    its = medal_items(source, n, per_language)
+    rows, seconds = judge_medal(f"{HF},max_tokens={max_tokens}", its)
     save(
         "medal",
         {
@@ -220,9 +199,9 @@ def part_medal(source: Path, n: int, max_tokens: int, per_language: int | None =
             "dialogues_per_language": per_language,
             "max_tokens": max_tokens,
             "judge": f"{HF},max_tokens={max_tokens} (unguided: the hf backend has no guided decoding)",
-            "per_language": per,
-            "examples": [v.raw[:300] for v in verdicts[:2]],
-            "seconds": round(time.perf_counter() - t0, 1),
+            "per_language": medal_stats(rows, its),
+            "examples": [r["raw"][:300] for r in rows[:2]],
+            "seconds": round(seconds, 1),
         },
     )
 
@@ -442,8 +421,10 @@ def write_docs(r: dict[str, Any]) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
-        "part", choices=("xdial", "xdial-server", "medal", "meep", "robustness", "agreement", "docs")
+        "part",
+        choices=("xdial", "xdial-server", "medal", "meep", "robustness", "pairwise", "agreement", "docs"),
     )
+    ap.add_argument("--server", choices=("vllm",), help="medal: guided, through vLLM's OpenAI server")
     ap.add_argument("--source", type=Path, default=DEFAULT_SOURCE)
     ap.add_argument("--run", type=Path, help="xdial, xdial-server: the harness run directory")
     ap.add_argument("--against", type=Path, help="xdial-server: the hf run of the same items")
@@ -465,8 +446,16 @@ def main() -> None:
         if not (args.run and args.against):
             ap.error("xdial-server needs --run DIR (the server run) and --against DIR (the hf run)")
         part_xdial_server(args.run, args.against)
+    elif args.part == "medal" and args.server:
+        from bench.smollm2.judge_server import part_medal_guided
+
+        part_medal_guided(args.source, args.n or 1, args.max_tokens, args.per_language)
     elif args.part == "medal":
         part_medal(args.source, args.n or 1, args.max_tokens, args.per_language)
+    elif args.part == "pairwise":
+        from bench.smollm2.judge_server import part_pairwise
+
+        part_pairwise(args.source, args.pairs, tuple(args.pair_languages.split(",")))
     elif args.part == "meep":
         part_meep(args.source, args.n or 1)
     elif args.part == "robustness":
@@ -474,7 +463,8 @@ def main() -> None:
     elif args.part == "agreement":
         part_agreement(args.source, args.n or 20, args.reuse)
     if args.part != "docs":
-        print(json.dumps(load().get(args.part.replace("-", "_")), indent=1, ensure_ascii=False)[:3000])
+        section = "medal_guided" if args.server else args.part.replace("-", "_")
+        print(json.dumps(load().get(section), indent=1, ensure_ascii=False)[:3000])
     write_docs(load())
 
 

