@@ -1,8 +1,8 @@
 """Numbers in README/docs that come from a bench are generated: each block of
 ``bench.docs_tables.GENERATED`` sits between its markers in its document and equals what its bench
 script renders from the committed JSON under ``bench/results/`` (``python bench/docs_tables.py``
-rewrites them all; each bench's ``--write-docs`` / ``--docs-only`` its own). A block whose bench has
-not been rerun since it got its markers says so in its start marker (copied by hand)."""
+rewrites them all; each bench's ``--write-docs`` / ``--docs-only`` its own). Every block's JSON is
+committed: there are no hand-copied blocks."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from bench.docs_tables import (
     render,
     replace_between_markers,
     results_path,
+    script_of,
     start_marker,
 )
 
@@ -42,13 +43,9 @@ def test_the_block_equals_what_its_bench_renders_from_the_committed_json(block: 
     )
     start = read_start(doc, block.name)
     path = results_path(block.module)
-    if not path.is_file():
-        assert not block.required, f"{path.relative_to(ROOT)} is missing (run python {block.module})"
-        # not generated yet: empty (awaiting the first run) or copied by hand, and marked so
-        assert shown == "" or start == start_marker(block.name, block.module, hand=True), start
-        pytest.skip(
-            f"{path.relative_to(ROOT)} not committed yet: {block.doc}:{block.name} is checked once it is"
-        )
+    assert path.is_file(), (
+        f"{path.relative_to(ROOT)} is missing (run python {script_of(block.module)} --write-docs)"
+    )
     assert start == start_marker(block.name, block.module), start
     assert shown == render(block), (
         f"{block.doc}:{block.name} differs from {path.relative_to(ROOT)} "
@@ -87,9 +84,8 @@ def test_a_changed_number_is_caught_and_writing_the_block_restores_it(tmp_path):
     assert read_block(doc, block.name) == expected
     i = re.search(r"\d", expected).start()
     edited = expected[:i] + str((int(expected[i]) + 1) % 10) + expected[i + 1 :]
-    replace_between_markers(doc, block.name, edited, start_marker(block.name, block.module, hand=True))
+    replace_between_markers(doc, block.name, edited, start_marker(block.name, block.module))
     assert read_block(doc, block.name) != expected
-    assert read_start(doc, block.name) != start_marker(block.name, block.module)
     replace_between_markers(doc, block.name, render(block), start_marker(block.name, block.module))
     assert doc.read_text(encoding="utf-8") == original
     assert read_block(doc, "no-such-block") is None
