@@ -64,6 +64,7 @@ GENERATED: list[Block] = [
     Block("README.md", "e5_gpu_full", "bench.e5.gpu_report", "sentence"),
     Block("docs/finetuning.md", "multilingual_table", "bench.multilingual_table"),
     Block("README.md", "multilingual_table", "bench.multilingual_table", "readme"),
+    Block("docs/finetuning.md", "multilingual_goals", "bench.multilingual_table", "goals"),
     Block("docs/viewer.md", "viewer_scale", "bench.viewer.scale"),
     # SmolLM2-135M-Instruct benches (bench/smollm2/)
     Block("docs/smollm2.md", "smollm2_judge", "bench.smollm2.judge"),

@@ -48,6 +48,39 @@ def test_ensemble_rows_pair_each_level_with_its_own_lora_evaluator():
     assert all(name in mt.README_LABELS for name in rows)
 
 
+def _goal_runs(values: dict[str, tuple[float, float]]) -> dict:
+    """Every row of the table with one Pearson/Spearman value per level in every language."""
+    runs = {}
+    for name, _ in mt.judges():
+        turn, dial = values.get(name, (0.1, 0.1))
+        runs[name] = {
+            "results": {
+                task: {lang: {"pearson": {"value": v}, "spearman": {"value": v}} for lang in mt.LANGS}
+                for task, v in ((mt.TASKS["turn"], turn), (mt.TASKS["dialogue"], dial))
+            }
+        }
+    return {"runs": runs}
+
+
+def test_goals_block_says_met_or_not_met_from_the_numbers():
+    weak = mt.goals(_goal_runs({}))
+    # all 0.1: only the goals relative to MiniLM / the default judge hold (equal values)
+    assert weak.count("**not met**") == 8 and weak.count("| met |") == 3
+    strong = _goal_runs(
+        {
+            "MiniLM zero-shot (English encoder)": (0.10, 0.15),
+            "default judge (bylang: en MiniLM, others E5 − baseline)": (0.20, 0.19),
+            "trained cross-lingual evaluator (leave-one-set-out)": (0.26, 0.27),
+            "E5 LoRA cross-encoders (e5-poe-turn-full / e5-fined-dial)": (0.33, 0.10),
+            "mean: E5 LoRA + cross-lingual": (0.35, 0.20),
+        }
+    )
+    text = mt.goals(strong)
+    assert "**not met**" not in text, text
+    assert "0.350 (mean: E5 LoRA + cross-lingual)" in text
+    assert "best row: 0.270 (trained cross-lingual evaluator" in text
+
+
 def test_e5_block_lists_every_sweep_configuration_and_the_xdial_means():
     machine = {"date": "2026-11-26", "cpu": "x", "cpus": 2, "load_avg_start": 1.0}
     lang = {"pearson": {"value": 0.2, "ci": [0.1, 0.3]}, "spearman": {"value": 0.1}}
