@@ -213,3 +213,35 @@ def test_the_written_default_is_unchanged(tmp_path):
     assert en[0].turns[0].text.startswith("Greetings")
     # every written reply of the script parses ("Yes." or "No. …"), log-probs or not
     assert state.counters["user_judge_parse_failures"] == 0
+
+
+def test_a_real_hf_judge_decides_by_its_label_logprobs(tmp_path, tiny_llama, tiny_qwen2):
+    """Through the hf backend (tiny random models): every verdict has both label log-probs (exact,
+    teacher-forced) and is accepted exactly when P(Yes) > P(No); the judge writes one token."""
+    from tests.fixtures.medal_pipeline import write_model_config
+
+    models = {
+        "users": {"tiny-user": f"hf:{tiny_qwen2},max_tokens=8"},
+        "chatbots": {"tiny-bot": f"hf:{tiny_llama},max_tokens=8"},
+        "user_judge": f"hf:{tiny_llama}",
+    }
+    path = write_model_config(tmp_path, "medal-lp", models, languages=["en", "de"], n_scenes=2, max_turns=3)
+    data = yaml.safe_load(path.read_text("utf-8"))
+    data["generation"]["user_judge"] = {"temperature": 0.0, "max_tokens": 1, "decide": "logprobs"}
+    path.write_text(yaml.safe_dump(data), "utf-8")
+    cfg = PipelineConfig.load(path)
+    cache = RequestCache(tmp_path / "requests.sqlite")
+    pool = ModelPool(cache)
+    try:
+        state = DialogueGenerator(cfg, build_seeds(cfg), pool, cfg.work, progress=False).run()
+    finally:
+        pool.close()
+        cache.close()
+    attempts = _attempts(state)
+    assert attempts and state.counters["user_judge_parse_failures"] == 0
+    for a in attempts:
+        lp = a.judge_logprobs
+        assert lp is not None and all(math.isfinite(lp[k]) for k in ("Yes", "No"))
+        assert a.accepted == (lp["Yes"] > lp["No"]) and a.feedback == ""
+    usage = state.usage["user_judge"]
+    assert usage["completion_tokens"] <= usage["requests"]  # one token each (or an immediate EOS)
