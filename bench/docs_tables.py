@@ -59,7 +59,7 @@ GENERATED: list[Block] = [
     Block("bench/README.md", "xdial_throughput", "bench.xdial_throughput"),
     Block("bench/README.md", "refmetrics_speed", "bench.refmetrics_speed"),
     Block("bench/README.md", "minilm_train_time", "bench.minilm_train_time"),
-    Block("docs/finetuning.md", "minilm_english", "bench.minilm_english"),
+    Block("docs/finetuning.md", "minilm_english", "bench.minilm.english"),
     Block("docs/finetuning.md", "e5_evaluators", "bench.e5.evaluators"),
     Block("bench/README.md", "e5_speed", "bench.e5.speed"),
     Block("docs/finetuning.md", "e5_gpu_full", "bench.e5.gpu_report"),

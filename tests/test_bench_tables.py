@@ -233,3 +233,46 @@ def test_vllm_pyes_block_shows_both_paths_the_ratio_and_the_goal():
     assert "load average 3.2 at the end" in md
     cpu["max_abs_delta_logprob"] = 2e-4
     assert "(goal ≤ 1e-4: MISSED)" in vllm_pyes.markdown({"cpu": cpu})
+
+
+def test_smollm2_medal_bench_reports_a_logprob_judge_and_a_killed_build(tmp_path, monkeypatch):
+    """bench/smollm2/medal.py on a replay build whose user judge decides by label log-probs: how the
+    judge decided, its P(Yes), the dialogues per language; then the same work folder as a killed
+    build (no summary yet) is reported from its checkpoint, marked partial, with nothing kept."""
+    from bench.smollm2 import medal
+    from dataset_builders.medal_pipeline.config import PipelineConfig
+    from dataset_builders.medal_pipeline.pipeline import run_pipeline
+    from tests.fixtures.medal_pipeline import write_replay_config
+
+    judge = tmp_path / "judge.jsonl"
+    judge.write_text(
+        '{"match": "user: Greetings", "response": {"p_yes": 0.25}}\n{"default": {"p_yes": 0.8}}\n'
+    )
+    path = write_replay_config(
+        tmp_path,
+        models={"user_judge": f"replay:{judge}"},
+        seeds={"n_scenes": 1},
+        generation={"max_turns": 4, "user_judge": {"max_tokens": 1, "decide": "logprobs"}},
+    )
+    run_pipeline(PipelineConfig.load(path), progress=False)
+    monkeypatch.setattr(medal, "ROOT", tmp_path)  # the config path is recorded relative to the checkout
+    r = medal.run(path, tmp_path / "reg", build=False)
+    assert r["user_judge_decoding"]["decide"] == "logprobs" and not r["summary"].get("partial")
+    j = r["judge_p_yes"]
+    assert j["no_logprob"] == 0 and j["min"] == pytest.approx(0.25) and j["max"] == pytest.approx(0.8)
+    assert 0 < j["accepted"] < j["n"]  # "Greetings…" rejected (P(Yes) 0.25), the rest accepted
+    assert set(r["per_language"]) == {"en", "pt"}
+    assert sum(v["kept"] for v in r["per_language"].values()) == sum(
+        x["dialogues"] for x in r["table2_kept"].values()
+    )
+    md = medal.markdown_run(r)
+    assert "user judge deciding by label log-probs, P(Yes) > P(No)" in md
+    assert f"| user judge P(Yes) over its {j['n']} verdicts" in md and "| dialogues per language" in md
+
+    cfg = PipelineConfig.load(path)
+    (cfg.work / "summary.json").unlink()
+    partial = medal.run(path, tmp_path / "reg", build=False)
+    assert partial["summary"]["partial"].startswith("killed at checkpoint step")
+    assert partial["table2_kept"] == {} and partial["table2_generated"]
+    assert partial["summary"]["generation"]["dialogues"] == r["summary"]["generation"]["dialogues"]
+    assert "**partial: killed at checkpoint" in medal.markdown_run(partial)

@@ -2,6 +2,7 @@
 
     python bench/smollm2/medal.py                  # build with dataset_builders/medal_pipeline/configs/smollm2.yaml
     python bench/smollm2/medal.py --config dataset_builders/medal_pipeline/configs/smollm2-t07.yaml
+    python bench/smollm2/medal.py --config dataset_builders/medal_pipeline/configs/smollm2-logprob.yaml
     python bench/smollm2/medal.py --config … --no-build   # collect a finished build from its work folder
     python bench/smollm2/medal.py --docs-only      # re-render docs/smollm2.md from bench/results/smollm2_medal.json
 
@@ -12,6 +13,8 @@ config) and renders every entry into docs/smollm2.md (``bench/docs_tables.py``):
 
 * the pipeline's own summary — generation counts, end reasons and user-judge parse failures, the
   labeller's MEDAL JSON parse failures and label rates, the malformed-dialogue check, curation;
+* how the user judge decided (its written reply, or label log-probs: then the P(Yes) of every
+  attempt it judged) and the dialogues with turns / kept per language;
 * Table 2 statistics per language twice: of the dialogues the pipeline keeps (its malformed filter
   applied, as published) and of every generated dialogue (what the filter removed);
 * language mixing per language and role: the language py3langid identifies for every utterance (the
@@ -121,6 +124,46 @@ def table2(dialogues: list[Any]) -> dict[str, Any]:
     }
 
 
+def judge_p_yes(work: Path) -> dict[str, Any] | None:
+    """P(Yes) = P(Yes) / (P(Yes) + P(No)) of every user-judge verdict taken by label log-probs (first
+    and later user turns, accepted or not); None when the judge decided by its written reply."""
+    from harness.verdicts.logprobs import p_yes
+
+    state = json.loads((work / "state.json").read_text("utf-8"))
+    attempts = [a for slot in (state.get("first_turns") or {}).values() for a in slot.get("attempts") or []]
+    attempts += [a for d in state["dialogues"] for t in d["turns"][1:] for a in t.get("attempts") or []]
+    lps = [a["judge_logprobs"] for a in attempts if a.get("judge_logprobs") is not None]
+    if not lps:
+        return None
+    ps = [v for v in (p_yes(lp).value for lp in lps) if v is not None]
+    return {
+        "n": len(lps),
+        "no_logprob": len(lps) - len(ps),
+        "mean": round(sum(ps) / len(ps), 4) if ps else None,
+        "min": round(min(ps), 4) if ps else None,
+        "max": round(max(ps), 4) if ps else None,
+        "accepted": sum(p > 0.5 for p in ps),
+    }
+
+
+def _partial_summary(work: Path) -> dict[str, Any]:
+    """A build killed before its summary: the generation counts of its last checkpoint, nothing else
+    (no labels, no malformed filter: no dialogue counts as kept)."""
+    from dataset_builders.medal_pipeline.generate import STATE_FILE, generation_summary, load_state
+
+    state = load_state(work / STATE_FILE)
+    if state is None:
+        raise SystemExit(f"{work}: no checkpoint ({STATE_FILE}) to report")
+    seeds = sum(1 for line in (work / "seeds.jsonl").read_text("utf-8").splitlines() if line.strip())
+    return {
+        "partial": f"killed at checkpoint step {state.step} ({state.phase}): generation only",
+        "seeds": seeds,
+        "generation": generation_summary(state),
+        "labels": {},
+        "malformed": {},
+    }
+
+
 def run(config: Path, registry: Path, build: bool = True) -> dict[str, Any]:
     from dataset_builders.medal_pipeline.config import PipelineConfig
 
@@ -131,9 +174,13 @@ def run(config: Path, registry: Path, build: bool = True) -> dict[str, Any]:
     if build:
         subprocess.run([*cmd, "--registry", str(registry), "-q"], check=True, cwd=ROOT)
     wall = time.perf_counter() - t0
-    if not build:  # the build's own wall time: seeds written -> summary written
-        wall = (work / "summary.json").stat().st_mtime - (work / "seeds.jsonl").stat().st_mtime
-    summary = json.loads((work / "summary.json").read_text("utf-8"))
+    done = (work / "summary.json").is_file()
+    if (
+        not build
+    ):  # the build's own wall time: seeds written -> summary (or, killed, the last checkpoint) written
+        end = work / ("summary.json" if done else "state.json")
+        wall = end.stat().st_mtime - (work / "seeds.jsonl").stat().st_mtime
+    summary = json.loads((work / "summary.json").read_text("utf-8")) if done else _partial_summary(work)
     dialogues = _dialogues(work)
     generated = [d for d in dialogues if d.turns]
     malformed_ids = {
@@ -144,7 +191,7 @@ def run(config: Path, registry: Path, build: bool = True) -> dict[str, Any]:
             else []
         )
     }
-    kept = [d for d in generated if d.id not in malformed_ids]
+    kept = [d for d in generated if d.id not in malformed_ids] if done else []
     examples = {}
     for d in generated:
         examples.setdefault(d.language, [{"role": t.role, "text": t.text[:160]} for t in d.turns])
@@ -154,7 +201,12 @@ def run(config: Path, registry: Path, build: bool = True) -> dict[str, Any]:
         if not d.turns
     ]
     attempts = [
-        {"text": a.get("text", "")[:120], "accepted": a.get("accepted"), "judge": a.get("judge_raw", "")[:80]}
+        {
+            "text": a.get("text", "")[:120],
+            "accepted": a.get("accepted"),
+            "judge": a.get("judge_raw", "")[:80],
+            **({"judge_logprobs": a["judge_logprobs"]} if a.get("judge_logprobs") is not None else {}),
+        }
         for slot in json.loads((work / "state.json").read_text("utf-8")).get("first_turns", {}).values()
         for a in (slot.get("attempts") or [])[:1]
     ][:3]
@@ -163,15 +215,25 @@ def run(config: Path, registry: Path, build: bool = True) -> dict[str, Any]:
         "config": str(config.resolve().relative_to(ROOT)),
         "name": cfg.name,
         "first_turn_decoding": cfg.generation.first_turn.model_dump(mode="json"),
+        "user_judge_decoding": cfg.generation.user_judge.model_dump(mode="json"),
         "languages": list(cfg.languages),
         "n_scenes": cfg.seeds.n_scenes,
         "wall_seconds": round(wall, 1),
         "summary": {
             k: summary.get(k)
-            for k in ("seeds", "generation", "labels", "malformed", "rows", "timing_seconds")
+            for k in ("partial", "seeds", "generation", "labels", "malformed", "rows", "timing_seconds")
         },
         "curation": {k: cur.get(k) for k in ("excluded", "shortfall", "relaxations")},
         "statistics": summary.get("statistics"),
+        "per_language": {
+            lang: {
+                "dialogues": sum(d.language == lang for d in dialogues),
+                "with_turns": sum(d.language == lang for d in generated),
+                "kept": sum(d.language == lang for d in kept),
+            }
+            for lang in cfg.languages
+        },
+        "judge_p_yes": judge_p_yes(work),
         "table2_kept": table2(kept),
         "table2_generated": table2(generated),
         "language_mixing": language_mixing(
@@ -183,7 +245,8 @@ def run(config: Path, registry: Path, build: bool = True) -> dict[str, Any]:
         "examples": examples,
         "not_started": rejected,
         "first_turn_examples": attempts,
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}",
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}"
+        + (f", OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}" if os.environ.get("OMP_NUM_THREADS") else ""),
         "date": time.strftime("%Y-%m-%d"),
     }
 
@@ -208,16 +271,36 @@ def markdown(results: dict[str, Any]) -> str:
     return "\n\n".join(markdown_run(r) for r in (results.get("runs") or {}).values())
 
 
+def _judge_rows(r: dict[str, Any]) -> list[str]:
+    rows = []
+    if pl := r.get("per_language"):
+        rows.append(
+            "| dialogues per language: all / with turns / kept after the malformed filter | "
+            + ", ".join(f"{k} {v['dialogues']} / {v['with_turns']} / {v['kept']}" for k, v in pl.items())
+            + " |"
+        )
+    if j := r.get("judge_p_yes"):
+        rows.append(
+            f"| user judge P(Yes) over its {j['n']} verdicts: mean (min–max) / accepted / no log-prob | "
+            f"{_f(j['mean'], '.3f')} ({_f(j['min'], '.3f')}–{_f(j['max'], '.3f')}) / {j['accepted']} / "
+            f"{j['no_logprob']} |"
+        )
+    return rows
+
+
 def markdown_run(r: dict[str, Any]) -> str:
     s = r["summary"]
     g, lab, mal = s["generation"], s["labels"], s["malformed"]
     ft = r.get("first_turn_decoding") or {}
+    decide = (r.get("user_judge_decoding") or {}).get("decide", "written")
+    how = "label log-probs, P(Yes) > P(No)" if decide == "logprobs" else "its written reply"
     lines = [
         f"**`{r['name']}`** — `harness datasets build medal --config {r['config']}` ({r['date']}, {r['machine']}), "
         f"first user turn at temperature {ft.get('temperature')}, presence penalty {ft.get('presence_penalty')}, "
-        f"{ft.get('attempts')} attempts: "
+        f"{ft.get('attempts')} attempts, user judge deciding by {how}: "
         f"{len(r['languages'])} languages × {r['n_scenes']} scene(s) = {s['seeds']} seed contexts, "
-        f"{g.get('dialogues')} dialogues, {r['wall_seconds'] / 60:.1f} min end to end.",
+        f"{g.get('dialogues')} dialogues, {r['wall_seconds'] / 60:.1f} min end to end"
+        + (f" — **partial: {s['partial']}**." if s.get("partial") else "."),
         "",
         "| what | value |",
         "|---|---|",
@@ -226,7 +309,10 @@ def markdown_run(r: dict[str, Any]) -> str:
         + " |",
         f"| first-turn pass rate (user judge) | {_f(g.get('first_turn_pass_rate'))} "
         f"({g.get('first_turn_rejected')} rejected) |",
+        f"| later user-turn pass rate (user judge) | {_f(g.get('user_turn_pass_rate'))} "
+        f"({g.get('user_turn_rejected')} dialogues ended by a rejected user turn) |",
         f"| user-judge parse failures | {g.get('user_judge_parse_failures')} |",
+        *_judge_rows(r),
         f"| labeller (MEDAL JSON) parse failures | {lab.get('parse_failures')} of {lab.get('n')} "
         f"({', '.join(f'{k} {v}' for k, v in (lab.get('statuses') or {}).items())}) |",
         f"| overall rating (parsed), mean | {_f(lab.get('overall_mean'))} |",
@@ -282,7 +368,13 @@ def markdown_run(r: dict[str, Any]) -> str:
         for a in r.get("first_turn_examples") or []:
             text = a["text"].replace("\n", " ").replace("|", "¦")
             judge = a["judge"].replace("\n", " ").replace("|", "¦")
-            lines.append(f"* “{text}” → judge: “{judge}” (accepted: {a['accepted']})")
+            if (lp := a.get("judge_logprobs")) is not None:
+                from harness.verdicts.logprobs import p_yes
+
+                judge = f"P(Yes) {_f(p_yes(lp).value, '.3f')}, wrote “{judge}”"
+            else:
+                judge = f"“{judge}”"
+            lines.append(f"* “{text}” → judge: {judge} (accepted: {a['accepted']})")
         lines.append("")
     for lang, turns in r.get("examples", {}).items():
         text = " / ".join(

@@ -69,6 +69,29 @@ class UserDecoding(Decoding):
     attempts: int = Field(5, ge=1, le=100)
 
 
+#: How the in-loop user judge decides (``generation.user_judge.decide``).
+USER_JUDGE_DECISIONS = ("written", "logprobs")
+
+
+class UserJudgeDecoding(Decoding):
+    """The user judge's decoding and how it decides: ``written`` (the paper's Table 10 reply,
+    ``"Yes."`` / ``"No. <reason>"``, parsed) or ``logprobs`` (accepted when P(Yes) > P(No) as the
+    start of its reply, from the label words' log-probs; no feedback text for regeneration)."""
+
+    decide: str = "written"
+
+    @field_validator("decide")
+    @classmethod
+    def _decide(cls, v: str) -> str:
+        if v not in USER_JUDGE_DECISIONS:
+            raise ValueError(
+                "generation.user_judge.decide must be 'written' (parse the judge's written reply, "
+                "'Yes.' / 'No. <reason>') or 'logprobs' (accept when P(Yes) > P(No) from the label "
+                f"log-probs), got {v!r}"
+            )
+        return v
+
+
 class GenerationSettings(_Strict):
     """App. C.2: user first turn (T=1.5, presence 0.6, ≤10 attempts), later user turns (T=0.9,
     top_p=0.95, 512 tokens, ≤5 attempts), user judge (T=0.1, 64 tokens), chatbot (T=0.9, top_p=0.95,
@@ -79,7 +102,7 @@ class GenerationSettings(_Strict):
         temperature=1.5, presence_penalty=0.6, max_tokens=512, attempts=10
     )
     user_turn: UserDecoding = UserDecoding(temperature=0.9, top_p=0.95, max_tokens=512, attempts=5)
-    user_judge: Decoding = Decoding(temperature=0.1, max_tokens=64)
+    user_judge: UserJudgeDecoding = UserJudgeDecoding(temperature=0.1, max_tokens=64)
     chatbot: Decoding = Decoding(temperature=0.9, top_p=0.95, max_tokens=512)
     first_turn_examples: list[str] = []  # few-shot examples for Table 7's [Examples] slot
 
@@ -237,6 +260,9 @@ class PipelineConfig(_Strict):
         """What the generated dialogues depend on (a work dir generated under another one is refused)."""
         keys = {"seed", "languages", "language_names", "seeds", "generation"}
         data = self.model_dump(mode="json", include=keys)
+        judge = data["generation"]["user_judge"]
+        if judge["decide"] == "written":  # the default: fingerprints stay what they were before the field
+            del judge["decide"]
         data["models"] = self.models.model_dump(mode="json", include={"users", "chatbots", "user_judge"})
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 

@@ -35,8 +35,9 @@ from dataset_builders.medal_pipeline.prompts import (
     chatbot_messages,
     clean_user_text,
     first_turn_messages,
-    parse_user_judge,
+    user_judge_choices,
     user_judge_messages,
+    user_judge_verdict,
     user_turn_messages,
 )
 from dataset_builders.medal_pipeline.types import (
@@ -413,6 +414,7 @@ class DialogueGenerator:
         out: dict[str, Attempt] = {}
         to_judge: list[tuple[str, Request]] = []
         jbase = self.gen.user_judge.generation_config()
+        choices = user_judge_choices(self.gen.user_judge.decide)  # ("Yes", "No") when deciding by log-probs
         for key, _, _, attempt, history in jobs:
             jcfg = self.judge.config(jbase, request_seed(self.cfg.seed, key, len(history) + 1, attempt))
             raw = texts[key].strip()
@@ -422,18 +424,17 @@ class DialogueGenerator:
                 state.counters["empty_user_text"] += 1
                 continue
             shown = raw if not first else text  # the flag means nothing on a first turn
-            to_judge.append((key, Request(tuple(user_judge_messages(history, shown)), jcfg)))
+            to_judge.append((key, Request(tuple(user_judge_messages(history, shown)), jcfg, choices=choices)))
         if to_judge:
             verdicts = self._call(state, self.judge, [r for _, r in to_judge])
             for (key, _), resp in zip(to_judge, verdicts, strict=True):
-                accepted, feedback = parse_user_judge(resp.text)
+                accepted, feedback, lps = user_judge_verdict(resp, self.gen.user_judge.decide)
                 if accepted is None:
                     state.counters["user_judge_parse_failures"] += 1
                     feedback = ""
                 raw = texts[key].strip()
-                out[key] = Attempt(
-                    raw if not first else clean_user_text(raw)[0], accepted, feedback, resp.text
-                )
+                text = raw if not first else clean_user_text(raw)[0]
+                out[key] = Attempt(text, accepted, feedback, resp.text, lps)
         kind = "first_turn" if first else "user_turn"
         for att in out.values():
             state.counters[f"{kind}_attempts"] += 1

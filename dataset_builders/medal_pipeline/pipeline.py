@@ -363,7 +363,10 @@ def _generation_markdown(g: dict[str, Any]) -> list[str]:
         ("seed contexts whose first turn failed every attempt", g["first_turn_rejected"]),
         ("dialogues terminated: a user turn failed every attempt", g["user_turn_rejected"]),
         ("dialogues ended by END_OF_DIALOGUE", g["end_of_dialogue"]),
-        ("user-judge replies that were neither Yes nor No (parse failures)", g["user_judge_parse_failures"]),
+        (
+            "user-judge parse failures (a reply neither Yes nor No; deciding by log-probs: no label log-prob)",
+            g["user_judge_parse_failures"],
+        ),
         (
             "empty user messages / chatbot responses",
             f"{g['empty_user_text']} / {g['empty_chatbot_response']}",

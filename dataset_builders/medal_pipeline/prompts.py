@@ -5,7 +5,9 @@
 * :data:`USER_TURN_SYSTEM` / :data:`USER_TURN_USER` (Table 8) — later user turns, with the prior
   failed attempt and the user judge's feedback.
 * :data:`CHATBOT_SYSTEM` (Table 9) — every chatbot's system prompt; the history goes in as chat turns.
-* :data:`USER_JUDGE_SYSTEM` (Table 10) — the in-loop user judge: ``"Yes."`` or ``"No. <reason>"``.
+* :data:`USER_JUDGE_SYSTEM` (Table 10) — the in-loop user judge: ``"Yes."`` or ``"No. <reason>"``,
+  read by :func:`user_judge_verdict` from the written reply (the paper's way, the default) or from
+  the log-probs of the labels :data:`USER_JUDGE_LABELS` (``generation.user_judge.decide: logprobs``).
 
 The scene block (``[Scene + Persona + Affective State + Gender]``) is rendered by
 :func:`seed_block` in the layout of Figure 3. The templated sentences stay in English and the
@@ -19,7 +21,8 @@ import re
 from collections.abc import Sequence
 
 from dataset_builders.medal_pipeline.types import END_OF_DIALOGUE, SeedContext
-from harness.types import ChatMessage
+from harness.types import ChatMessage, Response
+from harness.verdicts.logprobs import p_yes
 
 FIRST_TURN_SYSTEM = """You are a creative writer specializing in crafting human-like casual open-domain interactions with chatbots. Your task is to generate the first message a human user might send to a chatbot, based on the following inputs:
 
@@ -197,6 +200,37 @@ def parse_user_judge(text: str) -> tuple[bool | None, str]:
     if m:
         return False, t[m.end() :].strip()
     return None, ""
+
+
+#: The label words whose log-probs decide in ``decide: logprobs`` mode (``Request.choices``).
+USER_JUDGE_LABELS = ("Yes", "No")
+
+
+def user_judge_choices(decide: str) -> tuple[str, ...] | None:
+    """The ``Request.choices`` of a user-judge request: the labels in ``logprobs`` mode, else None."""
+    return USER_JUDGE_LABELS if decide == "logprobs" else None
+
+
+def user_judge_verdict(
+    resp: Response, decide: str = "written"
+) -> tuple[bool | None, str, dict[str, float | None] | None]:
+    """(accepted, feedback, label log-probs) of one user-judge reply.
+
+    ``written`` (the default, MEDAL Table 10): :func:`parse_user_judge` on the reply text; no
+    log-probs. ``logprobs``: accepted when P(Yes) > P(No) as the start of the reply (the harness's
+    P(Yes), :func:`harness.verdicts.logprobs.p_yes`: a label outside a server's top log-probs has
+    probability 0); neither label with a log-prob → None, a parse failure the generator counts and
+    treats as a rejection. That mode gives no feedback text (the next attempt sees none).
+    """
+    if decide == "written":
+        accepted, feedback = parse_user_judge(resp.text)
+        return accepted, feedback, None
+    if decide != "logprobs":
+        raise ValueError(f"unknown user-judge decision mode {decide!r} (expected 'written' or 'logprobs')")
+    got = resp.choice_logprobs or {}
+    lps = {c: got.get(c) for c in USER_JUDGE_LABELS}
+    p = p_yes(lps, *USER_JUDGE_LABELS).value
+    return (None if p is None else p > 0.5), "", lps
 
 
 _QUOTES = "\"'“”„«»「」『』"

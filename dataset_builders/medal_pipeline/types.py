@@ -65,12 +65,21 @@ class Attempt:
     """One generated user utterance and the user judge's verdict on it."""
 
     text: str
-    accepted: bool | None  # None: the judge's reply was neither "Yes." nor "No. ..." (a parse failure)
-    feedback: str  # the judge's reason ("" when accepted), raw reply kept in ``judge_raw``
+    #: None: a parse failure — the judge's reply was neither "Yes." nor "No. ...", or (deciding by
+    #: log-probs) neither label had a log-prob
+    accepted: bool | None
+    feedback: (
+        str  # the judge's reason ("" when accepted or deciding by log-probs), raw reply in ``judge_raw``
+    )
     judge_raw: str
+    #: label -> log-prob of "Yes"/"No" when the judge decides by log-probs (absent otherwise)
+    judge_logprobs: dict[str, float | None] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        d = dataclasses.asdict(self)
+        if d["judge_logprobs"] is None:  # written verdicts: the record stays as it was
+            del d["judge_logprobs"]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Attempt:

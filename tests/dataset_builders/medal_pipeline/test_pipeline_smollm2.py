@@ -2,8 +2,8 @@
 (one English seed, two utterances, short token caps): real dialogues end to end, the labeller's real
 answers parsed or counted, Table 2 statistics and the malformed-dialogue check reporting what
 happened. The in-loop user judge is a replay that accepts every first turn: SmolLM2 as its own user
-judge almost never accepts one (measured: 0 of 27 with the paper's decoding, 1 of 7 cooled;
-docs/smollm2.md), so with it this test would mostly check that nothing starts. The full run, SmolLM2
+judge almost never accepts one (measured: 0 of 27 with the paper's decoding, 1 of 7 cooled, 1 of 18
+cooled and deciding by label log-probs; docs/smollm2.md), so with it this test would mostly check that nothing starts. The full run, SmolLM2
 in every role, is `python bench/smollm2/medal.py`."""
 
 from __future__ import annotations

