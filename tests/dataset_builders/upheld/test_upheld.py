@@ -2,6 +2,7 @@
 
 import csv
 import json
+from pathlib import Path
 
 import pytest
 from datasets import load_dataset
@@ -285,3 +286,25 @@ def test_real_upheld_counts_against_the_paper(shared_data, tmp_path):
         ds = load(out, config, tmp_path)
         assert ds.num_rows == res.configs[config]
     json.dumps(res.manifest)  # serialisable
+    _docs_agreement_table_matches(out, res.manifest)
+
+
+def _docs_agreement_table_matches(out, manifest) -> None:
+    """docs/datasets.md quotes `harness datasets show upheld@1.0.0`'s agreement table of the main
+    config: every number of it must be what the code computes on the real files now."""
+    from harness.report.datasets import agreement_tables
+
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "datasets.md").read_text(encoding="utf-8")
+    rows = {
+        cells[0]: cells[1:]
+        for line in doc.split("UPHELD main, all models", 1)[1].split("\n\n", 2)[1].splitlines()[2:]
+        for cells in [[c.strip() for c in line.strip("|").split("|")]]
+    }
+    [table] = [t for title, t in agreement_tables(out, manifest) if title.startswith("main:")]
+    assert set(rows) == set(table["dimension"]), rows
+    cols = ["percent", "adjacent", "alpha", "cohen_k", "fleiss_k", "full", "majority", "plurality", "none"]
+    for _, got in table.iterrows():
+        shown = rows[got["dimension"]]
+        for col, cell in zip(cols, shown, strict=True):
+            value = float(cell.split()[0])
+            assert got[col] == pytest.approx(value, abs=6e-4), (got["dimension"], col, got[col], cell)
