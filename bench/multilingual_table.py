@@ -335,18 +335,13 @@ _TRAINED, _ENS = (
     "mean: trained + default (xDial-Eval §5 ensemble)",
 )
 _LORA = "E5 LoRA cross-encoders (e5-poe-turn-full / e5-fined-dial)"
-_LANG_NAMES = dict(
-    en="English",
-    zh="Chinese",
-    es="Spanish",
-    de="German",
-    fr="French",
-    ja="Japanese",
-    ko="Korean",
-    hi="Hindi",
-    ar="Arabic",
-    ru="Russian",
-)
+
+
+def _lang_name(code: str) -> str:
+    """ "Arabic" for "ar" (harness.languages holds the names)."""
+    from harness.languages import language
+
+    return language(code).name.capitalize()
 
 
 def goals(r: dict) -> str:
@@ -365,14 +360,14 @@ def goals(r: dict) -> str:
     def low(name: str, level: str) -> tuple[str, float]:
         v = per(name, level)
         k = min(v, key=v.__getitem__)
-        return _LANG_NAMES[k], v[k]
+        return _lang_name(k), v[k]
 
     def ok(c: bool) -> str:
         return "met" if c else "**not met**"
 
     dt = per(_DEFAULT, "turn")
     lo_lang, lo = low(_DEFAULT, "turn")
-    others = sorted(v for k, v in dt.items() if _LANG_NAMES[k] != lo_lang)
+    others = sorted(v for k, v in dt.items() if _lang_name(k) != lo_lang)
     mt, md = mean(_MINILM, "turn"), mean(_MINILM, "dialogue")
     en_d, en_m = dt["en"], per(_MINILM, "turn")["en"]
     d_lang, d_lo = low(_DEFAULT, "dialogue")
