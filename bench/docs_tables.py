@@ -72,6 +72,7 @@ GENERATED: list[Block] = [
     Block("docs/smollm2.md", "smollm2_judge", "bench.smollm2.judge"),
     Block("docs/smollm2.md", "smollm2_medal", "bench.smollm2.medal"),
     Block("docs/smollm2.md", "smollm2_lora", "bench.smollm2.lora"),
+    Block("docs/smollm2.md", "smollm2_gpu", "bench.smollm2.gpu_report"),
 ]
 
 

