@@ -10,12 +10,13 @@ the chunk to ``/tmp/stage/stream.bin``, writes every file the stream now holds i
 checked) to ``/tmp/stage/files/``, and starts each ``--launch NAME=FILES:COMMAND`` whose files are
 all present, once, in its own process session (it outlives the call while the machine is held),
 from a copy of the repository under ``/tmp/stage/<NAME>-repo`` with its log in
-``/tmp/stage/<NAME>.log``. ``collect`` waits for the launched runs (``--wait`` seconds at most),
+``/tmp/stage/<NAME>.log``; an ``after:RUN`` entry among the files makes the run wait for run ``RUN``
+to end with 0 first (e.g. the ``setup`` that installs the wheels). ``collect`` waits for the launched runs (``--wait`` seconds at most),
 then tars their ``$OUT`` folders into the call's ``$OUT``. Used by bench/smollm2/gpu.sh and
 bench/e5/gpu_full.sh (see their headers for the exact commands)::
 
     python scripts/device_stage.py pack --out .gpu --chunk-mib 34 .whl/*.whl shared.tar.xz model.gguf
-    python3 scripts/device_stage.py step --chunk .gpu/1 --launch 'llm=*.whl,model.gguf:bash bench/smollm2/gpu.sh'
+    python3 scripts/device_stage.py step --chunk .gpu/1 --launch 'llm=model.gguf,after:setup:bash bench/smollm2/gpu.sh'
     python3 scripts/device_stage.py step --chunk .gpu/2 --launches scripts/gpu_runs.txt
     python3 scripts/device_stage.py collect --wait 400
 """
@@ -27,6 +28,7 @@ import fnmatch
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -36,6 +38,8 @@ from pathlib import Path
 
 STAGE = Path(os.environ.get("DEVICE_STAGE", "/tmp/stage"))
 MANIFEST = "manifest.json"
+#: FILES:COMMAND of a launch; a FILES entry is a glob or ``after:RUN`` (so the first bare ``:`` ends them)
+LAUNCH = re.compile(r"^((?:after:[\w.-]+|[^:,]+)(?:,(?:after:[\w.-]+|[^:,]+))*):(.*)$", re.S)
 PIECE = 15 * 2**20  # files that come back from $OUT: 16 MiB at most each
 
 
@@ -82,7 +86,19 @@ def pack(files: list[Path], out: Path, chunk_bytes: int) -> list[Path]:
     return folders
 
 
-def _launch(name: str, command: str, repo: Path) -> None:
+def _after(runs: list[str]) -> str:
+    """Shell lines that wait (10 min at most) for each of ``runs`` to end, and stop unless it ended with 0."""
+    lines = []
+    for run in runs:
+        rc = STAGE / f"{run}.rc"
+        lines.append(
+            f"for _ in $(seq 300); do [ -f {rc} ] && break; sleep 2; done; "
+            f'[ "$(cat {rc} 2>/dev/null)" = 0 ] || {{ echo "{run} failed or unfinished"; exit 3; }}'
+        )
+    return "".join(f"{x}\n" for x in lines)
+
+
+def _launch(name: str, command: str, repo: Path, after: list[str] | None = None) -> None:
     copy = STAGE / f"{name}-repo"
     if copy.exists():
         shutil.rmtree(copy)
@@ -96,7 +112,7 @@ def _launch(name: str, command: str, repo: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "OUT": str(out), "STAGED": str(STAGE / "files")}
     log = (STAGE / f"{name}.log").open("ab")
-    wrapped = f"{command}; echo $? > {STAGE / (name + '.rc')}"
+    wrapped = f"( {_after(after or [])}{command} ); echo $? > {STAGE / (name + '.rc')}"
     subprocess.Popen(
         ["bash", "-c", wrapped],
         cwd=copy,
@@ -141,15 +157,21 @@ def step(chunk: Path, launches: list[str], repo: Path) -> None:
     names = [e["name"] for e in manifest["files"]]
     for spec in launches:
         name, _, rest = spec.partition("=")
-        needs, _, command = rest.partition(":")
+        m = LAUNCH.match(rest)
+        if m is None:
+            raise SystemExit(f"step: bad launch {spec!r}: NAME=FILE[,FILE|,after:RUN...]:COMMAND")
+        needs, command = m.group(1), m.group(2)
         if (STAGE / f"{name}.launched").exists():
             continue
-        wanted = [n for pat in needs.split(",") if pat for n in (fnmatch.filter(names, pat) or [pat])]
+        pats = [x for x in needs.split(",") if x]
+        after = [x.removeprefix("after:") for x in pats if x.startswith("after:")]  # runs to wait for
+        pats = [x for x in pats if not x.startswith("after:")]
+        wanted = [n for pat in pats for n in (fnmatch.filter(names, pat) or [pat])]
         missing = [n for n in wanted if n not in present]
         if missing:
             print(f"{name}: waiting for {', '.join(missing)}")
             continue
-        _launch(name, command, repo)
+        _launch(name, command, repo, after)
 
 
 def collect(out: Path, wait: float) -> int:
@@ -186,7 +208,9 @@ def main() -> int:
     p.add_argument("--chunk-mib", type=float, default=34.0)
     s = sub.add_parser("step")
     s.add_argument("--chunk", type=Path, required=True)
-    s.add_argument("--launch", action="append", default=[], help="NAME=FILE[,FILE...]:COMMAND (FILE: a glob)")
+    s.add_argument(
+        "--launch", action="append", default=[], help="NAME=FILE[,FILE...]:COMMAND (a glob, or after:RUN)"
+    )
     s.add_argument("--launches", type=Path, help="a file of --launch lines (# comments)")
     c = sub.add_parser("collect")
     c.add_argument("--wait", type=float, default=0)

@@ -25,9 +25,7 @@ t0=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - t0 ))s] $*"; }
 PY=${PY:-python3}
 TURN=${TURN_CONFIG:-e5-poe-turn-full}   # e5-poe-turn-all: every pair the corpora give
-if [ -n "${STAGED:-}" ]; then  # staged by scripts/device_stage.py (its `setup` launch installed the wheels)
-  for _ in $(seq 120); do [ -f "$STAGED/../setup.rc" ] && break; sleep 2; done
-  [ "$(cat "$STAGED/../setup.rc" 2>/dev/null)" = 0 ] || { stamp "setup failed or unfinished"; exit 3; }
+if [ -n "${STAGED:-}" ]; then  # staged by scripts/device_stage.py, after its `setup` run installed the wheels
   export PYTHONPATH=/tmp/site:$PWD DIALEVAL_E5_WEIGHTS=$STAGED/e5-small-q4.bin DIALEVAL_HOME=/tmp/dialeval-home HF_HUB_OFFLINE=1
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
   CONF=finetune/configs; LIMIT=()

@@ -15,7 +15,7 @@
 # Staging (the model, wheels and shared data do not fit one call): scripts/device_stage.py, as in
 # bench/README.md ("Runs on a lent GPU"): its `setup` launch installs the wheels into /tmp/site and
 # unpacks the shared data beside the repository copies; then this script runs as the `llm` launch:
-#   python3 scripts/device_stage.py step --chunk .gpu/K --launch 'llm=SmolLM2-135M-Instruct.Q4_1.gguf:bash bench/smollm2/gpu.sh'
+#   python3 scripts/device_stage.py step --chunk .gpu/K --launches scripts/gpu_runs.txt   (its `llm` run)
 #
 #   SMOKE=1 OUT=/tmp/llm-smoke bash bench/smollm2/gpu.sh     # the same steps, a few items each (CPU)
 set -uo pipefail
@@ -27,9 +27,7 @@ stamp() { echo "[$(( $(date +%s) - t0 ))s] $*"; }
 PY=${PY:-python3}
 export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 if [ -z "${SMOKE:-}" ]; then
-  STAGED=${STAGED:?set STAGED (scripts/device_stage.py sets it)}
-  for _ in $(seq 120); do [ -f "$STAGED/../setup.rc" ] && break; sleep 2; done
-  [ "$(cat "$STAGED/../setup.rc" 2>/dev/null)" = 0 ] || { stamp "setup failed or unfinished"; exit 3; }
+  STAGED=${STAGED:?set STAGED (scripts/device_stage.py sets it; its run starts after the setup run)}
   export PYTHONPATH=/tmp/site:$PWD DIALEVAL_HOME=/tmp/dialeval-home-llm
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
   $PY -c "import torch,transformers,peft,gguf;print('torch',torch.__version__,'cuda',torch.cuda.is_available(),'transformers',transformers.__version__,'peft',peft.__version__,'gguf',gguf.__version__)"

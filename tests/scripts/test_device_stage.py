@@ -121,3 +121,30 @@ def test_collect_cuts_large_outputs(ds, tmp_path, monkeypatch):
     joined.write_bytes(b"".join(p.read_bytes() for p in pieces))
     with tarfile.open(joined) as tf:
         assert tf.extractfile("big/x.bin").read() == payload
+
+
+def test_after_waits_for_another_run_and_stops_when_it_failed(ds, tmp_path):
+    folders = ds.pack(_files(tmp_path), tmp_path / "chunks", chunk_bytes=10_000)
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    stage = tmp_path / "stage"
+    launches = [
+        "setup=*.whl:sleep 0.5 && echo installed > $STAGED/../installed.txt",
+        "llm=model.gguf,after:setup:cat $STAGED/../installed.txt > $OUT/seen.txt",
+        "broken=a.whl:exit 7",
+        "after-broken=b.whl,after:broken:touch $OUT/ran",
+    ]
+    ds.step(folders[0], launches, repo)  # one chunk holds everything: all four start at once
+    for name in ("llm", "after-broken"):
+        _wait(stage / f"{name}.rc")
+    assert (stage / "llm.rc").read_text().strip() == "0"
+    assert (stage / "llm-out" / "seen.txt").read_text() == "installed\n"  # setup had finished first
+    assert (stage / "after-broken.rc").read_text().strip() == "3"
+    assert not (stage / "after-broken-out" / "ran").exists()
+    assert "broken failed or unfinished" in (stage / "after-broken.log").read_text()
+
+
+def test_a_bad_launch_line_is_a_clear_error(ds, tmp_path):
+    folders = ds.pack(_files(tmp_path), tmp_path / "chunks", chunk_bytes=10_000)
+    with pytest.raises(SystemExit, match="bad launch"):
+        ds.step(folders[0], ["nocolon=just-a-name"], tmp_path)
