@@ -11,11 +11,12 @@ Each registry names an entry-point group (declared in ``pyproject.toml``)::
     evaluator = "finetune.evaluator_judge:KIND"
     [project.entry-points."dialeval_harness.backends"]     # backends (each is also an LLM judge kind)
     [project.entry-points."dialeval_harness.scorers"]      # scoring methods of LLM judges
+    [project.entry-points."dialeval_harness.meta_metrics"] # meta-metrics (judge vs humans)
 
 A third-party package adds its own entry points to the same groups and is found the same way
-once installed (``tests/fixtures/plugin_pkg`` is one that adds to all five). Every registry is a
+once installed (``tests/fixtures/plugin_pkg`` is one that adds to all six). Every registry is a
 :class:`harness.registry.Registry`: an entry point names an entry (a ``JudgeKind``, a
-``BackendKind``, a ``Scorer`` class, a builder class, a ``TaskSpec``) registered under the entry
+``BackendKind``, a ``Scorer`` class, a builder class, a ``TaskSpec``, a ``MetaMetric``) registered under the entry
 point's name, or a function that registers entries itself. :func:`load` wraps a failing plug-in's
 error with the entry point that raised it; each registry loads its group once.
 """
@@ -30,6 +31,7 @@ TASKS = "dialeval_harness.tasks"
 JUDGES = "dialeval_harness.judges"
 BACKENDS = "dialeval_harness.backends"
 SCORERS = "dialeval_harness.scorers"
+META_METRICS = "dialeval_harness.meta_metrics"
 
 
 class PluginError(ImportError):

@@ -123,6 +123,9 @@ class TaskSpec:
     # Extra correlation levels over the samples (means per (system, dialogue_id) / per system):
     # "dialogue", "system" (ComperDial §6.2–6.3, footnotes 9 and 11).
     levels: tuple[str, ...] = ()
+    # The meta-metrics to compute (names in harness.meta.metric.META_METRICS, e.g. "spearman",
+    # "alt_test", a plug-in's); empty: the defaults (harness.meta.builtin.default_metric_names).
+    meta_metrics: tuple[str, ...] = ()
 
     @property
     def row_level(self) -> str:
@@ -225,6 +228,7 @@ class TaskSpec:
             **{k: v for k, v in (("procedure", self.procedure), ("prepare", self.prepare)) if v},
             **({"input_level": self.input_level} if self.input_level else {}),
             **({"levels": list(self.levels)} if self.levels else {}),
+            **({"meta_metrics": list(self.meta_metrics)} if self.meta_metrics else {}),
         }
 
 
@@ -336,6 +340,7 @@ def validate(specs: Iterable[TaskSpec] | None = None, repo_root: Path | None = N
         bad_levels = [x for x in s.levels if x not in AGGREGATION_LEVELS]
         if bad_levels:
             problems.append(f"{where}: levels {bad_levels} not in {AGGREGATION_LEVELS}")
+        problems += [f"{where}: {p}" for p in _meta_metric_problems(s)]
         for hook in (s.procedure, s.prepare):
             if hook is not None:
                 try:
@@ -391,6 +396,21 @@ def unfilled_placeholders(tpl: PromptTemplate, level: str) -> list[str]:
         for hit in sorted(set(_UNFILLED.findall(text))):
             out.append(f"leaves placeholder {hit!r} unfilled in its {m.role} message")
     return out
+
+
+def _meta_metric_problems(s: TaskSpec) -> list[str]:
+    """Meta-metric names (``meta_metrics``, and ``metrics``: correlation methods) that no installed
+    package registers."""
+    from harness.meta.metric import META_METRICS
+
+    problems = []
+    unknown = [n for n in (*s.meta_metrics, *s.metrics) if n not in META_METRICS]
+    if unknown:
+        problems.append(f"meta-metric(s) {unknown} are not registered (harness ls metrics lists them)")
+    not_corr = [n for n in s.metrics if n in META_METRICS and not META_METRICS.get(n).is_correlation]
+    if not_corr:
+        problems.append(f"metrics {not_corr} are not correlation methods; name them in meta_metrics")
+    return problems
 
 
 def _scorer_problems(s: TaskSpec) -> list[str]:

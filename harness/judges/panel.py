@@ -40,6 +40,7 @@ import numpy as np
 from harness.cache import RequestCache
 from harness.judges.base import Judge, Verdict, close_all, summed_backend_stats
 from harness.judges.loader import load_judge
+from harness.meta.metric import PanelView
 from harness.spec import JudgeSpec, panel_members
 from harness.tasks import TaskSpec
 from harness.types import Usage
@@ -91,6 +92,12 @@ class PanelJudge(Judge):
 
     def names(self) -> list[str]:
         return [str(m) for m in self.member_specs]
+
+    def panel_view(self, task: TaskSpec) -> PanelView:
+        ranges = self.ranges(task)
+        return PanelView(
+            tuple(self.names()), self.how, self.quorum, tuple(ranges) if ranges is not None else None
+        )
 
     def ranges(self, task: TaskSpec) -> list[tuple[float, float] | None] | None:
         """Each member's (lo, hi) for ``task`` (None for a member whose range is per item: a

@@ -1,5 +1,6 @@
 """Issue-detection results of a run (tasks with ``issue_labels``, e.g. MEDAL): the per-sample
-label columns and the classification meta-metrics merged into ``results.json``.
+label columns, their parse failures, and the pooled correlations; the meta-metrics
+``issue_detection`` and ``pooled_correlation`` (:mod:`harness.meta.builtin`) put them in ``results.json``.
 
 Per language and pooled over languages ("all", MEDAL's "Combined"), every issue dimension gets
 F1+/F1−, precision, recall, accuracy, predicted-positive counts (averaged over the annotation
@@ -17,7 +18,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.meta.classification import issue_detection
 from harness.meta.correlation import _replicates, correlation, percentile_ci
 
 
@@ -62,20 +62,3 @@ def pooled_correlations(
             est.ci = percentile_ci(_replicates(x, y, idx, m), confidence)
         out[f"{m}_pooled"] = {**est.to_dict(), "parse_failures": int(len(df) - len(valid))}
     return out
-
-
-def add_issue_metrics(task_results: dict[str, Any], samples: pd.DataFrame, spec, cfg) -> None:
-    """Merge the issue-detection metrics of ``samples`` (one task) into ``task_results``."""
-    issues = issue_detection(
-        samples,
-        spec.issue_labels,
-        n_bootstrap=cfg.n_bootstrap,
-        confidence=cfg.confidence,
-        seed=cfg.seed,
-        language_order=spec.languages,
-    )
-    for lang, metrics in issues.items():
-        task_results.setdefault(lang, {}).update(metrics)
-    task_results.setdefault("all", {}).update(
-        pooled_correlations(samples, spec.metrics, cfg.n_bootstrap, cfg.confidence, cfg.seed)
-    )

@@ -22,6 +22,7 @@ from typing import Any
 
 import pandas as pd
 
+from harness.meta.metric import MetaMetric, lookup, table_metrics
 from harness.report import figures as figs
 from harness.report.figures import (  # noqa: F401  (re-exported: per-sample tables, formatting)
     Doc,
@@ -140,6 +141,12 @@ _LEADERBOARD_KEYS |= {"macro_f1_neg": "macro/f1_neg", "spearman_pooled": "spearm
 _LEADERBOARD_KEYS |= {"pearson_pooled": "pearson_pooled"}
 
 
+def _extra_columns(runs: list[LoadedRun]) -> list[MetaMetric]:
+    """Table metrics of the runs besides Spearman and Pearson (Kendall, a plug-in's), in run order."""
+    found = {m.name: m for r in runs for t in r.results.tasks for m in r.results.table_metrics(t)}
+    return [m for n, m in found.items() if n not in _LEADERBOARD_KEYS]
+
+
 def leaderboard_table(runs: list[LoadedRun]) -> pd.DataFrame:
     """One row per (run, task): entries of the "all" correlations, macro F1 and pooled correlations,
     sorted by Spearman (desc, missing last) within each task; ``best`` marks each task's top row."""
@@ -153,6 +160,7 @@ def leaderboard_table(runs: list[LoadedRun]) -> pd.DataFrame:
             n = next((e.n for e in allr.values() if e.n is not None), None)
             row: dict[str, Any] = {"task": task, "judge": r.label, "run": r.run_id, "n": n}
             row |= {k: allr.get(src) for k, src in _LEADERBOARD_KEYS.items()}
+            row |= {m.name: allr.get(m.name) for m in _extra_columns(runs)}
             row["parse_failures"] = r.results.parse_failures.get(task)
             rows.append(row | {"_key": -sp if sp is not None else math.inf})
     df = pd.DataFrame(rows)
@@ -232,8 +240,9 @@ def leaderboard_section(doc: Doc, runs: list[LoadedRun]) -> None:
         ("macro_f1_neg", "macro F1-"),
         ("spearman_pooled", "pooled Spearman"),
         ("pearson_pooled", "pooled Pearson"),
+        *((m.name, m.header()) for m in _extra_columns(runs)),
     ]
-    optional = [(k, h) for k, h in optional if df[k].notna().any()]
+    optional = [(k, h) for k, h in optional if k in df and df[k].notna().any()]
     headers = (
         ["", "task", "judge", "Spearman", "Pearson"] + [h for _, h in optional] + ["n", "parse failures"]
     )
@@ -253,10 +262,12 @@ def leaderboard_section(doc: Doc, runs: list[LoadedRun]) -> None:
     doc.table(headers, rows, bold_rows=[i for i, b in enumerate(df["best"]) if b])
 
 
-def _task_metrics(runs: list[LoadedRun], task: str) -> list[str]:
-    ms = [m for r in runs for m in r.task_info(task).metrics]
-    ms = list(dict.fromkeys(ms)) or ["spearman", "pearson"]
-    return sorted(ms, key=lambda m: m != "spearman")  # the headline metric first
+def _task_metrics(runs: list[LoadedRun], task: str) -> list[MetaMetric]:
+    """The per-language table metrics of ``task`` over the runs (registry declarations), the
+    headline metric first."""
+    by_name = {m.name: m for r in runs for m in r.results.table_metrics(task)}
+    ms = list(by_name.values()) or table_metrics(["spearman", "pearson"])
+    return sorted(ms, key=lambda m: m.name != "spearman")
 
 
 def language_section(doc: Doc, runs: list[LoadedRun], out: Path) -> list[Path]:
@@ -269,16 +280,18 @@ def language_section(doc: Doc, runs: list[LoadedRun], out: Path) -> list[Path]:
     for task in _tasks(runs):
         doc.h(3, task)
         metrics = _task_metrics(runs, task)
-        for metric in metrics:
-            tbl = correlation_table(runs, task, metric)
+        for mm in metrics:
+            tbl = correlation_table(runs, task, mm.name)
             if tbl.empty or tbl.isna().all().all():
                 continue
-            doc.p(f"{metric.capitalize()} per language:")
+            better = {True: " (higher is better)", False: " (lower is better)", None: ""}[mm.higher_is_better]
+            doc.p(f"{mm.header()} per language{better if not mm.is_correlation else ''}:")
             doc.table(
                 ["judge"] + list(tbl.columns),
                 [[j] + [fmt_entry(e) for e in row] for j, row in zip(tbl.index, tbl.values, strict=True)],
             )
-        metric = "spearman" if "spearman" in metrics else metrics[0]
+        names = [m.name for m in metrics]
+        metric = "spearman" if "spearman" in names else names[0]
         tbl = correlation_table(runs, task, metric)
         if tbl.empty or tbl.isna().all().all():
             continue
@@ -287,7 +300,7 @@ def language_section(doc: Doc, runs: list[LoadedRun], out: Path) -> list[Path]:
             j: dict(zip(tbl.columns, row, strict=True)) for j, row in zip(tbl.index, tbl.values, strict=True)
         }
         figs.correlation_bars(
-            entries, list(tbl.columns), path, f"{task}: {metric} per language", ylabel=metric.capitalize()
+            entries, list(tbl.columns), path, f"{task}: {metric} per language", ylabel=lookup(metric).header()
         )
         doc.figure(f"figures/{path.name}", f"{task}: {metric} correlation with humans per language and judge")
         made.append(path)

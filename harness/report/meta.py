@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.meta.metric import lookup
 from harness.report.figures import Doc, fmt_entry, fmt_value, slug
 from harness.report.meta_figures import (
     alt_test_figure,
@@ -93,28 +94,36 @@ def human_rows(results: Results, label: str | None = None) -> list[list[str]]:
     return rows
 
 
-def level_rows(results: Results) -> list[list[str]]:
+def _level_methods(results: Results) -> list[str]:
+    return list(dict.fromkeys(m for info in results.tasks.values() if info.levels for m in info.metrics))
+
+
+def level_rows(results: Results, methods: list[str] | None = None) -> list[list[str]]:
     """Per task with aggregation levels (ComperDial Tables 4–5): the item-level and the dialogue- /
-    system-level correlations per language."""
+    system-level correlations per language (columns: :func:`level_headers`; ``methods`` default to
+    the run's)."""
     rows = []
+    methods = _level_methods(results) if methods is None else methods
     for task, info in results.tasks.items():
         levels = info.levels
         if not levels:
             continue
-        metrics = list(info.metrics)
         by_lang = results.task_results(task)
         for lang, entries in by_lang.items():
             if lang == "all" and len(by_lang) == 2:
                 continue
             for level in ["item", *levels]:
-                keys = metrics if level == "item" else [f"{level}/{m}" for m in metrics]
+                keys = methods if level == "item" else [f"{level}/{m}" for m in methods]
                 if any(k in entries for k in keys):
                     n = next((entries[k].n for k in keys if k in entries), None)
                     rows.append([task, lang, level, str(n), *(fmt_entry(entries.get(k)) for k in keys)])
     return rows
 
 
-LEVEL_HEADERS = ["task", "lang", "level", "n", "pearson", "spearman", "kendall"]
+def level_headers(results: Results, methods: list[str] | None = None) -> list[str]:
+    """Column headers of :func:`level_rows`: the correlations' labels from the meta-metric registry."""
+    methods = _level_methods(results) if methods is None else methods
+    return ["task", "lang", "level", "n", *(lookup(m).header() for m in methods)]
 
 
 def _verdict(r: AltEnvironment) -> str:
@@ -285,7 +294,9 @@ def rich_tables(results: Results) -> list[Any]:
 
     out = []
     if rows := level_rows(results):
-        out.append(table("turn / dialogue / system level (ComperDial Tables 4–5)", LEVEL_HEADERS, rows))
+        out.append(
+            table("turn / dialogue / system level (ComperDial Tables 4–5)", level_headers(results), rows)
+        )
     if rows := human_rows(results):
         out.append(table("human ceilings and soft labels (headline metric)", HUMAN_HEADERS, rows))
     summary, per = all_alt_rows(results)
@@ -326,7 +337,8 @@ def alt_notes(results: Results) -> list[str]:
 def meta_sections(doc: Doc, runs: list[Any], out: Path) -> list[Path]:
     """The report's ceilings, alt-test and panel sections over ``runs`` (LoadedRun objects)."""
     made: list[Path] = []
-    levels = [(r, row) for r in runs for row in level_rows(r.results)]
+    methods = list(dict.fromkeys(m for r in runs for m in _level_methods(r.results)))
+    levels = [(r, row) for r in runs for row in level_rows(r.results, methods)]
     if levels:
         doc.h(2, "Turn, dialogue and system level")
         doc.p(
@@ -334,7 +346,7 @@ def meta_sections(doc: Doc, runs: list[Any], out: Path) -> list[Path]:
             "(ComperDial Tables 4–5; the judge's means skip parse failures)."
         )
         doc.table(
-            ["task", "lang", "judge", *LEVEL_HEADERS[2:]],
+            ["task", "lang", "judge", *level_headers(levels[0][0].results, methods)[2:]],
             [[row[0], row[1], r.label, *row[2:]] for r, row in levels],
         )
     human = [(r, row) for r in runs for row in human_rows(r.results)]

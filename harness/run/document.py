@@ -31,6 +31,7 @@ from typing import Any
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from harness.meta.metric import MetaMetric, MetricEntry, table_metrics
 from harness.run.records import DialogueItem, SampleRow, TurnItem
 
 SCHEMA_VERSION = "2.0"
@@ -44,24 +45,6 @@ class _Open(BaseModel):
     """A section that keeps fields it does not declare (forward compatible within a major)."""
 
     model_config = ConfigDict(extra="allow")
-
-
-class MetricEntry(_Open):
-    """One statistic: a correlation (``value``, ``p_value``, ``ci``), a rate, an error, a test..."""
-
-    value: float | None = None
-    ci: list[float | None] | None = Field(default=None, description="[low, high] percentile bootstrap CI")
-    n: int | None = Field(default=None, description="items the statistic is computed on")
-    p_value: float | None = None
-    parse_failures: int | None = Field(default=None, description="items left out: the verdict did not parse")
-    n_total: int | None = None
-    n_datasets: int | None = Field(default=None, description="datasets averaged (per-language entries)")
-    n_languages: int | None = Field(default=None, description="languages averaged ('all' entries)")
-    per_dataset: dict[str, MetricEntry] | None = None
-
-    def attr(self, name: str) -> Any:
-        """A field of the entry, declared or not (e.g. a McNemar entry's ``significant``), or None."""
-        return getattr(self, name, None)
 
 
 #: task -> language (or "all") -> metric name (e.g. "pearson", "system/spearman", "repetitive/f1_pos")
@@ -120,6 +103,9 @@ class TaskInfo(_Open):
     issue_labels: list[str] = []
     label_names: dict[str, str] = {}
     levels: list[str] = []
+    meta_metrics: list[str] = Field(
+        default=[], description="the meta-metrics computed (harness ls metrics); older runs: none recorded"
+    )
 
 
 class CacheInfo(_Open):
@@ -258,6 +244,16 @@ class Results(_Open):
 
     def task_results(self, task: str) -> TaskResults:
         return self.results.get(task) or {}
+
+    def meta_metric_names(self, task: str) -> list[str]:
+        """The meta-metrics the run computed for ``task`` (older runs: their correlation methods)."""
+        info = self.tasks.get(task) or TaskInfo()
+        return list(info.meta_metrics or info.metrics or ["pearson", "spearman"])
+
+    def table_metrics(self, task: str) -> list[MetaMetric]:
+        """The metrics that are columns of ``task``'s per-language table, with their declarations
+        (header, direction, range) from the registry, in the order the run computed them."""
+        return table_metrics(self.meta_metric_names(task))
 
     def headline_metric(self, task: str) -> str:
         metrics = (self.tasks.get(task) or TaskInfo()).metrics or ["spearman"]

@@ -175,13 +175,14 @@ def results_tables(results: Results) -> list[Any]:
 
     tables = []
     for task, by_lang in results.results.items():
-        metrics = list(results.tasks[task].metrics) if task in results.tasks else ["pearson", "spearman"]
+        columns = results.table_metrics(task)
+        metrics = [m.name for m in columns] or ["pearson", "spearman"]
         t = Table(title=f"{task} — judge {results.judge.spec}", title_justify="left")
         t.add_column("lang")
         t.add_column("n", justify="right")
         t.add_column("sets", justify="right")
-        for m in metrics:
-            t.add_column(f"{m} [95% CI]", justify="right", no_wrap=True)
+        for m in columns:
+            t.add_column(f"{m.header()} [95% CI]", justify="right", no_wrap=True)
         t.add_column("fail", justify="right")
         for lang, row in by_lang.items():
             if lang == "all":

@@ -39,19 +39,17 @@ from harness.data.resolve import DatasetHandle, prepare_dataset
 from harness.executors import ExecutorConfig, ExecutorScope, executor_scope
 from harness.judges.base import Judge
 from harness.judges.loader import DEFAULT_JUDGE, load_judge
-from harness.judges.panel import PanelJudge
 from harness.languages import normalize_languages
-from harness.meta.correlation import meta_evaluate
-from harness.meta.issue_metrics import add_issue_metrics, label_parse_failures
+from harness.meta.metric import MetaSettings
 from harness.provenance import environment, harness_info, redact
 from harness.run.document import Results, samples_info, validate_results
-from harness.run.extras import add_task_extras, dimension_tables, panel_extras
 from harness.run.hf_progress import library_progress_bars
 from harness.run.items import TaskItems, plan_task
+from harness.run.meta_stage import RunMeta, meta_evaluate_run
 from harness.run.partial import RunIncomplete, incomplete_marker, incomplete_message
 from harness.run.records import check_sample_row
 from harness.run.results import RESULTS_FILE, SAMPLES_FILE, SCHEMA_VERSION, _json_safe, write_results_json
-from harness.run.samples import SAMPLE_COLUMNS, SampleWriter, sample_row, task_frame
+from harness.run.samples import SAMPLE_COLUMNS, SampleWriter, sample_row
 from harness.spec import parse_spec
 from harness.tasks import TaskSpec, resolve_tasks
 from harness.types import BackendConfigError, BackendError, LogprobsUnavailableError
@@ -83,6 +81,8 @@ class RunConfig:
     alt_epsilon: float = 0.15  # alt-test cost-benefit margin (paper: 0.2 experts, 0.15 skilled, 0.1 crowd)
     alt_q: float = 0.05  # alt-test FDR level (Benjamini-Yekutieli)
     alt_scale: str = "auto"  # auto | raw | zscore | rank | discretize
+    # meta-metrics to compute instead of each task's own (names in harness.meta.metric.META_METRICS)
+    metrics: list[str] | None = None
     # where the judge's requests run: local, or sharded over Ray workers (harness.executors)
     executor: ExecutorConfig = field(default_factory=ExecutorConfig)
 
@@ -107,6 +107,21 @@ class RunConfig:
         if self.output_dir is not None:
             check_writable(self.output_dir)  # never into a registered dataset version (read-only)
         parse_spec(self.judge)  # fail fast on a malformed judge spec, before any data is built
+        if self.metrics:
+            from harness.meta.stage import select_metrics
+
+            select_metrics(self.metrics)  # an unknown meta-metric is refused before any scoring
+
+    def meta_settings(self) -> MetaSettings:
+        return MetaSettings(
+            n_bootstrap=self.n_bootstrap,
+            confidence=self.confidence,
+            seed=self.seed,
+            alt_epsilon=self.alt_epsilon,
+            alt_q=self.alt_q,
+            alt_scale=self.alt_scale,
+            annotator_level=self.human_meta,
+        )
 
 
 class RunOutput:
@@ -255,7 +270,15 @@ def run(cfg: RunConfig) -> RunOutput:
 
         t = time.perf_counter()
         samples_path = writer.close()
-        results_by_task, extras, stats = _meta_evaluate(cfg, specs, judge, handles, samples_path, failure)
+        meta = meta_evaluate_run(
+            specs,
+            judge,
+            handles,
+            samples_path,
+            cfg.meta_settings(),
+            complete=failure is None,
+            metrics=cfg.metrics,
+        )
         timings["meta_eval_s"] = time.perf_counter() - t
         timings["total_s"] = time.perf_counter() - t_start
         n_items = writer.n_rows
@@ -269,13 +292,11 @@ def run(cfg: RunConfig) -> RunOutput:
             handles,
             plans,
             n_items,
-            stats,
-            results_by_task,
+            meta,
             cache,
             timings,
         )
         results["executor"] = scope.describe()
-        results.update(extras)
         if failure is not None:
             totals = {s.name: plans[s.name].total for s in specs}
             scored = {s.name: writer.rows_by_task.get(s.name, 0) for s in specs}
@@ -288,47 +309,6 @@ def run(cfg: RunConfig) -> RunOutput:
     if output.incomplete is not None:
         raise RunIncomplete(incomplete_message(results, out_dir), output)
     return output
-
-
-def _meta_evaluate(
-    cfg: RunConfig,
-    specs: list[TaskSpec],
-    judge: Judge,
-    handles: dict[str, DatasetHandle],
-    samples_path: Path,
-    failure: dict[str, Any] | None,
-) -> tuple[dict[str, Any], dict[str, Any], dict[str, dict[str, Any]]]:
-    """Statistics per task from the samples file, one task's columns at a time: (results by task,
-    the extra sections of results.json, per-task counts for the results document)."""
-    results_by_task: dict[str, Any] = {}
-    extras: dict[str, Any] = {"human_labels": {}, "alt_test": {}}
-    stats: dict[str, dict[str, Any]] = {}
-    panel = isinstance(judge, PanelJudge)  # a panel: judge
-    dims = {b: dimension_tables(h) for b, h in handles.items()}
-    for spec in specs:
-        frame = task_frame(samples_path, spec.name, full=True if panel else None)
-        stats[spec.name] = {
-            "used_configs": sorted(set(frame["dataset"])),
-            "parse_failures": int((frame["parse_status"] != "ok").sum()),
-        }
-        if spec.issue_labels:
-            stats[spec.name]["label_parse_failures"] = label_parse_failures(frame, spec.issue_labels)
-        sub = frame.rename(columns={"human_rating": "human"})
-        del frame
-        if failure is not None and sub.empty:
-            continue  # never reached: no statistics, listed under results["incomplete"]
-        meta = meta_evaluate(sub, spec.metrics, cfg.n_bootstrap, cfg.confidence, cfg.seed, spec.languages)
-        results_by_task[spec.name] = meta.to_dict()
-        if spec.issue_labels:
-            add_issue_metrics(results_by_task[spec.name], sub, spec, cfg)
-        notes, alt = add_task_extras(results_by_task[spec.name], sub, spec, judge, cfg, dims[spec.builder])
-        if notes is not None:
-            extras["human_labels"][spec.name], extras["alt_test"][spec.name] = notes, alt
-    if isinstance(judge, PanelJudge) and failure is None:
-        extras["panel"] = panel_extras(
-            lambda task: task_frame(samples_path, task, full=True), specs, judge, cfg, dims
-        )
-    return results_by_task, {k: v for k, v in extras.items() if v}, stats
 
 
 def _score_tasks(
@@ -401,12 +381,12 @@ def _results_document(
     handles: dict[str, DatasetHandle],
     plans: dict[str, TaskItems],
     n_items: int,
-    stats: dict[str, dict[str, Any]],
-    results_by_task: dict[str, Any],
+    meta: RunMeta,
     cache: RequestCache,
     timings: dict[str, float | None],
 ) -> dict[str, Any]:
-    return {
+    counts = meta.counts
+    doc: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "run": {
             "id": run_id,
@@ -432,16 +412,25 @@ def _results_document(
         "datasets": {
             s.name: {
                 **handles[s.builder].describe(),
-                "used_configs": stats[s.name]["used_configs"],
+                "used_configs": counts[s.name].used_configs,
                 "missing_configs": plans[s.name].missing,
             }
             for s in specs
         },
-        "tasks": {s.name: s.describe() for s in specs},
-        "results": results_by_task,
-        "parse_failures": {s.name: stats[s.name]["parse_failures"] for s in specs},
+        "tasks": {
+            s.name: {**s.describe(), "metrics": meta.methods[s.name], "meta_metrics": meta.metrics[s.name]}
+            for s in specs
+        },
+        "results": {
+            task: {
+                lang: {k: e.model_dump(exclude_unset=True) for k, e in by_key.items()}
+                for lang, by_key in entries.items()
+            }
+            for task, entries in meta.results.items()
+        },
+        "parse_failures": {s.name: counts[s.name].parse_failures for s in specs},
         "label_parse_failures": {
-            s.name: stats[s.name]["label_parse_failures"] for s in specs if s.issue_labels
+            s.name: counts[s.name].label_parse_failures for s in specs if s.issue_labels
         },
         "usage": {**judge.usage.to_dict(), "backend": judge.backend_stats()},
         "cache": {
@@ -452,6 +441,18 @@ def _results_document(
         "timings": timings,
         "environment": environment(),
     }
+    for section in ("human_labels", "alt_test"):
+        if meta.sections.get(section):
+            doc[section] = meta.sections[section]
+    if meta.panel is not None and meta.sections.get("panel"):
+        p = meta.panel
+        doc["panel"] = {
+            "members": list(p.members),
+            "vote": p.vote,
+            "quorum": p.quorum,
+            "tasks": meta.sections["panel"],
+        }
+    return doc
 
 
 #: the row builder under its former name (tests and plug-ins import it from here)

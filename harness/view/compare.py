@@ -1,7 +1,9 @@
 """Compare two runs of different judges on the same items (joined on task, dataset, language, id).
 
-Per task × language and for every correlation metric of the task: each judge's correlation with the
-human rating, computed as ``harness run`` computes it (per dataset, then the mean over datasets),
+Per task × language and for every meta-metric of the task that can be compared item by item (a
+registered :class:`~harness.meta.metric.MetaMetric` with ``replicates``: the correlations, a
+plug-in's): each judge's value against the human rating, computed as ``harness run`` computes it
+(per dataset, then the mean over datasets),
 and the difference **B − A with a paired bootstrap**: the same item resamples for both judges
 (``harness.meta.correlation``'s generator, so a dataset's languages draw the same items), giving a
 percentile CI of the difference and a two-sided bootstrap p-value, 2 · min(P(Δ* ≤ 0), P(Δ* ≥ 0)).
@@ -23,7 +25,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.meta.correlation import _dataset_rng, _replicates, correlation, percentile_ci
+from harness.meta.correlation import _dataset_rng, correlation, percentile_ci
+from harness.meta.metric import MetaMetric, lookup
 from harness.view.data import RunFiles
 
 METHOD = (
@@ -92,8 +95,10 @@ def _mean(values: list[float | None]) -> float | None:
 def correlation_deltas(
     df: pd.DataFrame, methods: list[str], n_bootstrap: int, seed: int = 0, confidence: float = 0.95
 ) -> dict[str, Any]:
-    """Per language (and ``all``): for each method, A's and B's correlation with the human rating,
-    B − A with its paired-bootstrap CI and p-value, and the judges' correlation with each other."""
+    """Per language (and ``all``): for each meta-metric of ``methods`` (names), A's and B's value
+    against the human rating, B − A with its paired-bootstrap CI and p-value, and the judges'
+    correlation with each other."""
+    metrics: dict[str, MetaMetric] = {m: lookup(m) for m in methods}
     ok = df[df["score_a"].notna() & df["score_b"].notna() & df["human"].notna()]
     langs = list(dict.fromkeys(ok["language"]))
     out: dict[str, Any] = {"languages": [], "n_bootstrap": n_bootstrap}
@@ -110,12 +115,15 @@ def correlation_deltas(
             if n_bootstrap > 0 and len(sub) >= 3:
                 idx = _dataset_rng(seed, str(ds)).integers(0, len(sub), size=(n_bootstrap, len(sub)))
             for m in methods:
-                ra, rb = correlation(xa, h, m).value, correlation(xb, h, m).value
+                mm = metrics[m]
+                ra, rb = mm.statistic(xa, h), mm.statistic(xb, h)
                 reps = None
                 if idx is not None:
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore")
-                        reps = _replicates(xb, h, idx, m) - _replicates(xa, h, idx, m)
+                        rep_a, rep_b = mm.replicates(xa, h, idx), mm.replicates(xb, h, idx)
+                        if rep_a is not None and rep_b is not None:
+                            reps = rep_b - rep_a
                 per_ds[m].append((ra, rb, reps))
         for m in methods:
             vals = per_ds[m]
@@ -198,17 +206,16 @@ def compare(
     tasks = []
     for t in [task] if task else common:
         sub = df[df["task"] == t]
-        methods = [
-            m
-            for m in (a.task_info(t).get("metrics") or ["pearson", "spearman"])
-            if m in ("pearson", "spearman", "kendall")
-        ]
+        comparable = [m for m in a.document.table_metrics(t) if m.comparable]
+        methods = [m.name for m in comparable]
         both = sub[sub["score_a"].notna() & sub["score_b"].notna()]
         alpha = judge_alpha(both[["score_a", "score_b"]], ranks=True) if len(both) >= 2 else {"value": None}
         tasks.append(
             {
                 "task": t,
                 "methods": methods,
+                "labels": {m.name: m.header() for m in comparable},
+                "higher_is_better": {m.name: m.higher_is_better for m in comparable},
                 "n_paired": len(sub),
                 "failures": {
                     "a": int((sub["status_a"] != "ok").sum()),

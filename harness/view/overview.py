@@ -16,11 +16,11 @@ from harness.report.meta import (
     ALT_HEADERS,
     ANN_HEADERS,
     HUMAN_HEADERS,
-    LEVEL_HEADERS,
     PANEL_HEADERS,
     PANEL_SUMMARY_HEADERS,
     all_alt_rows,
     human_rows,
+    level_headers,
     level_rows,
     panel_rows,
 )
@@ -116,9 +116,8 @@ def task_tables(run: RunFiles) -> list[dict[str, Any]]:
     out = []
     for task, by_lang in (res.get("results") or {}).items():
         info = run.task_info(task)
-        metrics = list(info.get("metrics") or []) or sorted(
-            {m for lang in by_lang.values() for m, e in lang.items() if isinstance(e, dict) and "/" not in m}
-        )
+        columns = run.document.table_metrics(task)
+        metrics = [m.name for m in columns]
         rows = []
         for lang, entries in by_lang.items():
             first: dict[str, Any] = next(
@@ -167,7 +166,8 @@ def task_tables(run: RunFiles) -> list[dict[str, Any]]:
                 "dimension": info.get("dimension"),
                 "scoring": info.get("scoring"),
                 "metrics": metrics,
-                "headers": ["lang", "n", "datasets", *metrics, "parse failures"],
+                "higher_is_better": [m.higher_is_better for m in columns],
+                "headers": ["lang", "n", "datasets", *(m.header() for m in columns), "parse failures"],
                 "rows": rows,
                 "parse_failures": (res.get("parse_failures") or {}).get(task),
                 "label_parse_failures": (res.get("label_parse_failures") or {}).get(task),
@@ -216,7 +216,7 @@ def sections(run: RunFiles) -> list[dict[str, Any]]:
                 "Turn, dialogue and system level",
                 "Correlations of the item scores and of their means per (system, dialogue) and per system "
                 "(ComperDial Tables 4–5).",
-                LEVEL_HEADERS,
+                level_headers(run.document),
                 rows,
             )
         )

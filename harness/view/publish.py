@@ -30,10 +30,12 @@ def results_markdown(run: RunFiles) -> str:
     """One Markdown table per task: languages × metrics (value, * p < 0.05, 95% CI), parse failures."""
     out = []
     for task, by_lang in (run.results.get("results") or {}).items():
-        metrics = list(run.task_info(task).get("metrics") or [])
+        columns = run.document.table_metrics(task)
+        metrics = [m.name for m in columns]
         if not metrics:
             continue
-        out += [f"### {task}", "", "| language | n | " + " | ".join(metrics) + " | parse failures |"]
+        headers = [m.header() for m in columns]
+        out += [f"### {task}", "", "| language | n | " + " | ".join(headers) + " | parse failures |"]
         out.append("|---|---:|" + "---:|" * len(metrics) + "---:|")
         for lang, entries in by_lang.items():
             first = entries.get(metrics[0]) or {}

@@ -3,11 +3,12 @@
 "use strict";
 DV.pages = DV.pages || {};
 
-function deltaCell(e, nBoot) {
+function deltaCell(e, nBoot, lowerIsBetter) {
   if (!e || e.delta === null || e.delta === undefined) return "—";
   const sig = e.p_value !== null && e.p_value !== undefined && e.p_value < 0.05;
   const ci = e.ci ? ` [${DV.signed(e.ci[0], 2)}, ${DV.signed(e.ci[1], 2)}]` : "";
-  return DV.h("span", { class: (sig ? "sig " : "") + (e.delta > 0 ? "pos" : e.delta < 0 ? "neg" : ""), title: sig ? "p < 0.05" : null }, DV.signed(e.delta) + ci);
+  const better = lowerIsBetter ? -e.delta : e.delta; // the metric's declared direction
+  return DV.h("span", { class: (sig ? "sig " : "") + (better > 0 ? "pos" : better < 0 ? "neg" : ""), title: sig ? "p < 0.05" : null }, DV.signed(e.delta) + ci);
 }
 
 function pairBlock(cmp, task, baseKey, otherKey) {
@@ -21,14 +22,16 @@ function pairBlock(cmp, task, baseKey, otherKey) {
   if (t.human_mismatch) out.push(DV.h("div", { class: "note" }, `the two runs' human ratings differ on ${DV.count(t.human_mismatch)} items (different dataset versions?): the baseline's are used`));
   const nb = t.deltas.n_bootstrap;
   const cols = [{ label: "lang", cls: "l" }, { label: "n", cls: "num" }];
+  const label = (m) => (t.labels || {})[m] || m;
+  const lower = (m) => (t.higher_is_better || {})[m] === false;
   for (const m of t.methods) {
-    cols.push({ label: `${m}: baseline → other`, cls: "num" }, { label: "Δ [95% CI]", cls: "num", title: "other − baseline" },
+    cols.push({ label: `${label(m)}: baseline → other`, cls: "num" }, { label: "Δ [95% CI]", cls: "num", title: "other − baseline" },
       { label: "p", cls: "num" });
   }
   cols.push({ label: "judges ρ", cls: "num", title: "Spearman correlation between the two judges' scores" });
   const rows = [...t.deltas.languages, t.deltas.all].map((L) => [
     L.language === "all" ? "all (mean)" : L.language, DV.count(L.n),
-    ...t.methods.flatMap((m) => { const e = L.metrics[m] || {}; return [`${DV.num(e.a)} → ${DV.num(e.b)}`, deltaCell(e, nb), DV.pvalue(e.p_value, nb)]; }),
+    ...t.methods.flatMap((m) => { const e = L.metrics[m] || {}; return [`${DV.num(e.a)} → ${DV.num(e.b)}`, deltaCell(e, nb, lower(m)), DV.pvalue(e.p_value, nb)]; }),
     DV.num(((L.judges || {}).spearman || {}).value),
   ]);
   out.push(DV.table(cols, rows, { cls: "deltas", rowClass: (i) => (i === rows.length - 1 ? "total" : "") }));
