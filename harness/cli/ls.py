@@ -73,8 +73,10 @@ def ls(
         from harness.meta.metric import META_METRICS
 
         t = Table(title="meta-metrics (TaskSpec.meta_metrics, harness run --metrics)")
-        for col in ("metric", "level", "needs", "better", "range", "what it measures", "from"):
+        t.add_column("metric", no_wrap=True)
+        for col in ("level", "needs", "better", "range", "what it measures"):
             t.add_column(col)
+        t.add_column("from", no_wrap=True, overflow="ellipsis", max_width=36)
         for name, m, _, origin in META_METRICS.listing():
             better = {True: "higher", False: "lower", None: "—"}[m.higher_is_better]
             rng = "—" if m.value_range is None else f"[{m.value_range[0]:g}, {m.value_range[1]:g}]"

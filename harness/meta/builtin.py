@@ -35,7 +35,6 @@ import numpy as np
 
 from harness.meta.correlation import _replicates, correlation, meta_evaluate
 from harness.meta.metric import (
-    JSON,
     Aggregation,
     Level,
     MetaContext,
