@@ -123,7 +123,7 @@ class TaskSpec:
     # Extra correlation levels over the samples (means per (system, dialogue_id) / per system):
     # "dialogue", "system" (ComperDial §6.2–6.3, footnotes 9 and 11).
     levels: tuple[str, ...] = ()
-    # The meta-metrics to compute (names in harness.meta.metric.META_METRICS, e.g. "spearman",
+    # The meta-metrics to compute (names in harness.meta.registry.META_METRICS, e.g. "spearman",
     # "alt_test", a plug-in's); empty: the defaults (harness.meta.builtin.default_metric_names).
     meta_metrics: tuple[str, ...] = ()
 
@@ -401,7 +401,7 @@ def unfilled_placeholders(tpl: PromptTemplate, level: str) -> list[str]:
 def _meta_metric_problems(s: TaskSpec) -> list[str]:
     """Meta-metric names (``meta_metrics``, and ``metrics``: correlation methods) that no installed
     package registers."""
-    from harness.meta.metric import META_METRICS
+    from harness.meta.registry import META_METRICS
 
     problems = []
     unknown = [n for n in (*s.meta_metrics, *s.metrics) if n not in META_METRICS]

@@ -195,7 +195,7 @@ def register_training_data(
     report), else ``unknown``. Versions are immutable: an existing version is an error, unless
     ``exist_ok`` and it holds exactly this data (same data fingerprint): then it is returned as is,
     so rerunning a training recipe reuses its registered data."""
-    from harness.data.registry import Registry
+    from harness.data.registry import DatasetRegistry
 
     if isinstance(examples, DialogueSplit):
         if test is not None:
@@ -261,11 +261,11 @@ def register_training_data(
             manifest_path.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", "utf-8")
             result["configs"], result["fingerprint"] = res.configs, res.fingerprint
 
-        registry = Registry(registry_root)
+        registry = DatasetRegistry(registry_root)
         if exist_ok and version in registry.versions(name):
             existing = registry.resolve(f"{name}@{version}")
             with tempfile.TemporaryDirectory(prefix="finetune-data-check-") as scratch:
-                Registry(scratch).register(name, version, write)  # fingerprint of this data
+                DatasetRegistry(scratch).register(name, version, write)  # fingerprint of this data
             recorded = json.loads((existing.path / "build_manifest.json").read_text("utf-8"))
             if recorded.get("fingerprint") != result["fingerprint"]:
                 raise TrainingDataError(
@@ -291,9 +291,9 @@ def _resolve_dir(source: str | os.PathLike[str], registry_root: str | os.PathLik
     path = Path(source).expanduser()
     if path.is_dir():
         return path
-    from harness.data.registry import Registry
+    from harness.data.registry import DatasetRegistry
 
-    return Registry(registry_root).resolve(os.fspath(source)).path
+    return DatasetRegistry(registry_root).resolve(os.fspath(source)).path
 
 
 def load_training_data(

@@ -279,11 +279,11 @@ def load_generative_data(
         return load_jsonl(path)
     if path.is_dir():
         return load_registered(text, path, labels=labels)
-    from harness.data.registry import Registry, RegistryError, split_ref
+    from harness.data.registry import DatasetRegistry, DatasetRegistryError, split_ref
 
     try:
         split_ref(text)
-    except RegistryError:
+    except DatasetRegistryError:
         raise FileNotFoundError(
             f"training data {text!r}: no such file or directory, and not a registry reference "
             "(NAME or NAME@X.Y.Z)"
@@ -291,8 +291,8 @@ def load_generative_data(
     if text.endswith((".jsonl", ".json")):
         raise FileNotFoundError(f"training data {text!r}: no such file")
     try:
-        directory = Registry(registry_root).resolve(text).path
-    except RegistryError as e:
+        directory = DatasetRegistry(registry_root).resolve(text).path
+    except DatasetRegistryError as e:
         raise ValueError(f"training data {text!r}: {e}") from None
     return load_registered(text, directory, labels=labels)
 

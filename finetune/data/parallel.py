@@ -80,11 +80,11 @@ def resolve_built(source: str, registry: str | os.PathLike[str] | None = None) -
 
         h = prepare_dataset(builder, source=str(Path(raw).expanduser().resolve()), show_progress=False)
         return Path(h.location), {"fingerprint": h.fingerprint, "release": h.revision}
-    from harness.data.registry import Registry, RegistryError
+    from harness.data.registry import DatasetRegistry, DatasetRegistryError
 
     try:
-        rv = Registry(registry).resolve(source)
-    except RegistryError as e:
+        rv = DatasetRegistry(registry).resolve(source)
+    except DatasetRegistryError as e:
         raise FileNotFoundError(
             f"parallel source {source!r} is neither a built dataset directory, '<builder>:<raw source path>' "
             f"(e.g. xdial-eval:../shared/data/xdial-eval) nor a registered dataset: {e}"

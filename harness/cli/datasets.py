@@ -33,7 +33,8 @@ datasets_app = typer.Typer(
 RegistryOpt = Annotated[
     Path | None,
     typer.Option(
-        "--registry", help="Registry directory (default $DIALEVAL_REGISTRY or $DIALEVAL_HOME/registry)"
+        "--registry",
+        help="Dataset registry directory (default $DIALEVAL_REGISTRY or $DIALEVAL_HOME/registry)",
     ),
 ]
 
@@ -81,7 +82,7 @@ def build(
 ) -> None:
     """Build a dataset and register it as an immutable version (or write it to --output)."""
     from harness.data.builders import get_builder
-    from harness.data.registry import Registry, RegistryError, check_name, check_writable
+    from harness.data.registry import DatasetRegistry, DatasetRegistryError, check_name, check_writable
     from harness.data.schema import DataValidationError, SchemaError
 
     kwargs: dict[str, Any] = {"mapping": mapping} if mapping is not None else {}
@@ -114,7 +115,7 @@ def build(
             )
             where = str(res.output_dir)
         else:
-            reg = Registry(registry)
+            reg = DatasetRegistry(registry)
             reg_name = check_name(builder.name if dataset_name is None else dataset_name)
             if version and bump:
                 fail("give --version or --bump, not both")
@@ -141,7 +142,7 @@ def build(
         FileExistsError,
         ValueError,
         KeyError,
-        RegistryError,
+        DatasetRegistryError,
     ) as e:
         fail(error_message(e))
         return
@@ -201,9 +202,9 @@ def _run_medal_pipeline(
 @datasets_app.command("ls")
 def ls(registry: RegistryOpt = None) -> None:
     """List registered datasets and their versions."""
-    from harness.data.registry import Registry
+    from harness.data.registry import DatasetRegistry
 
-    reg = Registry(registry)
+    reg = DatasetRegistry(registry)
     t = Table(title=escape(f"dataset registry {reg.root}"))
     for col in ("dataset", "versions", "latest", "builder", "configs (rows)", "created"):
         t.add_column(col)
@@ -227,11 +228,11 @@ def verify(
 ) -> None:
     """Check every file of a registered version against the sha256 recorded when it was registered
     (SHA256SUMS); exit 1 and list the files when any differs, is missing or was added."""
-    from harness.data.registry import CHECKSUMS, Registry, RegistryError, verify_version
+    from harness.data.registry import CHECKSUMS, DatasetRegistry, DatasetRegistryError, verify_version
 
     try:
-        rv = Registry(registry).resolve(ref, verify=False)
-    except RegistryError as e:
+        rv = DatasetRegistry(registry).resolve(ref, verify=False)
+    except DatasetRegistryError as e:
         fail(error_message(e))
         return
     report = verify_version(rv)
@@ -260,14 +261,14 @@ def show(
     registry: RegistryOpt = None,
 ) -> None:
     """Manifest, configs, dimensions, warnings and agreement statistics of one version."""
-    from harness.data.registry import Registry, RegistryError, verify_if_registered
+    from harness.data.registry import DatasetRegistry, DatasetRegistryError, verify_if_registered
     from harness.report.datasets import agreement_tables, paper_comparisons
 
     try:
-        path = Path(ref) if Path(ref).is_dir() else Registry(registry).resolve(ref).path
+        path = Path(ref) if Path(ref).is_dir() else DatasetRegistry(registry).resolve(ref).path
         verify_if_registered(path)
         man = json.loads((path / "build_manifest.json").read_text(encoding="utf-8"))
-    except (RegistryError, OSError, ValueError) as e:
+    except (DatasetRegistryError, OSError, ValueError) as e:
         fail(str(e))
         return
     rel = man.get("release") or {}
@@ -327,15 +328,15 @@ def diff(
     registry: RegistryOpt = None,
 ) -> None:
     """What changed between two versions: builder, inputs, configs, rows (added/removed/changed ids)."""
-    from harness.data.registry import Registry, RegistryError, verify_if_registered
+    from harness.data.registry import DatasetRegistry, DatasetRegistryError, verify_if_registered
     from harness.report.datasets import diff_versions
 
     try:
-        reg = Registry(registry)
+        reg = DatasetRegistry(registry)
         pa, pb = (Path(x) if Path(x).is_dir() else reg.resolve(x).path for x in (a, b))
         for p in (pa, pb):
             verify_if_registered(p)
-    except RegistryError as e:
+    except DatasetRegistryError as e:
         fail(str(e))
         return
     d = diff_versions(pa, pb)
@@ -372,12 +373,12 @@ def publish(
 ) -> None:
     """Upload a registered version to the Hub in one commit and tag it vX.Y.Z (token from $HF_TOKEN)."""
     from harness.data.hub import PublishError, publish_dataset
-    from harness.data.registry import Registry, RegistryError
+    from harness.data.registry import DatasetRegistry, DatasetRegistryError
 
     try:
-        rv = Registry(registry).resolve(ref)
+        rv = DatasetRegistry(registry).resolve(ref)
         res = publish_dataset(rv.path, repo, rv.version, private=private, endpoint=endpoint)
-    except (RegistryError, PublishError) as e:
+    except (DatasetRegistryError, PublishError) as e:
         fail(str(e))
         return
     console.print(
@@ -440,7 +441,7 @@ def qa(
     registry: RegistryOpt = None,
 ) -> None:
     """Translation QA (xDial-Eval §3.2): Table 2 per language; flags go into a new dataset version."""
-    from harness.data.registry import RegistryError, check_writable
+    from harness.data.registry import DatasetRegistryError, check_writable
     from harness.languages import normalize_languages
     from harness.qa.run import DEFAULT_ENCODER, QAConfig, run_qa
     from harness.report.meta import QA_HEADERS, qa_rows
@@ -477,7 +478,7 @@ def qa(
         )
         res = run_qa(cfg)
     except (
-        RegistryError,
+        DatasetRegistryError,
         ValueError,
         KeyError,
         FileNotFoundError,

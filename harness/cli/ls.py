@@ -70,7 +70,7 @@ def ls(
             t.add_row(name, params or "—", escape(summary), escape(origin))
         console.print(t)
     if what in ("all", "metrics"):
-        from harness.meta.metric import META_METRICS
+        from harness.meta.registry import META_METRICS
 
         t = Table(title="meta-metrics (TaskSpec.meta_metrics, harness run --metrics)")
         t.add_column("metric", no_wrap=True)
@@ -85,10 +85,10 @@ def ls(
         console.print(t)
     if what in ("all", "datasets"):
         from harness.data.builders import BUILDERS, get_builder
-        from harness.data.registry import Registry
+        from harness.data.registry import DatasetRegistry
 
         t = Table(title="dataset builders")
-        reg = Registry()
+        reg = DatasetRegistry()
         for col in ("builder", "version", "license", "registered versions", "from"):
             t.add_column(col)
         for name in sorted(BUILDERS.names()):

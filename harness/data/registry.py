@@ -11,8 +11,8 @@ Layout (the root is ``$DIALEVAL_REGISTRY``, else ``$DIALEVAL_HOME/registry``, el
                           SHA256SUMS            sha256 of every file above (``sha256sum -c`` format)
 
 Registered versions are read-only: :func:`check_writable` refuses a write (``--output``) into a
-version's folder or anywhere in a registry, :meth:`Registry.verify` checks every file against
-``SHA256SUMS`` (``harness datasets verify``), and :meth:`Registry.resolve` refuses a version whose
+version's folder or anywhere in a registry, :meth:`DatasetRegistry.verify` checks every file against
+``SHA256SUMS`` (``harness datasets verify``), and :meth:`DatasetRegistry.resolve` refuses a version whose
 files changed since it was registered (versions registered before ``SHA256SUMS`` existed are not
 checked).
 
@@ -51,27 +51,27 @@ NAME_RULE = (
 CHECKSUMS = "SHA256SUMS"
 
 
-class RegistryError(ValueError):
+class DatasetRegistryError(ValueError):
     """A registry operation was refused (unknown dataset/version, existing version, bad name)."""
 
 
-class VersionExistsError(RegistryError):
+class VersionExistsError(DatasetRegistryError):
     """The version is already registered; versions are immutable."""
 
 
-class ReadOnlyError(RegistryError):
+class ReadOnlyError(DatasetRegistryError):
     """A write into a registered version (or anywhere in a registry) outside ``register``."""
 
 
-class IntegrityError(RegistryError):
+class IntegrityError(DatasetRegistryError):
     """A registered version's files differ from the sha256 recorded when it was registered."""
 
 
 def check_name(name: str) -> str:
-    """``name`` if it is a valid dataset name, else :class:`RegistryError` with the rule."""
+    """``name`` if it is a valid dataset name, else :class:`DatasetRegistryError` with the rule."""
     if not isinstance(name, str) or len(name) > MAX_NAME_LENGTH or not _NAME.match(name):
         shown = repr(name) if len(str(name)) <= 40 else repr(str(name)[:37] + "...")
-        raise RegistryError(f"invalid dataset name {shown} ({len(str(name))} characters): {NAME_RULE}")
+        raise DatasetRegistryError(f"invalid dataset name {shown} ({len(str(name))} characters): {NAME_RULE}")
     return name
 
 
@@ -87,7 +87,7 @@ def default_registry() -> Path:
 def parse_semver(version: str) -> tuple[int, int, int]:
     m = _SEMVER.match(version.strip().removeprefix("v"))
     if not m:
-        raise RegistryError(f"version {version!r} is not a semantic version X.Y.Z (e.g. 1.0.0)")
+        raise DatasetRegistryError(f"version {version!r} is not a semantic version X.Y.Z (e.g. 1.0.0)")
     return int(m.group(1)), int(m.group(2)), int(m.group(3))
 
 
@@ -99,7 +99,7 @@ def bump(version: str, part: str) -> str:
         return f"{major}.{minor + 1}.0"
     if part == "patch":
         return f"{major}.{minor}.{patch + 1}"
-    raise RegistryError(f"unknown version part {part!r}; use major, minor or patch")
+    raise DatasetRegistryError(f"unknown version part {part!r}; use major, minor or patch")
 
 
 def split_ref(ref: str) -> tuple[str, str | None]:
@@ -107,7 +107,9 @@ def split_ref(ref: str) -> tuple[str, str | None]:
     name, _, version = ref.partition("@")
     if not name or not _NAME.match(name) or len(name) > MAX_NAME_LENGTH:
         shown = repr(ref) if len(ref) <= 60 else repr(ref[:57] + "...")
-        raise RegistryError(f"invalid dataset reference {shown}; expected NAME or NAME@X.Y.Z ({NAME_RULE})")
+        raise DatasetRegistryError(
+            f"invalid dataset reference {shown}; expected NAME or NAME@X.Y.Z ({NAME_RULE})"
+        )
     if version in ("", "latest"):
         return name, None
     return name, ".".join(map(str, parse_semver(version)))
@@ -132,7 +134,7 @@ class RegisteredVersion:
         return list(self.manifest.get("configs", {}))
 
 
-class Registry:
+class DatasetRegistry:
     def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
         self.root = Path(root).expanduser() if root is not None else default_registry()
 
@@ -164,7 +166,7 @@ class Registry:
         versions = self.versions(name)
         if not versions:
             known = ", ".join(self.names()) or "none"
-            raise RegistryError(
+            raise DatasetRegistryError(
                 f"no dataset {name!r} in the registry {self.root} (registered: {known}); build it with "
                 f"`harness datasets build {name}` (a builder's name; another builder: `harness datasets build "
                 f"BUILDER --name {name}`; another registry: --registry DIR)"
@@ -172,7 +174,7 @@ class Registry:
         if version is None:
             version = versions[-1]
         if version not in versions:
-            raise RegistryError(
+            raise DatasetRegistryError(
                 f"{name}@{version} is not registered in {self.root}; versions: {', '.join(versions)}"
             )
         return RegisteredVersion(name, version, self.root / name / version)
@@ -214,7 +216,7 @@ class Registry:
         try:
             write(staging, release)
             if not (staging / MANIFEST).is_file():
-                raise RegistryError(f"the build wrote no {MANIFEST}; nothing registered")
+                raise DatasetRegistryError(f"the build wrote no {MANIFEST}; nothing registered")
             write_checksums(staging)
             try:
                 os.rename(staging, final)  # fails if ``final`` appeared meanwhile (non-empty)
@@ -245,7 +247,7 @@ class Registry:
 
 def resolve(ref: str, registry: str | os.PathLike[str] | None = None) -> Path:
     """Directory of ``name@version`` (``name`` = latest) in the registry, for ``load_dataset``."""
-    return Registry(registry).resolve(ref).path
+    return DatasetRegistry(registry).resolve(ref).path
 
 
 # -- integrity: SHA256SUMS of every file of a version ---------------------------------------------
@@ -363,9 +365,9 @@ def check_writable(
     try:
         p = Path(path).expanduser().resolve()
     except (OSError, ValueError) as e:
-        raise RegistryError(f"{flag} {str(path)[:200]!r} is not a usable path: {e}") from None
+        raise DatasetRegistryError(f"{flag} {str(path)[:200]!r} is not a usable path: {e}") from None
     rv = registered_version_at(p)
-    root = Registry(registry).root.expanduser().resolve()
+    root = DatasetRegistry(registry).root.expanduser().resolve()
     if rv is not None:
         where = f"is the folder of the registered version {rv.ref}" if rv.path == p else f"is inside {rv.ref}"
         raise ReadOnlyError(

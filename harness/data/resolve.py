@@ -79,9 +79,9 @@ def prepare_dataset(
     if dataset is not None:
         p = Path(dataset)
         if not _is_dir(p) and _is_registry_ref(dataset):
-            from harness.data.registry import Registry
+            from harness.data.registry import DatasetRegistry
 
-            registered = Registry().resolve(dataset)  # verified: a modified version is refused
+            registered = DatasetRegistry().resolve(dataset)  # verified: a modified version is refused
             p = registered.path
             revision = revision or registered.ref
         if _is_dir(p):

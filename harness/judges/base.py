@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.cache import RequestCache
-from harness.meta.metric import PanelView
+from harness.meta.panel_vote import PanelView
 from harness.spec import JudgeSpec
 from harness.tasks import TaskSpec
 from harness.types import Usage

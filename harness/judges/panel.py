@@ -35,31 +35,13 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 from harness.cache import RequestCache
 from harness.judges.base import Judge, Verdict, close_all, summed_backend_stats
 from harness.judges.loader import load_judge
-from harness.meta.metric import PanelView
+from harness.meta.panel_vote import MAJORITY_TOLERANCE, PanelView, vote  # noqa: F401  (vote: re-exported)
 from harness.spec import JudgeSpec, panel_members
 from harness.tasks import TaskSpec
 from harness.types import Usage
-
-MAJORITY_TOLERANCE = 1e-9
-
-
-def vote(values: Sequence[float], how: str) -> tuple[float, str | None]:
-    """(panel value, fallback used or None) of the voting members' (normalised) scores."""
-    arr = np.asarray(values, dtype=float)
-    if how == "mean":
-        return float(arr.mean()), None
-    if how == "median":
-        return float(np.median(arr)), None
-    counts = Counter(np.round(arr / MAJORITY_TOLERANCE).astype(np.int64).tolist())
-    key, top = counts.most_common(1)[0]
-    if top * 2 > arr.size:
-        return float(arr[np.round(arr / MAJORITY_TOLERANCE).astype(np.int64) == key][0]), None
-    return float(np.median(arr)), "median"
 
 
 def vote_labels(per_member: Sequence[Mapping[str, Any] | None]) -> dict[str, Any] | None:

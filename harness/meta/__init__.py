@@ -1,5 +1,12 @@
 """Meta-evaluation statistics: how well judges agree with humans, and humans with each other.
 
+Each statistic is a registered meta-metric: :mod:`~harness.meta.metric` (the abstraction: needs,
+level, direction, range, aggregation, the typed entry), :mod:`~harness.meta.builtin` (the core's
+metrics, each delegating to a module below), :mod:`~harness.meta.registry` (``META_METRICS``,
+entry-point group ``dialeval_harness.meta_metrics``), :mod:`~harness.meta.stage` (one task's
+samples -> every applicable metric) and :mod:`~harness.meta.panel_vote` (a panel's vote rule and
+what a composite judge exposes). The computations:
+
 * :mod:`~harness.meta.correlation` — judge vs human correlations with paired bootstrap CIs per
   dataset, language and overall (what ``harness run`` reports);
 * :mod:`~harness.meta.scale_correlation` — the correlation chosen by the label scale (Pearson /

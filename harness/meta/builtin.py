@@ -236,7 +236,7 @@ def _label_scale(ctx: MetaContext) -> dict[str, object]:
     return label_info(table, labels["value"].tolist())
 
 
-class AltTest(MetaMetric):
+class AlternativeAnnotatorTest(MetaMetric):
     name = "alt_test"
     label = "alt-test ω"
     description = (
@@ -395,7 +395,7 @@ BUILTIN_META_METRICS: tuple[MetaMetric, ...] = (
     SoftLabels(),
     HumanCeilings(),
     HighAgreement(),
-    AltTest(),
+    AlternativeAnnotatorTest(),
     PanelStatistics(),
     AnnotatorAgreement(),
     ScaleCorrelation(),

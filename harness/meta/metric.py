@@ -19,14 +19,15 @@ settings, what the judge exposes) and returns a :class:`MetaOutput`: entries per
 (:class:`MetricEntry`: value, CI, n, notes) and, for section metrics, the section's content. Metrics
 that share work (the correlations share bootstrap resamples) implement :meth:`compute_together`.
 
-The registry :data:`META_METRICS` (entry-point group ``dialeval_harness.meta_metrics``) holds the
-core's statistics (:mod:`harness.meta.builtin`) and every plug-in's; ``harness ls metrics`` lists them.
+The registry (:data:`harness.meta.registry.META_METRICS`, entry-point group
+``dialeval_harness.meta_metrics``) holds the core's statistics (:mod:`harness.meta.builtin`) and every
+plug-in's; ``harness ls metrics`` lists them.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, ClassVar, TypeAlias
@@ -35,8 +36,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness import plugins
-from harness.registry import Registry
+from harness.meta.panel_vote import PanelView
 
 if TYPE_CHECKING:
     from harness.tasks import TaskSpec
@@ -109,17 +109,6 @@ class MetaSettings:
     alt_scale: str = "auto"
     #: annotator-level statistics (soft labels, ceilings, alt-test) where items carry labels
     annotator_level: bool = True
-
-
-@dataclass(frozen=True)
-class PanelView:
-    """What a composite judge exposes for the panel statistics (``Judge.panel_view``)."""
-
-    members: tuple[str, ...]
-    vote: str
-    quorum: int
-    #: each member's score range on the task (None: unknown)
-    ranges: tuple[tuple[float, float] | None, ...] | None = None
 
 
 @dataclass
@@ -284,42 +273,3 @@ def _num(x: float) -> str:
 def merge_entries(into: LanguageEntries, more: LanguageEntries) -> None:
     for lang, entries in more.items():
         into.setdefault(lang, {}).update(entries)
-
-
-def _is_metric(obj: object) -> bool:
-    return isinstance(obj, MetaMetric)
-
-
-def _builtins() -> Iterable[MetaMetric]:
-    from harness.meta.builtin import BUILTIN_META_METRICS
-
-    return BUILTIN_META_METRICS
-
-
-META_METRICS: Registry[MetaMetric] = Registry(
-    "meta-metric",
-    plugins.META_METRICS,
-    accepts=_is_metric,
-    builtins=_builtins,
-    summary=lambda m: m.summary(),
-)
-
-
-def register_meta_metric(metric: MetaMetric) -> MetaMetric:
-    """Register a meta-metric (a plug-in's registrar function calls this)."""
-    return META_METRICS.register(metric)
-
-
-def get_meta_metric(name: str) -> MetaMetric:
-    return META_METRICS.get(name)
-
-
-def lookup(name: str) -> MetaMetric:
-    """The registered metric, or an :class:`UnknownMetric` (a view of a run made with a plug-in that
-    is not installed here)."""
-    return META_METRICS.get(name) if name in META_METRICS else UnknownMetric(name)
-
-
-def table_metrics(names: Sequence[str]) -> list[MetaMetric]:
-    """The per-language table columns among ``names`` (a task's ``meta_metrics`` in results.json)."""
-    return [m for m in (lookup(n) for n in names) if m.table_column]

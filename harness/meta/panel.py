@@ -39,9 +39,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from harness.judges.panel import vote
 from harness.meta.agreement import krippendorff_alpha
 from harness.meta.correlation import correlation, meta_evaluate
+from harness.meta.panel_vote import vote
 
 
 def member_scores(samples: pd.DataFrame, names: Sequence[str], key: str = "normalised") -> pd.DataFrame:

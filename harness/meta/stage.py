@@ -21,15 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from harness.meta.metric import (
-    JSON,
-    META_METRICS,
-    LanguageEntries,
-    MetaContext,
-    MetaMetric,
-    Need,
-    merge_entries,
-)
+from harness.meta.metric import JSON, LanguageEntries, MetaContext, MetaMetric, Need, merge_entries
+from harness.meta.registry import META_METRICS
 
 if TYPE_CHECKING:
     from harness.tasks import TaskSpec

@@ -111,9 +111,9 @@ def _resolve(cfg: QAConfig) -> tuple[Path, str | None, str | None]:
     p = Path(cfg.ref)
     if p.is_dir():
         return p, None, None
-    from harness.data.registry import Registry
+    from harness.data.registry import DatasetRegistry
 
-    rv = Registry(cfg.registry).resolve(cfg.ref)
+    rv = DatasetRegistry(cfg.registry).resolve(cfg.ref)
     return rv.path, rv.name, rv.version
 
 
@@ -382,7 +382,7 @@ def write_version(
 ) -> str:
     """Copy the dataset with the ``qa_flagged`` / ``translation_qa`` columns and a QA card section:
     into the registry as a new version, or into ``cfg.dataset_output``."""
-    from harness.data.registry import Registry
+    from harness.data.registry import DatasetRegistry
 
     def write(staging: Path, release: dict[str, Any] | None) -> None:
         _write_flagged_copy(path, staging, configs, rollup, qa, release)
@@ -396,7 +396,7 @@ def write_version(
         raise ValueError(
             f"{path} is not a registered version: pass --dataset-output DIR for the flagged copy, or --no-register"
         )
-    reg = Registry(cfg.registry)
+    reg = DatasetRegistry(cfg.registry)
     version = cfg.version or reg.next_version(reg_name, "minor")
     return reg.register(reg_name, version, write).ref
 

@@ -22,7 +22,8 @@ from typing import Any
 
 import pandas as pd
 
-from harness.meta.metric import MetaMetric, lookup, table_metrics
+from harness.meta.metric import MetaMetric
+from harness.meta.registry import lookup, table_metrics
 from harness.report import figures as figs
 from harness.report.figures import (  # noqa: F401  (re-exported: per-sample tables, formatting)
     Doc,

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.meta.metric import lookup
+from harness.meta.registry import lookup
 from harness.report.figures import Doc, fmt_entry, fmt_value, slug
 from harness.report.meta_figures import (
     alt_test_figure,

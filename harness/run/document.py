@@ -31,7 +31,7 @@ from typing import Any
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from harness.meta.metric import MetaMetric, MetricEntry, table_metrics
+from harness.meta.metric import MetaMetric, MetricEntry
 from harness.run.records import DialogueItem, SampleRow, TurnItem
 
 SCHEMA_VERSION = "2.0"
@@ -253,6 +253,8 @@ class Results(_Open):
     def table_metrics(self, task: str) -> list[MetaMetric]:
         """The metrics that are columns of ``task``'s per-language table, with their declarations
         (header, direction, range) from the registry, in the order the run computed them."""
+        from harness.meta.registry import table_metrics  # the registry loads the plug-ins: on demand
+
         return table_metrics(self.meta_metric_names(task))
 
     def headline_metric(self, task: str) -> str:

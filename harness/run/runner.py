@@ -81,7 +81,7 @@ class RunConfig:
     alt_epsilon: float = 0.15  # alt-test cost-benefit margin (paper: 0.2 experts, 0.15 skilled, 0.1 crowd)
     alt_q: float = 0.05  # alt-test FDR level (Benjamini-Yekutieli)
     alt_scale: str = "auto"  # auto | raw | zscore | rank | discretize
-    # meta-metrics to compute instead of each task's own (names in harness.meta.metric.META_METRICS)
+    # meta-metrics to compute instead of each task's own (harness.meta.registry)
     metrics: list[str] | None = None
     # where the judge's requests run: local, or sharded over Ray workers (harness.executors)
     executor: ExecutorConfig = field(default_factory=ExecutorConfig)

@@ -26,7 +26,8 @@ import numpy as np
 import pandas as pd
 
 from harness.meta.correlation import _dataset_rng, correlation, percentile_ci
-from harness.meta.metric import MetaMetric, lookup
+from harness.meta.metric import MetaMetric
+from harness.meta.registry import lookup
 from harness.view.data import RunFiles
 
 METHOD = (

@@ -25,7 +25,7 @@ from finetune.data import (
     split_by_dialogue,
     supervised_examples,
 )
-from harness.data.registry import Registry, VersionExistsError
+from harness.data.registry import DatasetRegistry, VersionExistsError
 from harness.data.schema import Dimension
 from harness.verdicts.issues_json import parse_issue_verdict
 
@@ -299,7 +299,7 @@ def test_registry_round_trip_selfsup(tmp_path):
         register_training_data(
             train, "selfsup-test", "1.0.0", registry_root=root, description="x", source_manifest={}
         )
-    assert Registry(root).versions("selfsup-test") == ["1.0.0"]
+    assert DatasetRegistry(root).versions("selfsup-test") == ["1.0.0"]
     # exist_ok: the same data is reused as is (a rerun of a recipe); different data is refused
     again = register_training_data(
         train,
@@ -326,7 +326,7 @@ def test_registry_round_trip_selfsup(tmp_path):
             split=split.manifest,
             exist_ok=True,
         )
-    assert Registry(root).versions("selfsup-test") == ["1.0.0"]
+    assert DatasetRegistry(root).versions("selfsup-test") == ["1.0.0"]
 
 
 def test_registry_round_trip_supervised_and_instructions(tmp_path, upheld_records):
@@ -383,7 +383,7 @@ def test_register_rejects_bad_input(tmp_path):
         )
     with pytest.raises(TrainingDataError, match="no examples"):
         register_training_data([], "bad", "1.0.0", **kw)
-    assert Registry(root).versions("bad") == []  # nothing left behind
+    assert DatasetRegistry(root).versions("bad") == []  # nothing left behind
     # Topical-Chat-derived data inherits the source license from the load report
     reg = register_training_data(
         [ok],

@@ -399,7 +399,7 @@ def test_topical_chat_real_files_counts():
 
 def test_dataset_directory_and_registry_sources(tmp_path):
     from dataset_builders.demo import DemoBuilder
-    from harness.data.registry import Registry
+    from harness.data.registry import DatasetRegistry
 
     out = tmp_path / "demo"
     DemoBuilder().build(None, out, show_progress=False)
@@ -413,7 +413,7 @@ def test_dataset_directory_and_registry_sources(tmp_path):
     ]  # single dialogue config
     with pytest.raises(ValueError, match="turn-level"):
         load_dialogues(f"{out}:demo-turn", cache_dir=hf)
-    reg = Registry(tmp_path / "registry")
+    reg = DatasetRegistry(tmp_path / "registry")
     reg.register(
         "demo",
         "1.0.0",

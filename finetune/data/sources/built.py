@@ -100,7 +100,7 @@ def resolve_dataset(
     text: str, registry: str | os.PathLike[str] | None
 ) -> tuple[Path, str | None, dict[str, Any] | None]:
     """``DIR`` / ``DIR:CONFIG`` / ``NAME[@X.Y.Z][:CONFIG]`` -> (directory, config, release)."""
-    from harness.data.registry import Registry, RegistryError
+    from harness.data.registry import DatasetRegistry, DatasetRegistryError
 
     path = Path(text).expanduser()
     if path.is_dir():
@@ -110,8 +110,8 @@ def resolve_dataset(
         return Path(base).expanduser(), config or None, None
     ref, config_or_none = (base, config or None) if sep and base else (text, None)
     try:
-        rv = Registry(registry).resolve(ref)
-    except RegistryError as e:
+        rv = DatasetRegistry(registry).resolve(ref)
+    except DatasetRegistryError as e:
         raise FileNotFoundError(
             f"{text!r} is neither 'topical-chat:<path>', a JSONL file, a dataset directory (DIR[:CONFIG]) "
             f"nor a registered dataset (NAME[@X.Y.Z][:CONFIG]): {e}"

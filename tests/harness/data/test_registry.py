@@ -7,7 +7,14 @@ from datasets import load_dataset
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.data.registry import Registry, RegistryError, VersionExistsError, bump, resolve, split_ref
+from harness.data.registry import (
+    DatasetRegistry,
+    DatasetRegistryError,
+    VersionExistsError,
+    bump,
+    resolve,
+    split_ref,
+)
 
 runner = CliRunner()
 
@@ -22,7 +29,7 @@ def test_semver_helpers():
         and bump("1.2.3", "major") == "2.0.0"
     )
     for bad in ("upheld@1.2", "upheld@x", "@1.0.0", "a b@1.0.0"):
-        with pytest.raises(RegistryError):
+        with pytest.raises(DatasetRegistryError):
             split_ref(bad)
 
 
@@ -33,7 +40,7 @@ def _write_demo(staging, release):
 
 
 def test_register_is_immutable_and_atomic(tmp_path):
-    reg = Registry(tmp_path / "reg")
+    reg = DatasetRegistry(tmp_path / "reg")
     v1 = reg.register("demo", "1.0.0", _write_demo)
     assert v1.path == tmp_path / "reg" / "demo" / "1.0.0" and v1.manifest["release"]["version"] == "1.0.0"
     assert "**Version 1.0.0**" in (v1.path / "README.md").read_text()
@@ -58,9 +65,9 @@ def test_register_is_immutable_and_atomic(tmp_path):
     assert reg.versions("demo") == ["1.0.0", "1.0.10", "1.1.0"] and reg.latest("demo") == "1.1.0"
     assert resolve("demo@1.0.10", tmp_path / "reg") == tmp_path / "reg" / "demo" / "1.0.10"
     assert reg.resolve("demo").version == "1.1.0"
-    with pytest.raises(RegistryError, match="not registered.*versions: 1.0.0, 1.0.10, 1.1.0"):
+    with pytest.raises(DatasetRegistryError, match="not registered.*versions: 1.0.0, 1.0.10, 1.1.0"):
         reg.resolve("demo@9.9.9")
-    with pytest.raises(RegistryError, match="no dataset 'nope'"):
+    with pytest.raises(DatasetRegistryError, match="no dataset 'nope'"):
         reg.resolve("nope")
     ds = load_dataset(
         str(resolve("demo@1.0.0", tmp_path / "reg")),

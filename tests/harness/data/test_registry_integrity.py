@@ -13,10 +13,10 @@ from harness.cli import app
 from harness.data.builders import build_dataset
 from harness.data.registry import (
     CHECKSUMS,
+    DatasetRegistry,
+    DatasetRegistryError,
     IntegrityError,
     ReadOnlyError,
-    Registry,
-    RegistryError,
     check_writable,
     verify_version,
 )
@@ -79,7 +79,7 @@ def test_writes_into_a_registered_version_are_refused(registered, tmp_path, monk
     r = runner.invoke(
         app, ["datasets", "build", "demo", "--registry", str(registered), "--bump", "patch", "-q"]
     )
-    assert r.exit_code == 0 and Registry(registered).versions("demo") == ["1.0.0", "1.0.1"]
+    assert r.exit_code == 0 and DatasetRegistry(registered).versions("demo") == ["1.0.0", "1.0.1"]
 
 
 def test_verify_and_a_tampered_version_is_refused_when_loaded(registered, tmp_path):
@@ -106,9 +106,9 @@ def test_verify_and_a_tampered_version_is_refused_when_loaded(registered, tmp_pa
     with pytest.raises(
         IntegrityError, match=r"demo-turn/test-00000-of-00001.parquet: sha256 differs.*verify"
     ):
-        Registry(registered).resolve("demo@1.0.0")
+        DatasetRegistry(registered).resolve("demo@1.0.0")
     (v1 / "README.md").unlink()
-    assert "README.md: missing" in verify_version(Registry(registered).get("demo", "1.0.0")).problems()
+    assert "README.md: missing" in verify_version(DatasetRegistry(registered).get("demo", "1.0.0")).problems()
 
 
 def test_a_tampered_version_is_refused_by_run(tmp_path, monkeypatch):
@@ -138,7 +138,7 @@ def test_a_tampered_version_is_refused_by_run(tmp_path, monkeypatch):
 
 def test_versions_registered_before_checksums_still_load(registered):
     (registered / "demo" / "1.0.0" / CHECKSUMS).unlink()
-    assert Registry(registered).resolve("demo@1.0.0").version == "1.0.0"
+    assert DatasetRegistry(registered).resolve("demo@1.0.0").version == "1.0.0"
     r = runner.invoke(app, ["datasets", "verify", "demo", "--registry", str(registered)])
     assert r.exit_code == 0 and "nothing to verify against" in r.output
 
@@ -166,7 +166,7 @@ def test_a_failed_build_leaves_no_empty_dataset_folder(tmp_path):
         raise RuntimeError("disk full")
 
     with pytest.raises(RuntimeError):
-        Registry(reg).register("fresh", "1.0.0", failing)
+        DatasetRegistry(reg).register("fresh", "1.0.0", failing)
     assert not (reg / "fresh").exists()
 
 
@@ -186,8 +186,8 @@ def test_bad_names_are_refused_with_the_rule(tmp_path, name, fragment):
     line = _last_line(r)
     assert r.exit_code == 2 and fragment in line and line.count("\n") == 0
     assert not (tmp_path / "R").exists() or not any((tmp_path / "R").iterdir())
-    with pytest.raises(RegistryError):
-        Registry(tmp_path / "R").register(name, "1.0.0", lambda *_: None)
+    with pytest.raises(DatasetRegistryError):
+        DatasetRegistry(tmp_path / "R").register(name, "1.0.0", lambda *_: None)
 
 
 def test_an_unregistered_version_says_how_to_build_it(tmp_path):

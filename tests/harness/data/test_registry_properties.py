@@ -1,5 +1,5 @@
 """Property-based tests (hypothesis) of the registry's names, versions and paths (issue 24): any
-name, version or reference is valid or a :class:`RegistryError`; a registration writes only under
+name, version or reference is valid or a :class:`DatasetRegistryError`; a registration writes only under
 ``<root>/<name>/<version>``; ``check_writable`` refuses every path inside a registered version."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 
 from harness.data.registry import (
     MAX_NAME_LENGTH,
+    DatasetRegistry,
+    DatasetRegistryError,
     ReadOnlyError,
-    Registry,
-    RegistryError,
     check_name,
     check_writable,
     parse_semver,
@@ -45,7 +45,7 @@ VERSIONS = st.one_of(
 def test_names_are_valid_or_refused_with_the_rule(name):
     try:
         assert check_name(name) == name
-    except RegistryError as e:
+    except DatasetRegistryError as e:
         assert "a dataset name is 1 to 96 characters" in str(e) and "\n" not in str(e)
         return
     assert 1 <= len(name) <= MAX_NAME_LENGTH and Path(name).name == name and name not in (".", "..")
@@ -58,7 +58,7 @@ def test_references_split_or_are_refused(name, version, sep):
     ref = f"{name}{sep}{version}" if sep == "@" else f"{name}{sep}"
     try:
         n, v = split_ref(ref)
-    except RegistryError:
+    except DatasetRegistryError:
         return
     assert check_name(n) == n
     assert v is None or ".".join(map(str, parse_semver(v))) == v
@@ -76,8 +76,8 @@ def test_a_registration_writes_only_its_own_folder(name, version):
             (staging / "build_manifest.json").write_text(json.dumps({"release": release}))
 
         try:
-            rv = Registry(root).register(name, version, write)
-        except RegistryError:
+            rv = DatasetRegistry(root).register(name, version, write)
+        except DatasetRegistryError:
             assert sorted(p.relative_to(base).as_posix() for p in base.rglob("*")) in ([], ["reg"])
             return
         files = sorted(p.relative_to(base).as_posix() for p in base.rglob("*") if p.is_file())
@@ -95,7 +95,7 @@ def test_a_registration_writes_only_its_own_folder(name, version):
 def test_no_output_path_reaches_into_a_registered_version(parts):
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "R"
-        rv = Registry(root).register(
+        rv = DatasetRegistry(root).register(
             "demo",
             "1.0.0",
             lambda s, r: (

@@ -10,16 +10,8 @@ import pytest
 
 from harness.meta.builtin import default_metric_names
 from harness.meta.correlation import meta_evaluate
-from harness.meta.metric import (
-    META_METRICS,
-    MetaContext,
-    MetaMetric,
-    MetaOutput,
-    MetaSettings,
-    Need,
-    PanelView,
-    table_metrics,
-)
+from harness.meta.metric import MetaContext, MetaMetric, MetaOutput, MetaSettings, Need, PanelView
+from harness.meta.registry import META_METRICS, table_metrics
 from harness.meta.stage import evaluate_task, requested_names, select_metrics
 from harness.registry import UnknownEntryError
 from harness.tasks import get_task

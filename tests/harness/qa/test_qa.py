@@ -198,9 +198,9 @@ def test_qa_command_end_to_end(tmp_path):
     runner = CliRunner()
     r = runner.invoke(app, ["datasets", "build", "xdial-eval", "--source", str(src), "-q"])
     assert r.exit_code == 0, r.output
-    from harness.data.registry import Registry
+    from harness.data.registry import DatasetRegistry
 
-    before = _digest(Registry().resolve("xdial-eval@1.0.0").path)
+    before = _digest(DatasetRegistry().resolve("xdial-eval@1.0.0").path)
     judge, translator = _replays(tmp_path)
     r = runner.invoke(
         app,
@@ -238,10 +238,10 @@ def test_qa_command_end_to_end(tmp_path):
     assert qa["flags"]["low_adequacy"] == 1  # "adequacy: 1" on 1-5
     assert "cometkiwi" in qa["methods"] and qa["methods"]["cometkiwi"].startswith("skipped")
     # the new version carries the flags; the checked one is byte-for-byte unchanged
-    assert _digest(Registry().resolve("xdial-eval@1.0.0").path) == before
+    assert _digest(DatasetRegistry().resolve("xdial-eval@1.0.0").path) == before
     from datasets import load_dataset
 
-    new = load_dataset(str(Registry().resolve("xdial-eval@1.1.0").path), "fed-turn", split="test").to_list()
+    new = load_dataset(str(DatasetRegistry().resolve("xdial-eval@1.1.0").path), "fed-turn", split="test").to_list()
     by_id = {x["id"]: x for x in new}
     de2 = next(x for x in new if x["language"] == "de" and x["response"] == RES[2])
     assert de2["qa_flagged"] is True and {"untranslated", "low_adequacy"} <= set(
@@ -251,9 +251,9 @@ def test_qa_command_end_to_end(tmp_path):
     fr1 = next(x for x in new if x["language"] == "fr" and len(x["context"]) == 4)
     assert json.loads(fr1["translation_qa"])["reasons"] == ["segment_count_mismatch"]
     assert sum(1 for x in by_id.values() if x["qa_flagged"] is False) > 0
-    card = (Registry().resolve("xdial-eval@1.1.0").path / "README.md").read_text()
+    card = (DatasetRegistry().resolve("xdial-eval@1.1.0").path / "README.md").read_text()
     assert "## Translation QA (xDial-Eval §3.2, Table 2)" in card and "| EN-DE |" in card
-    man = json.loads((Registry().resolve("xdial-eval@1.1.0").path / "build_manifest.json").read_text())
+    man = json.loads((DatasetRegistry().resolve("xdial-eval@1.1.0").path / "build_manifest.json").read_text())
     assert man["derived_from"]["ref"] == "xdial-eval@1.0.0" and man["release"]["version"] == "1.1.0"
     # the report shows the QA table
     r = runner.invoke(app, ["report", str(tmp_path / "qa"), "-o", str(tmp_path / "rep"), "--no-html"])
