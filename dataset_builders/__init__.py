@@ -39,7 +39,7 @@ __all__ = [
     "register_all",
 ]
 
-BUILDERS: tuple[type[Builder], ...] = (
+BUILDER_CLASSES: tuple[type[Builder], ...] = (
     XDialEvalBuilder,
     DemoBuilder,
     UpheldBuilder,
@@ -51,5 +51,5 @@ BUILDERS: tuple[type[Builder], ...] = (
 
 def register_all() -> None:
     """Register this package's builders with the core registry (idempotent)."""
-    for cls in BUILDERS:
+    for cls in BUILDER_CLASSES:
         register_builder(cls)

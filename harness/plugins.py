@@ -26,12 +26,12 @@ from __future__ import annotations
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
-BUILDERS = "dialeval_harness.builders"
-TASKS = "dialeval_harness.tasks"
-JUDGES = "dialeval_harness.judges"
-BACKENDS = "dialeval_harness.backends"
-SCORERS = "dialeval_harness.scorers"
-META_METRICS = "dialeval_harness.meta_metrics"
+BUILDERS_GROUP = "dialeval_harness.builders"
+TASKS_GROUP = "dialeval_harness.tasks"
+JUDGES_GROUP = "dialeval_harness.judges"
+BACKENDS_GROUP = "dialeval_harness.backends"
+SCORERS_GROUP = "dialeval_harness.scorers"
+META_METRICS_GROUP = "dialeval_harness.meta_metrics"
 
 
 class PluginError(ImportError):

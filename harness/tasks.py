@@ -107,7 +107,7 @@ class TaskSpec:
         default_factory=lambda: GenerationConfig(temperature=0.0, max_tokens=1)
     )
     group: str | None = None
-    evaluate_module: str | None = None  # path of the evaluate module folder, relative to the repo root
+    evaluate_dir: str | None = None  # the folder of the task's `evaluate` module, relative to the repo root
     citation: str = ""
     # Generation budget of reasoning judges (spec option reasoning=true), e.g. MEDAL §5.3.1: 32,768.
     reasoning_max_tokens: int | None = None
@@ -224,7 +224,7 @@ class TaskSpec:
             "embedding_method": self.embedding_method,
             "metrics": list(self.metrics),
             "templates": {lang: t.describe() for lang, t in sorted(self.templates.items())},
-            "evaluate_module": self.evaluate_module,
+            "evaluate_dir": self.evaluate_dir,
             **{k: v for k, v in (("procedure", self.procedure), ("prepare", self.prepare)) if v},
             **({"input_level": self.input_level} if self.input_level else {}),
             **({"levels": list(self.levels)} if self.levels else {}),
@@ -249,7 +249,7 @@ def load_hook(path: str) -> Any:
 # -- registry ------------------------------------------------------------------------------------
 #: task name -> spec (:class:`harness.registry.Registry`; entry-point group ``dialeval_harness.tasks``)
 TASKS: Registry[TaskSpec] = Registry(
-    "task", plugins.TASKS, accepts=lambda t: isinstance(t, TaskSpec), summary=lambda t: t.description
+    "task", plugins.TASKS_GROUP, accepts=lambda t: isinstance(t, TaskSpec), summary=lambda t: t.description
 )
 
 
@@ -368,8 +368,8 @@ def validate(specs: Iterable[TaskSpec] | None = None, repo_root: Path | None = N
             problems += [
                 f"{where}: template {tpl.name!r} ({lang}) {p}" for p in unfilled_placeholders(tpl, s.level)
             ]
-        if s.evaluate_module and repo_root is not None:
-            mod_dir = repo_root / s.evaluate_module
+        if s.evaluate_dir and repo_root is not None:
+            mod_dir = repo_root / s.evaluate_dir
             if not (mod_dir / f"{mod_dir.name}.py").is_file():
                 problems.append(f"{where}: evaluate module {mod_dir}/{mod_dir.name}.py not found")
     return problems

@@ -58,7 +58,7 @@ def _summary(cls: type) -> str:
 #: name -> builder class (:class:`harness.registry.Registry`; entry-point group ``dialeval_harness.builders``)
 BUILDERS: Registry[type[DatasetBuilder]] = Registry(
     "dataset builder",
-    plugins.BUILDERS,
+    plugins.BUILDERS_GROUP,
     name_of=lambda cls: getattr(cls, "name", None),
     accepts=_is_builder,
     summary=_summary,

@@ -18,7 +18,7 @@ def _is_metric(obj: object) -> bool:
 
 META_METRICS: Registry[MetaMetric] = Registry(
     "meta-metric",
-    plugins.META_METRICS,
+    plugins.META_METRICS_GROUP,
     accepts=_is_metric,
     builtins=lambda: BUILTIN_META_METRICS,
     summary=lambda m: m.summary(),

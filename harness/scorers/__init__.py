@@ -46,7 +46,7 @@ def _is_scorer_class(obj: Any) -> bool:
 
 SCORERS: Registry[type[Scorer]] = Registry(
     "scoring method",
-    plugins.SCORERS,
+    plugins.SCORERS_GROUP,
     accepts=_is_scorer_class,
     builtins=lambda: BUILTIN_SCORERS,
     summary=lambda cls: cls.summary,

@@ -149,7 +149,7 @@ def _judge_builtins() -> Iterable[JudgeKind]:
 
 JUDGE_KINDS: Registry[JudgeKind] = Registry(
     "judge kind",
-    plugins.JUDGES,
+    plugins.JUDGES_GROUP,
     accepts=_check_judge_kind,
     builtins=_judge_builtins,
     pattern=KIND_NAME,
@@ -165,7 +165,7 @@ def _llm_kind(b: BackendKind) -> None:
 
 BACKEND_KINDS: Registry[BackendKind] = Registry(
     "backend kind",
-    plugins.BACKENDS,
+    plugins.BACKENDS_GROUP,
     accepts=lambda b: isinstance(b, BackendKind),
     builtins=lambda: BUILTIN_BACKENDS,
     on_register=_llm_kind,

@@ -81,7 +81,7 @@ def _task(name: str) -> TaskSpec:
         metrics=("pearson", "spearman", "kendall"),
         generation=GenerationConfig(temperature=DEFAULT_TEMPERATURE, max_tokens=DEFAULT_MAX_TOKENS),
         group="cpdscore",
-        evaluate_module="tasks/cpdscore",
+        evaluate_dir="tasks/cpdscore",
         citation=CITATION,
         procedure=PROCEDURE,
         prepare="tasks.cpdscore.task:group_turns" if proto.kind == "grouped" else None,

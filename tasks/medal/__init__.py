@@ -62,7 +62,7 @@ MEDAL_TASK = register_task(
         metrics=("pearson", "spearman"),
         generation=GenerationConfig(temperature=0.0, top_p=1.0, max_tokens=8192),
         reasoning_max_tokens=32768,
-        evaluate_module="tasks/medal",
+        evaluate_dir="tasks/medal",
         citation=MEDAL_CITATION,
     )
 )

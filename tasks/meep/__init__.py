@@ -77,7 +77,7 @@ def _task(
             metrics=("spearman", "pearson"),
             generation=generation,
             group=group,
-            evaluate_module="tasks/meep",
+            evaluate_dir="tasks/meep",
             citation=MEEP_CITATION,
             embedding_method="context_response_cosine" if turn else "adjacent_turn_cosine",
             scorer=scorer,

@@ -49,7 +49,7 @@ def _task(name: str, dimension: str, feature: str, group: str) -> TaskSpec:
         metrics=("pearson", "spearman", "kendall"),
         generation=GenerationConfig(temperature=0.0, max_tokens=max_tokens),
         group=group,
-        evaluate_module="tasks/upheld",
+        evaluate_dir="tasks/upheld",
         citation=UPHELD_CITATION,
     )
 

@@ -31,7 +31,7 @@ def xdial_style_tasks(
         languages=languages,
         scorer=PYes(),
         group=group,
-        evaluate_module="tasks/xdial_eval",
+        evaluate_dir="tasks/xdial_eval",
         citation=citation,
     )
     turn = TaskSpec(

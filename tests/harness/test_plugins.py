@@ -18,9 +18,9 @@ from harness.tasks import all_tasks
 
 
 def test_this_project_declares_its_plugins():
-    assert [ep.value for ep in plugins.group(plugins.BUILDERS)] == ["dataset_builders:register_all"]
-    assert [ep.value for ep in plugins.group(plugins.TASKS)] == ["tasks:register_all"]
-    assert {ep.name: ep.value for ep in plugins.group(plugins.JUDGES)} == {
+    assert [ep.value for ep in plugins.group(plugins.BUILDERS_GROUP)] == ["dataset_builders:register_all"]
+    assert [ep.value for ep in plugins.group(plugins.TASKS_GROUP)] == ["tasks:register_all"]
+    assert {ep.name: ep.value for ep in plugins.group(plugins.JUDGES_GROUP)} == {
         "evaluator": "finetune.evaluator_judge:KIND"
     }
 
@@ -39,7 +39,7 @@ def test_registries_are_filled_from_the_plugins():
 
 
 def test_a_broken_plugin_names_itself():
-    ep = EntryPoint(name="broken", value="no_such_module_xyz:register", group=plugins.TASKS)
+    ep = EntryPoint(name="broken", value="no_such_module_xyz:register", group=plugins.TASKS_GROUP)
     with pytest.raises(plugins.PluginError, match=r"plug-in 'broken' of group 'dialeval_harness.tasks'"):
         plugins.load(ep)
 

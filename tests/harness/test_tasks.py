@@ -66,7 +66,7 @@ def test_validate_reports_each_problem():
         languages=("en", "xx"),
         templates={"en": bad_tpl, "fr": base.templates["fr"]},
         builder="no-such-builder",
-        evaluate_module="tasks/missing_module",
+        evaluate_dir="tasks/missing_module",
     )
     problems = validate([broken], repo_root=REPO)
     text = "\n".join(problems)

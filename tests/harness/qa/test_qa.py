@@ -241,7 +241,9 @@ def test_qa_command_end_to_end(tmp_path):
     assert _digest(DatasetRegistry().resolve("xdial-eval@1.0.0").path) == before
     from datasets import load_dataset
 
-    new = load_dataset(str(DatasetRegistry().resolve("xdial-eval@1.1.0").path), "fed-turn", split="test").to_list()
+    new = load_dataset(
+        str(DatasetRegistry().resolve("xdial-eval@1.1.0").path), "fed-turn", split="test"
+    ).to_list()
     by_id = {x["id"]: x for x in new}
     de2 = next(x for x in new if x["language"] == "de" and x["response"] == RES[2])
     assert de2["qa_flagged"] is True and {"untranslated", "low_adequacy"} <= set(

@@ -207,7 +207,7 @@ def test_tasks_registered_with_groups_scoring_and_validate():
         assert (
             s.builder == "common" and s.dimension == "engagingness" and s.metrics == ("spearman", "pearson")
         )
-        assert s.evaluate_module == "tasks/meep" and "Ferron" in s.citation and "EMNLP 2023" in s.citation
+        assert s.evaluate_dir == "tasks/meep" and "Ferron" in s.citation and "EMNLP 2023" in s.citation
         if s.level == "turn":
             assert s.configs == ("fed-turn", "see-turn") and s.languages == ("en", "es", "zh")
         else:
