@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, ClassVar, TypeAlias
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from harness.meta.panel_vote import PanelView
 
@@ -59,6 +59,17 @@ class MetricEntry(BaseModel):
     n_datasets: int | None = Field(default=None, description="datasets averaged (per-language entries)")
     n_languages: int | None = Field(default=None, description="languages averaged ('all' entries)")
     per_dataset: dict[str, MetricEntry] | None = None
+
+    @field_validator("value", "p_value", mode="after")
+    @classmethod
+    def _nan_is_none(cls, v: float | None) -> float | None:
+        """An undefined statistic (NaN, ±inf) is None, as results.json writes it."""
+        return None if v is None or not math.isfinite(v) else v
+
+    @field_validator("ci", mode="after")
+    @classmethod
+    def _ci_nan_is_none(cls, v: list[float | None] | None) -> list[float | None] | None:
+        return None if v is None else [None if x is None or not math.isfinite(x) else x for x in v]
 
     def attr(self, name: str) -> object:
         """A field of the entry, declared or not (e.g. a McNemar entry's ``significant``), or None."""

@@ -155,6 +155,16 @@ def write_results_json(output_dir: str | Path, results: dict[str, Any]) -> Path:
     return results_path
 
 
+def write_document(output_dir: str | Path, document: Results) -> dict[str, Any]:
+    """Write a typed document as ``results.json`` atomically (NaN and infinities become null), as
+    it was built: the fields it was given, no defaults added. Returns the JSON written."""
+    results_path = Path(output_dir) / RESULTS_FILE
+    doc = _json_safe(document.model_dump(mode="json", exclude_unset=True))
+    payload = json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False)
+    _atomic_write_bytes(results_path, payload.encode("utf-8"))
+    return doc
+
+
 def format_metric(m: MetricEntry | None) -> str:
     if m is None or m.value is None:
         return "—"

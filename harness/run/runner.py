@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from pydantic import ValidationError
 
 from harness.cache import RequestCache, default_cache_path
 from harness.data.registry import check_writable
@@ -42,13 +43,29 @@ from harness.judges.loader import DEFAULT_JUDGE, load_judge
 from harness.languages import normalize_languages
 from harness.meta.metric import MetaSettings
 from harness.provenance import environment, harness_info, redact
-from harness.run.document import Results, samples_info, validate_results
+from harness.run.document import (
+    CacheInfo,
+    DatasetInfo,
+    HarnessInfo,
+    Incomplete,
+    JudgeInfo,
+    PanelSection,
+    Results,
+    ResultsError,
+    RunInfo,
+    SamplesInfo,
+    TaskInfo,
+    Timings,
+    first_error,
+    samples_info,
+    validate_results,
+)
 from harness.run.hf_progress import library_progress_bars
 from harness.run.items import TaskItems, plan_task
 from harness.run.meta_stage import RunMeta, meta_evaluate_run
 from harness.run.partial import RunIncomplete, incomplete_marker, incomplete_message
 from harness.run.records import check_sample_row
-from harness.run.results import RESULTS_FILE, SAMPLES_FILE, SCHEMA_VERSION, _json_safe, write_results_json
+from harness.run.results import RESULTS_FILE, SAMPLES_FILE, SCHEMA_VERSION, _json_safe, write_document
 from harness.run.samples import SAMPLE_COLUMNS, SampleWriter, sample_row
 from harness.spec import parse_spec
 from harness.tasks import TaskSpec, resolve_tasks
@@ -129,12 +146,16 @@ class RunOutput:
     ``samples.parquet`` when first asked for (a run never holds all its samples in memory)."""
 
     def __init__(
-        self, results: dict[str, Any], output_dir: Path, samples: pd.DataFrame | None = None
+        self,
+        results: dict[str, Any],
+        output_dir: Path,
+        samples: pd.DataFrame | None = None,
+        document: Results | None = None,
     ) -> None:
         self.results = results
         self.output_dir = Path(output_dir)
         self._samples = samples
-        self._document: Results | None = None
+        self._document = document
 
     @property
     def samples(self) -> pd.DataFrame:
@@ -283,7 +304,12 @@ def run(cfg: RunConfig) -> RunOutput:
         timings["total_s"] = time.perf_counter() - t_start
         n_items = writer.n_rows
         timings["items_per_s_scoring"] = n_items / net_scoring_s if net_scoring_s > 0 else None
-        results = _results_document(
+        incomplete = None
+        if failure is not None:
+            totals = {s.name: plans[s.name].total for s in specs}
+            scored = {s.name: writer.rows_by_task.get(s.name, 0) for s in specs}
+            incomplete = incomplete_marker(failure, totals, scored)
+        document = _results_document(  # typed and validated as it is built, before anything is replaced
             cfg,
             run_id,
             specs,
@@ -295,17 +321,14 @@ def run(cfg: RunConfig) -> RunOutput:
             meta,
             cache,
             timings,
+            executor=scope.describe(),
+            samples={**samples_info(samples_path), "file": SAMPLES_FILE},
+            incomplete=incomplete,
+            where=str(out_dir / RESULTS_FILE),
         )
-        results["executor"] = scope.describe()
-        if failure is not None:
-            totals = {s.name: plans[s.name].total for s in specs}
-            scored = {s.name: writer.rows_by_task.get(s.name, 0) for s in specs}
-            results["incomplete"] = incomplete_marker(failure, totals, scored)
-        results["samples"] = {**samples_info(samples_path), "file": SAMPLES_FILE}
-        validate_results(_json_safe(results), str(out_dir / RESULTS_FILE))  # before anything is replaced
         writer.commit()
-        write_results_json(out_dir, results)
-    output = RunOutput(results=results, output_dir=out_dir)
+        results = write_document(out_dir, document)
+    output = RunOutput(results=results, output_dir=out_dir, document=document)
     if output.incomplete is not None:
         raise RunIncomplete(incomplete_message(results, out_dir), output)
     return output
@@ -384,75 +407,94 @@ def _results_document(
     meta: RunMeta,
     cache: RequestCache,
     timings: dict[str, float | None],
-) -> dict[str, Any]:
+    *,
+    executor: dict[str, Any],
+    samples: dict[str, Any],
+    incomplete: dict[str, Any] | None,
+    where: str,
+) -> Results:
+    """The run's :class:`Results`, assembled from its typed sections (validated as they are built;
+    a section that does not validate is a :class:`ResultsError` naming the field)."""
     counts = meta.counts
-    doc: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION,
-        "run": {
-            "id": run_id,
-            "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            "command": redact(" ".join(sys.argv)),
-            "tasks": [s.name for s in specs],
-            "languages": cfg.languages,
-            "limit": cfg.limit,
-            "seed": cfg.seed,
-            "batch_size": cfg.batch_size,
-            "n_bootstrap": cfg.n_bootstrap,
-            "confidence_level": cfg.confidence,
-            "n_items": n_items,
-        },
-        "harness": harness_info(),
-        "judge": {
-            "spec": judge_name,
-            "role": Judge.role,
-            "identity": judge.identity(),
-            "decoding": {s.name: judge.decoding(s) for s in specs},
-            "method": {s.name: judge.method(s) for s in specs},
-        },
-        "datasets": {
-            s.name: {
-                **handles[s.builder].describe(),
-                "used_configs": counts[s.name].used_configs,
-                "missing_configs": plans[s.name].missing,
-            }
-            for s in specs
-        },
-        "tasks": {
-            s.name: {**s.describe(), "metrics": meta.methods[s.name], "meta_metrics": meta.metrics[s.name]}
-            for s in specs
-        },
-        "results": {
-            task: {
-                lang: {k: e.model_dump(exclude_unset=True) for k, e in by_key.items()}
-                for lang, by_key in entries.items()
-            }
-            for task, entries in meta.results.items()
-        },
-        "parse_failures": {s.name: counts[s.name].parse_failures for s in specs},
-        "label_parse_failures": {
-            s.name: counts[s.name].label_parse_failures for s in specs if s.issue_labels
-        },
-        "usage": {**judge.usage.to_dict(), "backend": judge.backend_stats()},
-        "cache": {
-            "enabled": cache.enabled,
-            "path": str(cache.path) if cache.enabled else None,
-            **cache.stats.to_dict(),
-        },
-        "timings": timings,
-        "environment": environment(),
-    }
-    for section in ("human_labels", "alt_test"):
-        if meta.sections.get(section):
-            doc[section] = meta.sections[section]
-    if meta.panel is not None and meta.sections.get("panel"):
-        p = meta.panel
-        doc["panel"] = {
-            "members": list(p.members),
-            "vote": p.vote,
-            "quorum": p.quorum,
-            "tasks": meta.sections["panel"],
-        }
-    return doc
+    try:
+        sections: dict[str, Any] = {}
+        for section in ("human_labels", "alt_test"):
+            if meta.sections.get(section):
+                sections[section] = meta.sections[section]
+        if meta.panel is not None and meta.sections.get("panel"):
+            p = meta.panel
+            sections["panel"] = PanelSection.model_validate(
+                {
+                    "members": list(p.members),
+                    "vote": p.vote,
+                    "quorum": p.quorum,
+                    "tasks": meta.sections["panel"],
+                }
+            )
+        if incomplete is not None:
+            sections["incomplete"] = Incomplete.model_validate(incomplete)
+        return Results(
+            schema_version=SCHEMA_VERSION,
+            run=RunInfo(
+                id=run_id,
+                created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+                command=redact(" ".join(sys.argv)),
+                tasks=[s.name for s in specs],
+                languages=cfg.languages,
+                limit=cfg.limit,
+                seed=cfg.seed,
+                batch_size=cfg.batch_size,
+                n_bootstrap=cfg.n_bootstrap,
+                confidence_level=cfg.confidence,
+                n_items=n_items,
+            ),
+            harness=HarnessInfo.model_validate(harness_info()),
+            judge=JudgeInfo(
+                spec=judge_name,
+                role=Judge.role,
+                identity=judge.identity(),
+                decoding={s.name: judge.decoding(s) for s in specs},
+                method={s.name: judge.method(s) for s in specs},
+            ),
+            datasets={
+                s.name: DatasetInfo.model_validate(
+                    {
+                        **handles[s.builder].describe(),
+                        "used_configs": counts[s.name].used_configs,
+                        "missing_configs": plans[s.name].missing,
+                    }
+                )
+                for s in specs
+            },
+            tasks={
+                s.name: TaskInfo.model_validate(
+                    {**s.describe(), "metrics": meta.methods[s.name], "meta_metrics": meta.metrics[s.name]}
+                )
+                for s in specs
+            },
+            results=meta.results,
+            parse_failures={s.name: counts[s.name].parse_failures for s in specs},
+            label_parse_failures={
+                s.name: lp for s in specs if (lp := counts[s.name].label_parse_failures) is not None
+            },
+            usage={**judge.usage.to_dict(), "backend": judge.backend_stats()},
+            cache=CacheInfo.model_validate(
+                {
+                    "enabled": cache.enabled,
+                    "path": str(cache.path) if cache.enabled else None,
+                    **cache.stats.to_dict(),
+                }
+            ),
+            timings=Timings.model_validate(timings),
+            environment=environment(),
+            executor=executor,
+            samples=SamplesInfo.model_validate(samples),
+            **sections,
+        )
+    except ValidationError as e:
+        raise ResultsError(
+            f"{where}: not a valid results document (schema {SCHEMA_VERSION}): {first_error(e)}"
+        ) from None
 
 
 #: the row builder under its former name (tests and plug-ins import it from here)
