@@ -1,7 +1,10 @@
 """``results.json`` as a typed document: pydantic models, validation on write and read, the typed
 reader :func:`load_results`, the migration of 1.x files, and the JSON Schemas shipped with the package.
 
-Schema 2.0 (this harness) is 1.1 plus a ``samples`` section (the per-sample file, its row count and
+Schema 2.1 (this harness) is 2.0 plus ``tasks.<task>.meta_metrics`` (the meta-metrics the run
+computed, :mod:`harness.meta.registry`; a 2.0 file's are its correlation ``metrics``) and
+``tasks.<task>.evaluate_dir`` (2.0: ``evaluate_module``); a 2.0 file is read as it is, marked
+``migrated_from``. Schema 2.0 is 1.1 plus a ``samples`` section (the per-sample file, its row count and
 row groups: samples.parquet is written as the run goes) and the ``samples_io_s`` timing; the
 document is validated against :class:`Results` before it is written and when it is read. A 1.x file
 (harness runs before streaming) is read through :func:`migrate`: the sections it may lack get their
@@ -34,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from harness.meta.metric import MetaMetric, MetricEntry
 from harness.run.records import DialogueItem, SampleRow, TurnItem
 
-SCHEMA_VERSION = "2.0"
+SCHEMA_VERSION = "2.1"
 READABLE_MAJORS = ("1", "2")
 RESULTS_FILE = "results.json"
 SAMPLES_FILE = "samples.parquet"
@@ -297,12 +300,15 @@ def samples_info(path: Path) -> dict[str, Any]:
 
 
 def migrate(doc: dict[str, Any], directory: Path | None = None) -> dict[str, Any]:
-    """A 1.x document as a 2.0 one: the sections 1.0 / 1.1 may lack get their empty values, and the
-    ``samples`` section is read from ``directory/samples.parquet`` (row count: ``run.n_items``
-    when the file is absent). 2.x documents are returned as they are."""
+    """An older document at the current schema: a 1.x one gets the sections 1.0 / 1.1 may lack as
+    their empty values, and its ``samples`` section is read from ``directory/samples.parquet`` (row
+    count: ``run.n_items`` when the file is absent); an older 2.x one reads as it is (the fields 2.1
+    added have defaults) and is marked ``migrated_from``."""
     version = str(doc.get("schema_version", ""))
     if version.split(".")[0] != "1":
-        return doc
+        if version == SCHEMA_VERSION or version.split(".")[0] != SCHEMA_VERSION.split(".")[0]:
+            return doc
+        return {**doc, "schema_version": SCHEMA_VERSION, "migrated_from": version}  # an older 2.x
     out = dict(doc)
     out["schema_version"] = SCHEMA_VERSION
     out["migrated_from"] = version

@@ -5,7 +5,7 @@ files and the typed reader :func:`load_results` in :mod:`harness.run.document`; 
 ships as ``harness/run/schemas/results.schema.json``)::
 
     {
-      "schema_version": "2.0",
+      "schema_version": "2.1",
       "results": {task: {language: {metric: {value, ci, n, n_datasets, parse_failures,
                                              per_dataset: {dataset: {value, p_value, ci, n, ...}}}},
                          "all": {metric: {value, ci, n, n_languages, parse_failures}}}},

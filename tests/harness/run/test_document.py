@@ -107,6 +107,28 @@ def test_old_1x_files_are_read_through_the_migration(demo_run, tmp_path):
     assert res.run.id == "r1" and res.datasets == {} and res.samples.rows is None and res.panel is None
 
 
+def test_2_0_files_are_read_and_show_their_correlations(demo_run, tmp_path):
+    """A 2.0 document (written before meta-metrics were recorded: no ``meta_metrics``, the evaluate
+    folder under ``evaluate_module``) reads at the current schema, and its tables show the
+    correlations it names under ``metrics``, with the registry's headers."""
+    from harness.run.results import results_tables
+
+    raw = json.loads((demo_run.output_dir / "results.json").read_text())
+    old = json.loads(json.dumps(raw)) | {"schema_version": "2.0"}
+    for info in old["tasks"].values():
+        info.pop("meta_metrics")
+        info["evaluate_module"] = info.pop("evaluate_dir", None)
+    (tmp_path / "v20").mkdir()
+    (tmp_path / "v20" / "results.json").write_text(json.dumps(old))
+    res = load_results(tmp_path / "v20")
+    assert res.migrated_from == "2.0" and res.schema_version == SCHEMA_VERSION
+    assert res.results == demo_run.document.results
+    assert res.meta_metric_names("demo-turn") == ["pearson", "spearman"]
+    assert [m.header() for m in res.table_metrics("demo-turn")] == ["Pearson", "Spearman"]
+    (table,) = results_tables(res)
+    assert [c.header for c in table.columns][3:5] == ["Pearson [95% CI]", "Spearman [95% CI]"]
+
+
 @pytest.mark.parametrize(
     "doc, match",
     [

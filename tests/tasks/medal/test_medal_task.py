@@ -129,7 +129,7 @@ def test_medal_run_with_replay_judge(tmp_path, medal_src):
         )
     )
     res = out.results
-    assert res["schema_version"] == "2.0" and res["run"]["n_items"] == len(records)
+    assert res["schema_version"] == "2.1" and res["run"]["n_items"] == len(records)
     # malformed JSON and an out-of-range overall are parse failures; the others keep their overall
     assert res["parse_failures"]["medal"] == n[0] + n[1]
     lpf = res["label_parse_failures"]["medal"]
