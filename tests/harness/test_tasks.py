@@ -67,6 +67,8 @@ def test_validate_reports_each_problem():
         templates={"en": bad_tpl, "fr": base.templates["fr"]},
         builder="no-such-builder",
         evaluate_dir="tasks/missing_module",
+        metrics=("spearman", "alt_test"),
+        meta_metrics=("spearman", "no_such_metric"),
     )
     problems = validate([broken], repo_root=REPO)
     text = "\n".join(problems)
@@ -76,6 +78,8 @@ def test_validate_reports_each_problem():
     assert "unknown placeholder(s) ['dialogue', 'nonsense']" in text
     assert "dataset builder 'no-such-builder'" in text
     assert "evaluate module" in text
+    assert "meta-metric(s) ['no_such_metric'] are not registered" in text
+    assert "metrics ['alt_test'] are not correlation methods" in text
 
 
 def test_a_duplicate_task_id_is_an_error_naming_both():
