@@ -6,6 +6,8 @@ ships as ``harness/run/schemas/results.schema.json``)::
 
     {
       "schema_version": "2.1",
+      # every entry below comes from a registered meta-metric (harness ls metrics): one whose
+      # name is the key (pearson, a plug-in's), or one that writes the keys listed here
       "results": {task: {language: {metric: {value, ci, n, n_datasets, parse_failures,
                                              per_dataset: {dataset: {value, p_value, ci, n, ...}}}},
                          "all": {metric: {value, ci, n, n_languages, parse_failures}}}},
@@ -30,7 +32,9 @@ ships as ``harness/run/schemas/results.schema.json``)::
       # n_items_scored, n_items_unscored, by_task, resume} (harness.run.partial).
       "samples": {file: "samples.parquet", rows, row_groups, format: "parquet"},   # new in 2.0
       "harness": {version, git_sha, git_dirty}, "run": {...}, "judge": {...},
-      "datasets": {task: {...}}, "tasks": {task: {...}}, "usage": {...}, "cache": {...},
+      "datasets": {task: {...}}, "tasks": {task: {..., "metrics": [correlation methods],
+                                               "meta_metrics": [names computed]}},  # new in 2.1
+      "usage": {...}, "cache": {...},
       "timings": {..., "samples_io_s" (new in 2.0)}, "environment": {...}
     }
 
