@@ -192,8 +192,8 @@ class Builder(ABC):
         sweep_stale_builds(output_dir)
         # written beside its final place, then swapped in: a stopped build leaves nothing behind
         tmp = interrupt.track(output_dir.parent / interrupt.temp_name(f".{output_dir.name}.tmp-"))
-        tmp.mkdir()
         try:
+            tmp.mkdir()
             configs: list[ConfigData] = []
             with progress_bar(len(sources), f"building {self.name}", enabled=show_progress) as bar:
                 for src in sources:

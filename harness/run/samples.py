@@ -100,8 +100,13 @@ class SampleWriter:
         self.validate = validate
         self.rows_by_task: Counter[str] = Counter()
         self._buffer: list[dict[str, Any]] = []
-        self._writer: pq.ParquetWriter | None = pq.ParquetWriter(self.path, SAMPLE_SCHEMA)
         self.committed: Path | None = None
+        self._writer: pq.ParquetWriter | None = None
+        try:
+            self._writer = pq.ParquetWriter(self.path, SAMPLE_SCHEMA)
+        except BaseException:  # e.g. a stop signal right now: the caller never gets to abort()
+            self.abort()
+            raise
 
     @property
     def n_rows(self) -> int:
