@@ -214,6 +214,16 @@ def stop_signals(grace_seconds: float | None = None) -> Iterator[None]:
         st.requested = None
 
 
+def reclaim() -> None:
+    """Take the stop signals back after a library replaced a handler (``ray.init`` sets a SIGTERM
+    handler of its own that exits at once): a no-op unless :func:`stop_signals` is active."""
+    st = _STATE
+    if st.installed and threading.current_thread() is threading.main_thread():
+        for sig in STOP_SIGNALS:
+            if signal.getsignal(sig) is not _on_signal:
+                signal.signal(sig, _on_signal)
+
+
 def stop_requested() -> int | None:
     """The stop signal received so far (its number), or None."""
     return _STATE.requested
@@ -362,6 +372,7 @@ __all__ = [
     "installed",
     "owner_gone",
     "owner_token",
+    "reclaim",
     "remove_tracked",
     "signal_name",
     "stop_requested",

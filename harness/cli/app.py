@@ -58,10 +58,8 @@ class GuardedGroup(TyperGroup):
             return super().invoke(ctx)
         except KeyboardInterrupt as e:  # a stop signal the command did not report itself
             status = e.exit_status if isinstance(e, Interrupted) else exit_status(signal.SIGINT)
-            stopped(
-                f"{e or 'stopped by SIGINT'} before the command finished; nothing half-written is left",
-                status,
-            )
+            what = f"harness {ctx.invoked_subcommand}" if ctx.invoked_subcommand else "harness"
+            stopped(f"{str(e) or 'stopped by SIGINT'} before `{what}` finished", status)
         except (
             typer.Exit,
             typer.Abort,
@@ -117,7 +115,7 @@ def main() -> None:
         except KeyboardInterrupt as e:  # outside a command (while parsing the command line)
             status = e.exit_status if isinstance(e, Interrupted) else exit_status(signal.SIGINT)
             with contextlib.suppress(OSError):
-                err.print(f"{e or 'stopped by SIGINT'}; nothing was done", markup=False, highlight=False)
+                err.print(f"{str(e) or 'stopped by SIGINT'}; nothing was done", markup=False, highlight=False)
             sys.exit(status)
 
 
