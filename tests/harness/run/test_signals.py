@@ -226,3 +226,23 @@ def test_after_kill_9_the_next_run_removes_the_stale_file_and_resumes(dataset, j
     assert done.incomplete is None and len(done.samples) == N_ITEMS
     assert done.results["cache"]["misses"] == N_ITEMS - finished
     assert done.results["usage"]["backend"]["requests"] == N_ITEMS - finished
+
+
+def test_a_samples_file_whose_writer_is_gone_is_removed_one_still_written_is_kept(tmp_path):
+    from harness import interrupt
+    from harness.run.samples import SampleWriter
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    host = interrupt.owner_token().split("-")[0]
+    out = tmp_path / "out"
+    out.mkdir()
+    stale = out / f".samples.{host}-{dead.pid}-0123abcd.parquet"
+    legacy = out / ".samples.0123456789ab.parquet"  # written before names carried their owner
+    live = out / interrupt.temp_name(".samples.", ".parquet")  # this process: still writing
+    for p in (stale, legacy, live):
+        p.write_bytes(b"PAR1")
+    with SampleWriter(out) as writer:
+        assert sorted(_hidden(out)) == sorted([live.name, writer.path.name])
+        writer.commit()
+    assert _hidden(out) == [live.name]
