@@ -167,8 +167,7 @@ class GenerationState:
 
 
 def save_state(state: GenerationState, path: Path) -> None:
-    """Atomic write (temp file + rename): a kill mid-write leaves the previous checkpoint, and the
-    temporary file is removed then (or, after ``kill -9``, by the next checkpoint's write)."""
+    """Atomic write (temp file + rename): a kill mid-write leaves the previous checkpoint; stale temps are swept."""
     interrupt.sweep(path.parent, f"{path.stem}.tmp-*")
     tmp = path.with_name(interrupt.temp_name(f"{path.stem}.tmp-"))
     with interrupt.tracked(tmp):
@@ -253,8 +252,7 @@ class DialogueGenerator:
             state.counters["resumed"] += 1
         from dataset_builders.helpers import progress_bar
 
-        # a stop signal ends generation at the next checkpoint; a model call still running after the
-        # grace period is cancelled (the previous checkpoint stays; its finished requests are cached)
+        # a stop signal ends generation at the next checkpoint (or cancels a call past the grace period)
         with (
             interrupt.graceful(),
             progress_bar(self.gen.max_turns, "generating dialogues", enabled=self.progress) as bar,

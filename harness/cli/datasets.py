@@ -148,11 +148,7 @@ def build(
         fail(error_message(e))
         return
     except Interrupted as e:  # temporary folders are removed on the way out
-        kept = (
-            f"{output} is left as it was"
-            if output is not None
-            else "no version registered (every existing version is as it was)"
-        )
+        kept = "no version registered" if output is None else f"{output} is left as it was"
         stopped(f"{e} while building: {kept}; rerun the same command to build it", e.exit_status)
         return
     t = Table(title=escape(where))
