@@ -104,7 +104,7 @@ class _State:
     grace: float = DEFAULT_GRACE
     timer: threading.Timer | None = None
     previous: dict[int, object] = field(default_factory=dict)  # signal -> handler before ours
-    temps: dict[str, bool] = field(default_factory=dict)  # tracked temporary paths
+    temps: dict[str, None] = field(default_factory=dict)  # tracked temporary paths, in order
 
 
 _STATE = _State()
@@ -328,7 +328,7 @@ def sweep(directory: str | os.PathLike[str], pattern: str) -> list[Path]:
 def track(path: str | os.PathLike[str]) -> Path:
     """Register a temporary path (file or folder) this process is writing: a hard stop removes it."""
     p = Path(path)
-    _STATE.temps[str(p)] = True
+    _STATE.temps[str(p)] = None
     return p
 
 

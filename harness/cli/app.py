@@ -27,7 +27,7 @@ from harness.cli.datasets import datasets_app
 from harness.cli.finetune import finetune_app
 from harness.cli.reproduce import reproduce_app
 from harness.cli.robustness import robustness_app
-from harness.interrupt import Interrupted, exit_status, stop_signals
+from harness.interrupt import Interrupted, exit_status, grace, stop_signals
 
 DEBUG_FLAG, DEBUG_ENV = "--debug", "DIALEVAL_DEBUG"
 
@@ -108,8 +108,13 @@ app.add_typer(reproduce_app, name="reproduce")
 
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        seconds = grace()  # DIALEVAL_STOP_GRACE
+    except ValueError as e:
+        err.print(f"error: {e}", markup=False, highlight=False)
+        sys.exit(2)
     # Ctrl-C, SIGTERM and SIGHUP stop a command cleanly (harness.interrupt): exit 130 / 143 / 129
-    with stop_signals():
+    with stop_signals(seconds):
         try:
             app()
         except KeyboardInterrupt as e:  # outside a command (while parsing the command line)

@@ -34,3 +34,16 @@ def test_a_stop_the_command_did_not_report_exits_with_the_signals_status(
         group.main(["ls"], standalone_mode=True)
     assert ei.value.code == status
     assert capsys.readouterr().err.strip() == line
+
+
+def test_a_bad_grace_period_is_one_error_line(monkeypatch, capsys):
+    from harness.cli.app import main
+
+    monkeypatch.setenv("DIALEVAL_STOP_GRACE", "soon")
+    monkeypatch.setattr("sys.argv", ["harness", "ls", "tasks"])
+    with pytest.raises(SystemExit) as ei:
+        main()
+    assert ei.value.code == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: DIALEVAL_STOP_GRACE='soon': expected a number of seconds >= 0 (default 5)"
+    )
