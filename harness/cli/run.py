@@ -24,8 +24,8 @@ from harness.cli.console import (
 from harness.judges.loader import DEFAULT_JUDGE
 
 RUN_NOTHING_WRITTEN = (
-    "no results written (an earlier output is left as it was); every finished request is in the request "
-    "cache — rerun the same command to resume"
+    "before any results were written (an earlier output is left as it was); every finished request is "
+    "in the request cache — rerun the same command to resume"
 )
 
 
@@ -129,7 +129,7 @@ def run(
     except RunIncomplete as e:  # partial results were written: show them, then exit non-zero
         out, incomplete = e.output, e
     except Interrupted as e:  # stopped before scoring began or while writing the results
-        stopped(f"{e} before results were written: {RUN_NOTHING_WRITTEN}", e.exit_status)
+        stopped(f"{e} {RUN_NOTHING_WRITTEN}", e.exit_status)
         return
     except (ValueError, KeyError, FileNotFoundError, BackendError) as e:
         fail(error_message(e))
@@ -201,7 +201,7 @@ def stability(
         stopped(f"stability run {e.output.output_dir.name}: {e}", e.exit_status)
         return
     except Interrupted as e:
-        stopped(f"{e} before the stability report was written: {RUN_NOTHING_WRITTEN}", e.exit_status)
+        stopped(f"{e} {RUN_NOTHING_WRITTEN}", e.exit_status)
         return
     except RunIncomplete as e:
         fail(f"stability run {e.output.output_dir.name}: {e}", EXIT_INCOMPLETE)

@@ -246,3 +246,42 @@ def test_a_samples_file_whose_writer_is_gone_is_removed_one_still_written_is_kep
         assert sorted(_hidden(out)) == sorted([live.name, writer.path.name])
         writer.commit()
     assert _hidden(out) == [live.name]
+
+
+def test_sigterm_while_the_run_builds_its_dataset_writes_nothing_and_leaves_nothing(judge, tmp_path):
+    """Before scoring there is nothing to keep: the run stops at once, the dataset it was building
+    from --source is not left half-written, no output folder is made."""
+    src = tmp_path / "src"
+    src.mkdir()
+    rows = (
+        {
+            "item": f"t{i // 2:05d}",
+            "language": "en" if i % 2 == 0 else "de",
+            "context": [f"I planted {i} tomatoes.", "How are they doing?"],
+            "response": f"Flowers after {i} days.",
+            "rating": float(1 + (i // 2) % 5),
+        }
+        for i in range(15000)
+    )
+    (src / "turn.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    building = Path(os.environ["DIALEVAL_HOME"]) / "datasets" / "demo"
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "harness.cli", "run", "-t", "demo-turn", "--source", str(src)]
+    cmd += ["--judge", f"replay:{judge}", "-q", "-o", str(out)]
+    proc = subprocess.Popen(
+        cmd,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while not (building.is_dir() and _hidden(building)):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the dataset build never started"
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 143, stderr
+    assert stderr.strip().splitlines()[-1].startswith("stopped by SIGTERM before any results were written")
+    assert list(building.iterdir()) == [] and not out.exists()
