@@ -26,7 +26,6 @@ import json
 import os
 import re
 import shutil
-import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from pathlib import Path
@@ -38,6 +37,7 @@ import pyarrow.parquet as pq
 from dataset_builders.card import render_card
 from dataset_builders.helpers import normalize_languages, progress_bar, sha256_file
 from dataset_builders.records import BuildResult, ConfigData, ConfigSummary, SourceFile
+from harness import interrupt
 from harness.data.layout import CARD_NAME, MANIFEST_NAME, data_file
 from harness.data.registry import check_writable
 from harness.data.schema import (
@@ -189,9 +189,11 @@ class Builder(ABC):
         ).hexdigest()
 
         output_dir.parent.mkdir(parents=True, exist_ok=True)
-        tmp = output_dir.parent / f".{output_dir.name}.tmp-{uuid.uuid4().hex[:12]}"
-        tmp.mkdir()
+        sweep_stale_builds(output_dir)
+        # written beside its final place, then swapped in: a stopped build leaves nothing behind
+        tmp = interrupt.track(output_dir.parent / interrupt.temp_name(f".{output_dir.name}.tmp-"))
         try:
+            tmp.mkdir()
             configs: list[ConfigData] = []
             with progress_bar(len(sources), f"building {self.name}", enabled=show_progress) as bar:
                 for src in sources:
@@ -246,6 +248,8 @@ class Builder(ABC):
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
+        finally:
+            interrupt.untrack(tmp)
 
         return BuildResult(
             output_dir=output_dir,
@@ -324,13 +328,23 @@ def _check_replaceable(output_dir: Path) -> None:
         )
 
 
+def sweep_stale_builds(output_dir: Path) -> list[Path]:
+    """Remove what a killed build of ``output_dir`` left beside it (``kill -9``, a power cut): its
+    temporary folder, and the previous build it had moved aside when the new one is in place. A
+    build that still runs keeps its folders (:func:`harness.interrupt.sweep`)."""
+    removed = interrupt.sweep(output_dir.parent, f".{output_dir.name}.tmp-*")
+    if output_dir.is_dir():
+        removed += interrupt.sweep(output_dir.parent, f".{output_dir.name}.old-*")
+    return removed
+
+
 def _swap_into_place(tmp: Path, output_dir: Path) -> None:
     """Replace ``output_dir`` by ``tmp``: rename the old one aside, rename the new one in, then
     delete the old one. If the second rename fails, the old one is put back."""
     if not output_dir.exists():
         os.replace(tmp, output_dir)
         return
-    old = output_dir.parent / f".{output_dir.name}.old-{uuid.uuid4().hex[:12]}"
+    old = output_dir.parent / interrupt.temp_name(f".{output_dir.name}.old-")
     os.replace(output_dir, old)
     try:
         os.replace(tmp, output_dir)

@@ -12,7 +12,9 @@ dialogues (as the MEDAL scripts do with vLLM), so a GPU backend sees large batch
 backend can use the Batch API. After every phase the whole state is checkpointed atomically
 (``state.json``); every request also goes through the write-through request cache. A run killed
 at any point resumes from the last checkpoint, and requests of the interrupted phase that had
-finished come back from the cache. Every sampled request carries its own decoding seed,
+finished come back from the cache. A stop signal (Ctrl-C, SIGTERM, SIGHUP) ends generation at the
+next checkpoint; a model call still running after the grace period is cancelled
+(:mod:`harness.interrupt`). Every sampled request carries its own decoding seed,
 ``100 · h + attempt`` with ``h`` a hash of (run seed, dialogue or seed context × user, turn):
 regeneration attempts differ from each other, dialogues do not share random draws, and a resumed
 run reproduces an uninterrupted one (:func:`request_seed`).
@@ -53,6 +55,7 @@ from dataset_builders.medal_pipeline.types import (
     Turn,
     stable_id,
 )
+from harness import interrupt
 from harness.backends.base import create_backend
 from harness.cache import CachedBackend, RequestCache
 from harness.spec import JudgeSpec, parse_spec
@@ -164,10 +167,12 @@ class GenerationState:
 
 
 def save_state(state: GenerationState, path: Path) -> None:
-    """Atomic write (temp file + rename): a kill mid-write leaves the previous checkpoint."""
-    tmp = path.with_suffix(f".tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(state.to_dict(), ensure_ascii=False, separators=(",", ":")), "utf-8")
-    os.replace(tmp, path)
+    """Atomic write (temp file + rename): a kill mid-write leaves the previous checkpoint; stale temps are swept."""
+    interrupt.sweep(path.parent, f"{path.stem}.tmp-*")
+    tmp = path.with_name(interrupt.temp_name(f"{path.stem}.tmp-"))
+    with interrupt.tracked(tmp):
+        tmp.write_text(json.dumps(state.to_dict(), ensure_ascii=False, separators=(",", ":")), "utf-8")
+        os.replace(tmp, path)
 
 
 def load_state(path: Path) -> GenerationState | None:
@@ -247,7 +252,11 @@ class DialogueGenerator:
             state.counters["resumed"] += 1
         from dataset_builders.helpers import progress_bar
 
-        with progress_bar(self.gen.max_turns, "generating dialogues", enabled=self.progress) as bar:
+        # a stop signal ends generation at the next checkpoint (or cancels a call past the grace period)
+        with (
+            interrupt.graceful(),
+            progress_bar(self.gen.max_turns, "generating dialogues", enabled=self.progress) as bar,
+        ):
             self._bar = bar
             self._first_turn_phase(state)
             while True:
@@ -443,7 +452,8 @@ class DialogueGenerator:
 
     def _call(self, state: GenerationState, model: RoleModel, requests: list[Request]) -> list[Response]:
         t0 = time.perf_counter()
-        responses = model.backend.generate(requests)
+        with interrupt.cancellable():
+            responses = model.backend.generate(requests)
         self.timing[model.role] += time.perf_counter() - t0
         u = state.usage.setdefault(model.name if model.role != "user_judge" else "user_judge", {})
         for r in responses:
@@ -463,6 +473,8 @@ class DialogueGenerator:
         self.timing["checkpoint"] += time.perf_counter() - t0
         if self.on_checkpoint is not None:
             self.on_checkpoint(state.step, state.phase)
+        if (signum := interrupt.stop_requested()) is not None:
+            raise interrupt.Interrupted(signum)  # stopped at this checkpoint: a rerun resumes from it
 
 
 def generation_summary(state: GenerationState) -> dict[str, Any]:

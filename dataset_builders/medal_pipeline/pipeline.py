@@ -330,6 +330,28 @@ def run_on_executor(
     return cfg, res, executor_info
 
 
+def checkpoint_note(config: str | Path) -> str:
+    """What a stopped pipeline kept, for the one line the CLI prints: its generation checkpoint
+    (step and phase) and the request cache; nothing is registered until the pipeline finishes."""
+    from dataset_builders.medal_pipeline.generate import STATE_FILE, ResumeError, load_state
+
+    try:
+        cfg = PipelineConfig.load(config)
+        path = cfg.work / STATE_FILE
+        state = load_state(path)
+    except (OSError, ValueError, ResumeError):
+        state, path = None, None
+    where = (
+        f"the generation checkpoint {path} (step {state.step}: {'generation finished' if state.done else state.phase})"
+        if state is not None and path is not None
+        else "no generation checkpoint yet"
+    )
+    return (
+        f"{where} and every finished model request (the request cache) are kept; nothing registered — "
+        "rerun the same command to resume"
+    )
+
+
 def _annotation_markdown(ann: Any, agreement: dict[str, Any] | None, render: Callable) -> list[str]:
     head = ["### Human annotation and inter-annotator agreement (§5.2, App. E.1, Tables 4–5)", ""]
     if ann is None:

@@ -205,11 +205,17 @@ def dialogue_record(
 
 
 def write_jsonl(path: Path, records: Sequence[Mapping[str, Any]]) -> None:
+    """Write ``records`` to ``path`` atomically (a temporary file renamed into place; removed if the
+    write is interrupted)."""
     tmp = path.with_suffix(".tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        for r in records:
-            f.write(json.dumps(r, ensure_ascii=False) + "\n")
-    tmp.replace(path)
+    try:
+        with tmp.open("w", encoding="utf-8") as f:
+            for r in records:
+                f.write(json.dumps(r, ensure_ascii=False) + "\n")
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

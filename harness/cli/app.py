@@ -8,8 +8,10 @@ reproduce upheld``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import signal
 import sys
 import traceback
 from collections.abc import Sequence
@@ -20,11 +22,12 @@ import typer
 from typer.core import TyperGroup
 
 from harness.cli import chatbot, ls, report, run
-from harness.cli.console import err, error_message, escape
+from harness.cli.console import err, error_message, escape, stopped
 from harness.cli.datasets import datasets_app
 from harness.cli.finetune import finetune_app
 from harness.cli.reproduce import reproduce_app
 from harness.cli.robustness import robustness_app
+from harness.interrupt import Interrupted, exit_status, grace, stop_signals
 
 DEBUG_FLAG, DEBUG_ENV = "--debug", "DIALEVAL_DEBUG"
 
@@ -53,13 +56,16 @@ class GuardedGroup(TyperGroup):
     def invoke(self, ctx: typer.Context) -> Any:  # type: ignore[override]
         try:
             return super().invoke(ctx)
+        except KeyboardInterrupt as e:  # a stop signal the command did not report itself
+            status = e.exit_status if isinstance(e, Interrupted) else exit_status(signal.SIGINT)
+            what = f"harness {ctx.invoked_subcommand}" if ctx.invoked_subcommand else "harness"
+            stopped(f"{str(e) or 'stopped by SIGINT'} before `{what}` finished", status)
         except (
             typer.Exit,
             typer.Abort,
             click.exceptions.Exit,
             click.ClickException,
             click.Abort,
-            KeyboardInterrupt,
         ):
             raise
         except Exception as e:  # noqa: BLE001 - the guard: one line instead of a traceback
@@ -103,10 +109,19 @@ app.add_typer(reproduce_app, name="reproduce")
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
-        app()
-    except KeyboardInterrupt:
-        err.print("interrupted; completed judge calls are in the request cache — rerun to resume")
-        sys.exit(130)
+        seconds = grace()  # DIALEVAL_STOP_GRACE
+    except ValueError as e:
+        err.print(f"error: {e}", markup=False, highlight=False)
+        sys.exit(2)
+    # Ctrl-C, SIGTERM and SIGHUP stop a command cleanly (harness.interrupt): exit 130 / 143 / 129
+    with stop_signals(seconds):
+        try:
+            app()
+        except KeyboardInterrupt as e:  # outside a command (while parsing the command line)
+            status = e.exit_status if isinstance(e, Interrupted) else exit_status(signal.SIGINT)
+            with contextlib.suppress(OSError):
+                err.print(f"{str(e) or 'stopped by SIGINT'}; nothing was done", markup=False, highlight=False)
+            sys.exit(status)
 
 
 if __name__ == "__main__":

@@ -74,6 +74,7 @@ __all__ = [
     "fail",
     "frame_table",
     "judge_arg",
+    "stopped",
 ]
 
 
@@ -120,3 +121,13 @@ def executor_summary(executor: dict[str, Any] | None) -> None:
         console.print(
             f"ray {pool['role']} {pool['spec']}: " + " · ".join(parts), markup=False, highlight=False
         )
+
+
+def stopped(msg: str, code: int) -> None:
+    """A command ended by a stop signal: one line on stderr saying what was kept and how to resume,
+    then exit with the signal's status (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP)."""
+    try:
+        err.print(msg, markup=False, highlight=False)
+    except OSError:  # the terminal is gone (SIGHUP)
+        pass
+    raise typer.Exit(code)

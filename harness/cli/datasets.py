@@ -22,6 +22,7 @@ from harness.cli.console import (
     fail,
     frame_table,
     judge_arg,
+    stopped,
 )
 
 datasets_app = typer.Typer(
@@ -84,6 +85,7 @@ def build(
     from harness.data.builders import get_builder
     from harness.data.registry import DatasetRegistry, DatasetRegistryError, check_name, check_writable
     from harness.data.schema import DataValidationError, SchemaError
+    from harness.interrupt import Interrupted
 
     kwargs: dict[str, Any] = {"mapping": mapping} if mapping is not None else {}
     if name == "import" and mapping is None:
@@ -146,6 +148,10 @@ def build(
     ) as e:
         fail(error_message(e))
         return
+    except Interrupted as e:  # temporary folders are removed on the way out
+        kept = "no version registered" if output is None else f"{output} is left as it was"
+        stopped(f"{e} while building: {kept}; rerun the same command to build it", e.exit_status)
+        return
     t = Table(title=escape(where))
     t.add_column("config")
     t.add_column("rows", justify="right")
@@ -166,8 +172,9 @@ def _run_medal_pipeline(
     """Run the MEDAL pipeline (its model requests on ``ex``'s executor); return (publish directory,
     registry name). On Ray the per-worker stats go to ``<work dir>/executor.json``."""
     from dataset_builders.medal_pipeline.generate import ResumeError
-    from dataset_builders.medal_pipeline.pipeline import run_on_executor
+    from dataset_builders.medal_pipeline.pipeline import checkpoint_note, run_on_executor
     from harness.data.schema import DataValidationError
+    from harness.interrupt import Interrupted
     from harness.spec import SpecError
     from harness.types import BackendError
 
@@ -176,6 +183,9 @@ def _run_medal_pipeline(
     except (ValueError, FileNotFoundError, DataValidationError, ResumeError, SpecError, BackendError) as e:
         fail(f"{config}: {e}")
         raise AssertionError from e  # unreachable: _fail exits
+    except Interrupted as e:
+        stopped(f"{e}: {checkpoint_note(config)}", e.exit_status)
+        raise AssertionError from e  # unreachable: stopped exits
     for w in res.warnings:
         err.print(f"[yellow]warning:[/] {escape(w)}")
     executor_summary(executor_info)

@@ -19,8 +19,14 @@ from harness.cli.console import (
     executor_summary,
     fail,
     judge_arg,
+    stopped,
 )
 from harness.judges.loader import DEFAULT_JUDGE
+
+RUN_NOTHING_WRITTEN = (
+    "before any results were written (an earlier output is left as it was); every finished request is "
+    "in the request cache — rerun the same command to resume"
+)
 
 
 def run(
@@ -93,8 +99,9 @@ def run(
 ) -> None:
     """Run a judge over task datasets and measure its agreement with human ratings (with several
     annotators per item: soft labels, human ceilings and the alt-test; with a panel: α, effective judges)."""
+    from harness.interrupt import Interrupted
     from harness.report.meta import alt_notes, rich_tables
-    from harness.run.partial import EXIT_INCOMPLETE, RunIncomplete
+    from harness.run.partial import EXIT_INCOMPLETE, RunIncomplete, RunInterrupted
     from harness.run.results import issue_tables, results_tables
     from harness.run.runner import DEFAULT_TASK, RunConfig
     from harness.run.runner import run as do_run
@@ -126,8 +133,14 @@ def run(
             executor=ex,
         )
         out = do_run(cfg)
+    except RunInterrupted as e:  # a stop signal: partial results written, one line, the signal's status
+        stopped(str(e), e.exit_status)
+        return
     except RunIncomplete as e:  # partial results were written: show them, then exit non-zero
         out, incomplete = e.output, e
+    except Interrupted as e:  # stopped before scoring began or while writing the results
+        stopped(f"{e} {RUN_NOTHING_WRITTEN}", e.exit_status)
+        return
     except (ValueError, KeyError, FileNotFoundError, BackendError) as e:
         fail(error_message(e))
         return
@@ -172,7 +185,8 @@ def stability(
 ) -> None:
     """Repeat a judge k times over the same items; report the std of its judgments (MEDAL Table 3)."""
     from harness.data.registry import check_writable
-    from harness.run.partial import EXIT_INCOMPLETE, RunIncomplete
+    from harness.interrupt import Interrupted
+    from harness.run.partial import EXIT_INCOMPLETE, RunIncomplete, RunInterrupted
     from harness.run.runner import RunConfig
     from harness.run.stability import STABILITY_FILE, run_stability
     from harness.types import BackendError
@@ -193,6 +207,12 @@ def stability(
             executor=ex,
         )
         report = run_stability(cfg, runs, output)
+    except RunInterrupted as e:
+        stopped(f"stability run {e.output.output_dir.name}: {e}", e.exit_status)
+        return
+    except Interrupted as e:
+        stopped(f"{e} {RUN_NOTHING_WRITTEN}", e.exit_status)
+        return
     except RunIncomplete as e:
         fail(f"stability run {e.output.output_dir.name}: {e}", EXIT_INCOMPLETE)
         return

@@ -18,7 +18,9 @@ checked).
 
 A version is written into a staging directory next to its final place and then renamed into place;
 ``rename`` refuses to replace a non-empty directory, so an existing version is never overwritten,
-and a failed build leaves every existing version as it was. ``load_dataset(str(path), config)``
+and a failed or stopped build (Ctrl-C, SIGTERM) leaves every existing version as it was and no
+staging directory; one a killed build left (``kill -9``) is removed by the next build of the dataset
+(:mod:`harness.interrupt`). Hidden entries are never versions. ``load_dataset(str(path), config)``
 works on any version directory; :func:`resolve` turns ``name@version`` (or ``name`` = the latest
 version) into that directory.
 """
@@ -31,12 +33,12 @@ import json
 import os
 import re
 import shutil
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness import interrupt
 from harness.data.layout import MANIFEST_NAME as MANIFEST
 from harness.provenance import utc_now
 
@@ -211,7 +213,8 @@ class DatasetRegistry:
             raise VersionExistsError(self._exists_message(name, version))
         new_folder = not final.parent.exists()
         final.parent.mkdir(parents=True, exist_ok=True)
-        staging = final.parent / f".staging-{version}-{uuid.uuid4().hex[:12]}"
+        interrupt.sweep(final.parent, ".*")  # what a killed build left (kill -9); never a live one's
+        staging = interrupt.track(final.parent / interrupt.temp_name(f".staging-{version}-"))
         release = {"name": name, "version": version, "registered_at": utc_now()}
         try:
             write(staging, release)
@@ -225,6 +228,7 @@ class DatasetRegistry:
         finally:
             if staging.exists():
                 shutil.rmtree(staging, ignore_errors=True)
+            interrupt.untrack(staging)
             if new_folder and not final.exists():
                 with contextlib.suppress(OSError):  # not empty: another build registered meanwhile
                     final.parent.rmdir()

@@ -3,7 +3,8 @@
 others), otherwise a local cluster started for this process and shut down after it.
 
 Every process of a local cluster is gone when the command ends, however it ends: ``ray.shutdown()``
-on a normal end, Ctrl-C and SIGTERM (Ray turns SIGTERM into ``SystemExit``), and a reaper
+on a normal end, Ctrl-C and SIGTERM (the ``harness`` command takes SIGTERM back from ``ray.init``:
+a run stops as on Ctrl-C, :mod:`harness.interrupt`), and a reaper
 (:mod:`harness.executors.watchdog`) started before the cluster that kills whatever is left the
 moment the driver's pipe closes — also when the driver is killed with SIGKILL.
 """
@@ -20,6 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from harness import interrupt
 from harness.executors import watchdog
 from harness.executors.config import RAY_EXTRA_HINT, RayNotInstalledError
 
@@ -102,6 +104,7 @@ def ray_session() -> Iterator[dict[str, Any]]:
                 kwargs["address"] = address
                 ray.init(**kwargs)
             started = True
+            interrupt.reclaim()  # ray.init took SIGTERM: a stop stays the harness's (harness.interrupt)
     try:
         yield describe_cluster(ray, started)
     finally:

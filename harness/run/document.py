@@ -209,6 +209,9 @@ class PanelSection(_Open):
 
 class Incomplete(_Open):
     reason: str
+    signal: str | None = Field(
+        default=None, description="the stop signal that ended the run (SIGINT, SIGTERM, SIGHUP)"
+    )
     stopped_at: dict[str, Any] = {}
     n_items_total: int
     n_items_scored: int

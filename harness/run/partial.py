@@ -1,17 +1,21 @@
-"""Runs that stop early: a backend that keeps failing (after its retries, on any executor) ends the
-run with the items judged so far written out and ``results.json`` marked incomplete — never a
-results file that silently covers fewer items than were asked for.
+"""Runs that stop early: a backend that keeps failing (after its retries, on any executor), or a stop
+signal (Ctrl-C, SIGTERM, SIGHUP: :mod:`harness.interrupt`), ends the run with the items judged so far
+written out and ``results.json`` marked incomplete — never a results file that silently covers
+fewer items than were asked for.
 
-``results["incomplete"]`` says why (the error), how far it got (items scored / unscored, per task)
-and how to resume (rerun the same command: every finished request is in the request cache, so the
-rerun sends only the missing ones). :class:`RunIncomplete` carries the written output to the caller
-(the CLI prints what there is and exits with :data:`EXIT_INCOMPLETE`).
+``results["incomplete"]`` says why (the error, or the signal), how far it got (items scored /
+unscored, per task) and how to resume (rerun the same command: every finished request is in the
+request cache, so the rerun sends only the missing ones). :class:`RunIncomplete` carries the written
+output to the caller (the CLI prints what there is and exits with :data:`EXIT_INCOMPLETE`);
+:class:`RunInterrupted`, for a signal, carries the exit status of that signal too (130 for SIGINT,
+143 for SIGTERM, 129 for SIGHUP).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from harness.interrupt import STOP_SIGNALS, exit_status, signal_name
 from harness.types import BackendError
 
 if TYPE_CHECKING:
@@ -29,12 +33,27 @@ class RunIncomplete(BackendError):
         self.output = output
 
 
+class RunInterrupted(RunIncomplete):
+    """A stop signal ended the run; ``exit_status`` is the status the command exits with."""
+
+    def __init__(self, message: str, output: RunOutput, signum: int) -> None:
+        super().__init__(message, output)
+        self.signum = signum
+        self.exit_status = exit_status(signum)
+
+
+def stop_failure(signum: int, task: str, item: int) -> dict[str, Any]:
+    """What stopped a run that received ``signum`` before item ``item`` of ``task``."""
+    return {"task": task, "item": item, "error": f"stopped by {signal_name(signum)}", "signal": int(signum)}
+
+
 def incomplete_marker(
     failure: dict[str, Any], totals: dict[str, int], scored: dict[str, int]
 ) -> dict[str, Any]:
     """The ``incomplete`` entry of results.json."""
     n_total, n_scored = sum(totals.values()), sum(scored.values())
     return {
+        **({"signal": signal_name(failure["signal"])} if failure.get("signal") is not None else {}),
         "reason": failure["error"],
         "stopped_at": {"task": failure["task"], "item": failure["item"]},
         "n_items_total": n_total,
@@ -45,8 +64,25 @@ def incomplete_marker(
     }
 
 
+def incomplete_error(output: RunOutput) -> RunIncomplete:
+    """The exception that hands an incomplete run's output to the caller: :class:`RunInterrupted`
+    when a signal stopped it, else :class:`RunIncomplete`."""
+    inc = output.results["incomplete"]
+    message = incomplete_message(output.results, output.output_dir)
+    if inc.get("signal"):
+        signum = next(s for s in STOP_SIGNALS if s.name == inc["signal"])
+        return RunInterrupted(message, output, int(signum))
+    return RunIncomplete(message, output)
+
+
 def incomplete_message(results: dict[str, Any], out_dir: Any) -> str:
     inc = results["incomplete"]
+    if inc.get("signal"):
+        return (
+            f"{inc['reason']}: {inc['n_items_scored']} of {inc['n_items_total']} items scored. Kept: results.json "
+            f"(marked incomplete) and samples.parquet in {out_dir}, every finished request in the request "
+            "cache; rerun the same command to finish (only the unfinished requests are sent)."
+        )
     return (
         f"run incomplete: {inc['n_items_scored']} of {inc['n_items_total']} items scored, then {inc['reason']}. "
         f"Partial results (marked incomplete) in {out_dir}; rerun the same command to finish "

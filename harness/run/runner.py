@@ -6,7 +6,8 @@ resumes where it stopped and a rerun with a warm cache makes zero backend calls.
 ``executor=ExecutorConfig("ray", workers=N)`` each call carries ``batch_size × N`` items and the
 misses are sharded over N Ray workers, one ``batch_size`` shard each (:mod:`harness.executors`). A
 backend that keeps failing ends the run with partial results marked incomplete
-(:mod:`harness.run.partial`).
+(:mod:`harness.run.partial`), and so does a stop signal (Ctrl-C, SIGTERM, SIGHUP: no new batch, the
+one in flight finishes or is cancelled within seconds; :mod:`harness.interrupt`).
 
 Runs stream, so memory does not grow with the item count: each task's items are counted first,
 then read from the dataset a record batch at a time (:mod:`harness.run.items`), judged, and their
@@ -21,6 +22,7 @@ import dataclasses
 import logging
 import random
 import re
+import signal
 import sys
 import time
 import uuid
@@ -34,6 +36,7 @@ import numpy as np
 import pandas as pd
 from pydantic import ValidationError
 
+from harness import interrupt
 from harness.cache import RequestCache, default_cache_path
 from harness.data.registry import check_writable
 from harness.data.resolve import DatasetHandle, prepare_dataset
@@ -63,7 +66,7 @@ from harness.run.document import (
 from harness.run.hf_progress import library_progress_bars
 from harness.run.items import TaskItems, plan_task
 from harness.run.meta_stage import RunMeta, meta_evaluate_run
-from harness.run.partial import RunIncomplete, incomplete_marker, incomplete_message
+from harness.run.partial import incomplete_error, incomplete_marker, stop_failure
 from harness.run.records import check_sample_row
 from harness.run.results import RESULTS_FILE, SAMPLES_FILE, SCHEMA_VERSION, _json_safe, write_document
 from harness.run.samples import SAMPLE_COLUMNS, SampleWriter, sample_row
@@ -330,7 +333,7 @@ def run(cfg: RunConfig) -> RunOutput:
         results = write_document(out_dir, document)
     output = RunOutput(results=results, output_dir=out_dir, document=document)
     if output.incomplete is not None:
-        raise RunIncomplete(incomplete_message(results, out_dir), output)
+        raise incomplete_error(output)
     return output
 
 
@@ -351,7 +354,9 @@ def _score_tasks(
     scoring_s = io_s = 0.0
     failure: dict[str, Any] | None = None
     step = scope.items_per_call(cfg.batch_size)
-    with _progress(cfg.show_progress) as progress:
+    # a stop signal (Ctrl-C, SIGTERM, SIGHUP) ends scoring between batches; a batch still in flight
+    # after the grace period is cancelled (harness.interrupt); the rows so far stay in the file
+    with _progress(cfg.show_progress) as progress, interrupt.graceful():
         scope.progress = progress
         try:
             for spec in specs:
@@ -368,13 +373,20 @@ def _score_tasks(
                     io_s += time.perf_counter() - t_io
                     if batch is None:
                         break
+                    if (signum := interrupt.stop_requested()) is not None:
+                        failure = stop_failure(signum, spec.name, done)
+                        break
                     try:
-                        verdicts = judge.score(spec, batch)
+                        with interrupt.cancellable():
+                            verdicts = judge.score(spec, batch)
                     except (LogprobsUnavailableError, BackendConfigError):
                         raise  # the judge cannot do this task / is misconfigured: a usage error, not a resume
                     except BackendError as e:
                         log.error("task %s: scoring stopped at item %d: %s", spec.name, done, e)
                         failure = {"task": spec.name, "item": done, "error": f"{type(e).__name__}: {e}"}
+                        break
+                    except KeyboardInterrupt as e:  # the batch in flight was cancelled
+                        failure = stop_failure(getattr(e, "signum", signal.SIGINT), spec.name, done)
                         break
                     t_io = time.perf_counter()
                     writer.add(

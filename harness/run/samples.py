@@ -12,9 +12,10 @@ indexed by row number in the file — the same rows, in the same order, as the r
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import uuid
+import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -27,6 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pydantic import ValidationError
 
+from harness import interrupt
 from harness.meta.issue_metrics import human_labels_json
 from harness.meta.soft_labels import item_dimension, item_distribution
 from harness.run.records import SampleError, SampleRow
@@ -40,6 +42,9 @@ HEAVY_COLUMNS = ("run_id", "judge", "prompt_hash", "raw_output", "parse_detail")
 #: columns only annotator-level statistics, panels and issue labels read
 LABEL_COLUMNS = ("id", "extra", "human_distribution", "cached", "prompt_tokens", "completion_tokens")
 SAMPLE_COLUMNS = list(SAMPLE_SCHEMA.names)
+#: the samples file while a run writes it: ``.samples.<owner>.parquet`` (:func:`harness.interrupt.temp_name`)
+TEMP_PREFIX = ".samples."
+_LEGACY_TEMP = re.compile(r"\.samples\.[0-9a-f]{12}\.parquet")  # written before names carried an owner
 
 
 def sample_row(run_id: str, spec: TaskSpec, judge: str, item: Mapping[str, Any], v: Any) -> dict[str, Any]:
@@ -78,22 +83,30 @@ def _float_or_none(x: Any) -> Any:
 
 
 class SampleWriter:
-    """Appends sample rows to ``<output_dir>/.samples.<random>.parquet`` in row groups; counts the
-    rows of each task. Use as a context manager: leaving it with an exception removes the file."""
+    """Appends sample rows to ``<output_dir>/.samples.<owner>.parquet`` in row groups; counts the
+    rows of each task. Use as a context manager: leaving it with an exception removes the file (and
+    the output folder, when the writer made it and it is empty); so does a hard stop
+    (:mod:`harness.interrupt`). A stale file a killed run left is removed (:func:`sweep_stale_samples`)."""
 
     def __init__(self, output_dir: Path, row_group: int | None = None, validate: Any = None) -> None:
         self.output_dir = Path(output_dir)
         self._made_dir = not self.output_dir.exists()
         self.output_dir.mkdir(parents=True, exist_ok=True)
-        for stale in self.output_dir.glob(".samples.*.parquet"):  # left by a run that was killed
-            stale.unlink(missing_ok=True)
-        self.path = self.output_dir / f".samples.{uuid.uuid4().hex[:12]}.parquet"
+        if self._made_dir:  # a hard stop (a second Ctrl-C) removes the folder this run made
+            interrupt.track(self.output_dir)
+        sweep_stale_samples(self.output_dir)
+        self.path = interrupt.track(self.output_dir / interrupt.temp_name(TEMP_PREFIX, ".parquet"))
         self.row_group = row_group or ROW_GROUP
         self.validate = validate
         self.rows_by_task: Counter[str] = Counter()
         self._buffer: list[dict[str, Any]] = []
-        self._writer: pq.ParquetWriter | None = pq.ParquetWriter(self.path, SAMPLE_SCHEMA)
         self.committed: Path | None = None
+        self._writer: pq.ParquetWriter | None = None
+        try:
+            self._writer = pq.ParquetWriter(self.path, SAMPLE_SCHEMA)
+        except BaseException:  # e.g. a stop signal right now: the caller never gets to abort()
+            self.abort()
+            raise
 
     @property
     def n_rows(self) -> int:
@@ -136,6 +149,8 @@ class SampleWriter:
         self.close()
         final = self.output_dir / SAMPLES_FILE
         os.replace(self.path, final)
+        interrupt.untrack(self.path)
+        interrupt.untrack(self.output_dir)
         self.committed = self.path = final
         return final
 
@@ -147,6 +162,8 @@ class SampleWriter:
             self._writer = None
             if self.committed is None:
                 self.path.unlink(missing_ok=True)
+                interrupt.untrack(self.path)
+                interrupt.untrack(self.output_dir)
                 if self._made_dir and not any(self.output_dir.iterdir()):
                     self.output_dir.rmdir()  # a run that failed leaves no empty output folder
 
@@ -156,6 +173,29 @@ class SampleWriter:
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is not None:
             self.abort()
+
+
+def sweep_stale_samples(output_dir: Path) -> list[Path]:
+    """Remove samples files a killed run left (``kill -9``, a power cut): in ``output_dir`` (one
+    without an owner in its name, from an older harness, too) and in the run folders beside it, the
+    default place of the next run's output; a folder left empty by that goes too. A file whose
+    writer still runs is kept. Such files are never read as results (only ``samples.parquet`` is)."""
+    removed = interrupt.sweep(output_dir, f"{TEMP_PREFIX}*.parquet")
+    for legacy in output_dir.glob(f"{TEMP_PREFIX}*.parquet"):
+        if _LEGACY_TEMP.fullmatch(legacy.name):
+            legacy.unlink(missing_ok=True)
+            removed.append(legacy)
+    try:
+        siblings = [d for d in output_dir.parent.iterdir() if d.is_dir() and d != output_dir]
+    except OSError:
+        return removed
+    for d in siblings:
+        gone = interrupt.sweep(d, f"{TEMP_PREFIX}*.parquet")
+        if gone:
+            removed += gone
+            with contextlib.suppress(OSError):
+                d.rmdir()  # only when nothing else is in it
+    return removed
 
 
 def _columns(path: Path, labelled: bool) -> list[str]:

@@ -364,3 +364,60 @@ def test_sigkill_mid_generation_then_rerun_completes_identically(run, tmp_path):
     assert [d.to_dict() for d in state.dialogues] == [d.to_dict() for d in reference.dialogues]
     for config in ("seeds", "dialogues", "auto_labels", "malformed", "curated"):
         assert len(datasets.load_dataset(str(tmp_path / "out"), config, split="test")) > 0
+
+
+def test_sigterm_mid_generation_stops_at_a_checkpoint_then_rerun_completes_identically(run, tmp_path):
+    """SIGTERM (as `timeout` or a job scheduler sends it) while the CLI generates: exit 143 at the
+    next checkpoint, no temporary file, nothing built; the same command resumes from it."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    _, _, reference, _ = run
+    cfg_path = write_replay_config(tmp_path, delay=0.01)
+    cmd = [
+        sys.executable,
+        "-m",
+        "harness.cli",
+        "datasets",
+        "build",
+        "medal",
+        "--config",
+        str(cfg_path),
+        "--output",
+        str(tmp_path / "out"),
+        "-q",
+    ]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    state_file = tmp_path / "work" / "state.json"
+    deadline = time.time() + 120
+    signalled_at = None
+    while time.time() < deadline and proc.poll() is None:
+        try:
+            step = json.loads(state_file.read_text("utf-8"))["step"]
+        except (FileNotFoundError, ValueError, KeyError):
+            step = 0
+        if step >= 14:
+            proc.send_signal(signal.SIGTERM)
+            signalled_at = step
+            break
+        time.sleep(0.02)
+    _, stderr = proc.communicate(timeout=60)
+    assert signalled_at is not None, "the run finished before it could be signalled"
+    assert proc.returncode == 143, stderr
+    state = load_state(state_file)
+    assert not state.done and state.step >= signalled_at  # the checkpoint it stopped at
+    assert f"stopped by SIGTERM: the generation checkpoint {state_file} (step {state.step}" in stderr
+    assert "rerun the same command to resume" in stderr
+    assert sorted(p.name for p in state_file.parent.iterdir() if p.name.startswith("state.")) == [
+        "state.json"
+    ]
+    assert not (tmp_path / "out").exists()
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    state = load_state(state_file)
+    assert state.counters["resumed"] == 1 and state.done
+    assert [d.to_dict() for d in state.dialogues] == [d.to_dict() for d in reference.dialogues]
