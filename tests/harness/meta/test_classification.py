@@ -54,10 +54,10 @@ def test_binary_metrics_matches_sklearn(seed: int) -> None:
 
 def test_binary_metrics_zero_division_and_validation() -> None:
     ref, pred = [0, 0, 0, None], [0, 0, 0, 1]
-    assert binary_metrics(ref, pred)["f1_pos"] == 0.0  # sklearn's numerical default
-    assert binary_metrics(ref, pred, zero_division=1.0)["f1_pos"] == 1.0
+    assert binary_metrics(ref, pred)["f1_pos"] == pytest.approx(0.0)  # sklearn's numerical default
+    assert binary_metrics(ref, pred, zero_division=1.0)["f1_pos"] == pytest.approx(1.0)
     assert math.isnan(binary_metrics(ref, pred, zero_division=np.nan)["precision"])
-    assert binary_metrics(ref, pred)["f1_neg"] == 1.0
+    assert binary_metrics(ref, pred)["f1_neg"] == pytest.approx(1.0)
     assert binary_metrics(ref, pred)["n"] == 3
     empty = binary_metrics([None, 1], [0, None])
     assert empty["n"] == 0 and math.isnan(empty["f1_pos"]) and empty["predicted_positive"] == 0
