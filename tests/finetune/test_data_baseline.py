@@ -16,7 +16,7 @@ from harness.encoders import load_encoder
 from harness.encoders.baseline import PACKAGED_DIR, read_baseline
 from harness.judges import load_judge
 from harness.tasks import get_task
-from tests.fixtures.tolerances import FLOAT32_PATHS
+from tests.fixtures.tolerances import CROSS_CPU, FLOAT32_PATHS
 
 DIALOGUES = [
     {"id": "d1", "language": "en", "turns": ["Do you like tea?", "Yes, green tea mostly.", "Me too!", ""]},
@@ -116,7 +116,7 @@ def test_packaged_e5_baseline_is_reproduced_from_shared_topical_chat(shared_data
     # The C engine's float results depend on the CPU (SIMD path, OpenMP reduction order): measured up to
     # 3.4e-5 per element between an Intel and an AMD EPYC host. Compare at what is reproducible across
     # x86-64 CPUs: per element and as a direction.
-    np.testing.assert_allclose(fresh.vector, packaged.vector, atol=2e-4)
+    np.testing.assert_allclose(fresh.vector, packaged.vector, atol=CROSS_CPU)
     cos = float(
         fresh.vector @ packaged.vector / np.linalg.norm(fresh.vector) / np.linalg.norm(packaged.vector)
     )

@@ -155,7 +155,7 @@ def test_value_is_the_mean_of_normalised_member_scores(tmp_path, task, items):
         assert _shown(v.raw, EMBED) == pytest.approx(e.score, abs=FLOAT32_PATHS)
         assert _shown(v.raw, EVALUATOR) == pytest.approx(x.score, abs=FLOAT32_PATHS)
         assert [m["spec"] for m in v.extra["members"]] == [EMBED, EVALUATOR]
-        assert v.extra["members"][0]["normalised"] == pytest.approx((e.score + 1) / 2)
+        assert v.extra["members"][0]["normalised"] == pytest.approx((e.score + 1) / 2, abs=FLOAT32_PATHS)
         assert not v.cached
     # a score never depends on the batch it came in
     alone = load_judge(f"mean:{EMBED}+{EVALUATOR}").score(task, items[-1:])
