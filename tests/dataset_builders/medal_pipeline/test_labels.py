@@ -156,7 +156,9 @@ def test_label_summary_counts_none_separately(dialogues, judge):
     assert s["n"] == 4 and s["parse_failures"] == 1 and s["statuses"] == {"ok": 3, "parse_error": 1}
     assert s["none"]["unsafe"] == 2 and s["none"]["repetitive"] == 1
     assert s["positives"]["repetitive"] == 1 and s["positive_rate"]["repetitive"] == pytest.approx(1 / 3)
-    assert s["positive_rate"]["unsafe"] == 0.0  # 2 valid zeros; the None labels are not counted
+    assert s["positive_rate"]["unsafe"] == pytest.approx(
+        0.0
+    )  # 2 valid zeros; the None labels are not counted
     assert s["positive_rate"]["irrelevant"] == pytest.approx(1 / 3)
     assert s["overall_mean"] == pytest.approx(4.0) and s["overall_counts"] == {"3": 1, "4": 1, "5": 1}
     assert s["any_issue"] == 2

@@ -30,6 +30,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from dataset_builders.medal_pipeline.config import PipelineConfig
 from dataset_builders.medal_pipeline.generate import STATE_FILE, load_state
 from dataset_builders.medal_pipeline.pipeline import run_pipeline
@@ -268,7 +270,7 @@ def test_openai_batch_api_config_sends_one_batch_per_model_per_phase(tmp_path, m
     assert list(batch_state.glob("*.json")) == []  # every batch handed out: nothing left to resume
     g = result.summary["generation"]
     assert g["dialogues"] == g["dialogues_with_turns"] == n_dialogues
-    assert g["statuses"] == {"max_turns": n_dialogues} and g["first_turn_pass_rate"] == 1.0
+    assert g["statuses"] == {"max_turns": n_dialogues} and g["first_turn_pass_rate"] == pytest.approx(1.0)
     assert _n_jsonl(result.publish_dir / "dialogues.jsonl") == n_dialogues
     published = (result.publish_dir / "dialogues.jsonl").read_bytes()
     n_batches = len(api.creates)

@@ -82,6 +82,8 @@ def test_vllm_server_p_yes_agrees_with_hf_and_guides_json(tmp_path, smollm2, xdi
         spec = f"openai:{srv.model},base_url={srv.base_url},choice_top_logprobs=50,timeout=300"
         with load_judge(spec, cache) as judge:
             served = judge.score(task, items)
+        # MEDAL asks for 8,192 new tokens (the paper's budget); the server's context is 4,096
+        with load_judge(f"{spec},max_tokens=256", cache) as judge:
             (verdict,) = judge.score(get_task("medal"), _medal_items(1))
     assert all(v.ok for v in local + served)
     assert max(abs(a.score - b.score) for a, b in zip(local, served, strict=True)) <= 1e-3

@@ -202,8 +202,8 @@ def test_fleiss_uses_modal_rater_count():
 def test_perfect_agreement_gives_one():
     ratings = [(f"i{i}", a, float(i % 3 + 1)) for i in range(15) for a in ("x", "y", "z")]
     rep = agreement_report(ratings, level="nominal")
-    assert rep.percent.value == 1.0
-    assert rep.adjacent.value == 1.0
+    assert rep.percent.value == pytest.approx(1.0)
+    assert rep.adjacent.value == pytest.approx(1.0)
     assert rep.alpha.value == pytest.approx(1.0)
     assert rep.cohen.mean == pytest.approx(1.0) and rep.cohen.n_pairs == 3
     assert rep.fleiss.value == pytest.approx(1.0)
@@ -300,7 +300,7 @@ def test_errors_for_empty_input_unknown_level_and_bad_values():
 def test_report_to_dict_is_flat_and_json_friendly():
     d = agreement_report([(i, a, 2.0) for i in range(3) for a in "xy"], level="nominal").to_dict()
     assert d["alpha"] is None  # NaN -> None
-    assert d["percent_agreement"] == 1.0
+    assert d["percent_agreement"] == pytest.approx(1.0)
     assert d["bucket_full"] == 3 and d["n_items"] == 3 and d["n_annotators"] == 2
     assert all(not isinstance(v, dict) for v in d.values())
 

@@ -55,13 +55,13 @@ def test_bucket_accuracy_empty_level_and_zero_previous():
     df = pd.DataFrame({"labels": [[1, 1, 1], [2, 2, 3]], "pred": [1, 3]})
     out = bucket_accuracy(df, "pred").set_index("bucket")
     assert out.at["plurality", "n"] == 0 and math.isnan(out.at["plurality", "accuracy"])
-    assert out.at["majority", "accuracy"] == 0.0
+    assert out.at["majority", "accuracy"] == pytest.approx(0.0)
     assert math.isnan(out.at["full", "delta_pct"])  # previous accuracy is 0
 
 
 def test_bucket_accuracy_float_predictions_match_labels():
     df = pd.DataFrame({"labels": [[1.0, 1.0], [2.0, 2.0]], "pred": np.array([1, 2.0])})
-    assert bucket_accuracy(df, "pred").set_index("bucket").at["full", "accuracy"] == 1.0
+    assert bucket_accuracy(df, "pred").set_index("bucket").at["full", "accuracy"] == pytest.approx(1.0)
 
 
 def test_bucket_table_layout(items):
@@ -81,7 +81,7 @@ def test_bucket_table_layout(items):
     m1 = table.iloc[0]
     assert m1["all"] == pytest.approx(0.5) and m1["full"] == pytest.approx(2 / 3)
     assert m1["n_plurality"] == 3
-    assert table.iloc[1]["full"] == 1.0
+    assert table.iloc[1]["full"] == pytest.approx(1.0)
 
 
 def test_bucket_errors(items):

@@ -196,7 +196,7 @@ def test_hijackable_medal_judge(tmp_path):
         "raised": 0,
         "raised_rate": 0.0,
     }
-    assert flips["incoherent"]["hidden"] == 3 and flips["incoherent"]["hidden_rate"] == 1.0
+    assert flips["incoherent"]["hidden"] == 3 and flips["incoherent"]["hidden_rate"] == pytest.approx(1.0)
     assert flips["unsafe"]["n_flagged"] == 0 and flips["unsafe"]["hidden_rate"] is None
     assert a["all_issues_cleared"] == {"count": 5, "n_flagged": 5, "rate": 1.0}
     assert rep.results["ko"]["n_pairs"] == 1 and rep.results["pt"]["n_pairs"] == 0
@@ -206,7 +206,10 @@ def test_hijackable_medal_judge(tmp_path):
 
     paths = rep.write(tmp_path / "out")
     doc = json.loads(paths["json"].read_text())
-    assert doc["results"]["all"]["hijacked"]["rate"] == 1.0 and doc["provenance"]["harness"]["version"]
+    assert (
+        doc["results"]["all"]["hijacked"]["rate"] == pytest.approx(1.0)
+        and doc["provenance"]["harness"]["version"]
+    )
     df = pd.read_parquet(paths["parquet"])
     assert len(df) == 6 and set(df.injected_id) == {f"{d}-{lang}::inject" for d, lang, _ in DIALOGUES}
     row = df[df.id == "d1-en"].iloc[0]
@@ -224,9 +227,14 @@ def test_robust_judge_does_not_move(tmp_path):
     rep = run_injection_suite(judge, medal_task(), dialogue_items(), n_bootstrap=100)
     a = rep.results["all"]
     assert (
-        a["mean_delta"] == 0.0 and a["rose"] == 0.0 and a["unchanged"] == 1.0 and a["delta_ci"] == [0.0, 0.0]
+        a["mean_delta"] == pytest.approx(0.0)
+        and a["rose"] == pytest.approx(0.0)
+        and a["unchanged"] == pytest.approx(1.0)
+        and a["delta_ci"] == pytest.approx([0.0, 0.0])
     )
-    assert a["hijacked"]["rate"] == 0.0 and a["all_issues_cleared"]["rate"] == 0.0
+    assert a["hijacked"]["rate"] == pytest.approx(0.0) and a["all_issues_cleared"]["rate"] == pytest.approx(
+        0.0
+    )
     assert all(f["hidden"] == 0 and f["raised"] == 0 for f in a["label_flips"].values())
     assert a["wilcoxon"]["p_value"] is None and "zero" in a["wilcoxon"]["note"]
     json.dumps(rep.to_dict(), allow_nan=False)
@@ -246,9 +254,12 @@ def test_turn_level_p_yes_task(tmp_path):
     a = rep.results["all"]
     assert rep.scale == {"max": 1.0, "source": "probability", "tolerance": 0.01}
     assert (
-        a["n_pairs"] == 8 and a["rose"] == 1.0 and a["at_max_injected"] == 1.0 and a["at_max_original"] == 0.0
+        a["n_pairs"] == 8
+        and a["rose"] == pytest.approx(1.0)
+        and a["at_max_injected"] == pytest.approx(1.0)
+        and a["at_max_original"] == pytest.approx(0.0)
     )
-    assert a["hijacked"]["rate"] == 1.0 and "label_flips" not in a
+    assert a["hijacked"]["rate"] == pytest.approx(1.0) and "label_flips" not in a
     assert a["delta_ci"][0] > 0 and a["wilcoxon"]["p_value"] < 0.01
     assert rep.provenance["injections"]["ja"]["text"] == INJECTIONS["ja"].text
     again = run_injection_suite(judge, task, items, position="response", n_bootstrap=200, seed=3)
@@ -286,7 +297,10 @@ def test_cli_inject_on_a_built_dataset(tmp_path):
     assert r.exit_code == 0, r.output
     assert "verdict injection" in r.output and "hidden 1→0" in r.output and "robustness.json" in r.output
     doc = json.loads((tmp_path / "out" / "robustness.json").read_text())
-    assert doc["results"]["all"]["hijacked"]["rate"] == 1.0 and doc["provenance"]["dataset"]["fingerprint"]
+    assert (
+        doc["results"]["all"]["hijacked"]["rate"] == pytest.approx(1.0)
+        and doc["provenance"]["dataset"]["fingerprint"]
+    )
     assert (tmp_path / "out" / "robustness.md").is_file()
     assert len(pd.read_parquet(tmp_path / "out" / "robustness_pairs.parquet")) == 6
     # warm rerun: every verdict from the cache

@@ -56,7 +56,9 @@ def test_position_consistency_edge_cases():
     with pytest.raises(ValueError, match="unknown pairwise choice"):
         position_consistency(["C"], ["A"])
     always_first = position_consistency(["A"] * 20, ["A"] * 20)
-    assert always_first["flip_rate"] == 1.0 and always_first["first_position_rate"] == 1.0
+    assert always_first["flip_rate"] == pytest.approx(1.0) and always_first[
+        "first_position_rate"
+    ] == pytest.approx(1.0)
     assert always_first["binomtest_p"] == pytest.approx(stats.binomtest(40, 40).pvalue)
 
 
@@ -134,7 +136,11 @@ def test_always_first_judge_flips_every_pair(tmp_path):
     with RequestCache(tmp_path / "c.sqlite") as cache:
         rep = run_pairwise(judge, PAIRS, cache)
         a = rep.results["all"]
-        assert a["flip_rate"] == 1.0 and a["first_position_rate"] == 1.0 and a["flips"] == 3
+        assert (
+            a["flip_rate"] == pytest.approx(1.0)
+            and a["first_position_rate"] == pytest.approx(1.0)
+            and a["flips"] == 3
+        )
         assert a["medal_c5"]["tie"] == 3 and list(rep.results) == ["de", "en", "all"]
         assert rep.results["de"]["n"] == 2 and len(rep.answers) == 6
         assert rep.provenance["template"]["source"] == DEFAULT_PAIRWISE_TEMPLATE.source
@@ -156,7 +162,7 @@ def test_consistent_judge_and_unparseable_answers(tmp_path):
     rep = run_pairwise(judge, PAIRS, seed=1)
     a = rep.results["all"]
     assert a["flips"] == 0 and a["consistent"] == 2 and a["parse_failures"] == 1
-    assert a["medal_c5"]["win"] == 2 and a["first_position_rate"] == 0.5
+    assert a["medal_c5"]["win"] == 2 and a["first_position_rate"] == pytest.approx(0.5)
     raws = {(x["id"], x["order"]): x for x in rep.answers}
     assert raws["p3", "AB"]["choice"] is None and raws["p3", "AB"]["raw"] == "Hmm, hard to say."
     assert raws["p1", "BA"]["winner"] == "x"
@@ -209,7 +215,9 @@ def test_pairwise_by_label_logprobs(tmp_path):
     rep = run_pairwise(judge, PAIRS, choices=("A", "B", "Tie"))
     a = rep.results["all"]
     assert a["parse_failures"] == 1 and a["consistent"] == 2 and a["flips"] == 0
-    assert a["medal_c5"]["win"] == 2 and a["first_position_rate"] == 0.5 and a["n_decisive"] == 4
+    assert (
+        a["medal_c5"]["win"] == 2 and a["first_position_rate"] == pytest.approx(0.5) and a["n_decisive"] == 4
+    )
     ans = {(x["id"], x["order"]): x for x in rep.answers}
     assert ans["p1", "AB"]["choice"] == "A" and ans["p1", "AB"]["choice_logprobs"] == first
     assert ans["p1", "BA"]["choice"] == "B" and ans["p3", "AB"]["choice"] is None
@@ -286,7 +294,7 @@ def test_cli_pairwise(tmp_path):
     assert r.exit_code == 0, r.output
     assert "flip rate" in r.output and "100%" in r.output and "pairwise.json" in r.output
     doc = json.loads((tmp_path / "out" / "pairwise.json").read_text())
-    assert doc["results"]["all"]["flip_rate"] == 1.0 and len(doc["answers"]) == 6
+    assert doc["results"]["all"]["flip_rate"] == pytest.approx(1.0) and len(doc["answers"]) == 6
     assert doc["provenance"]["pairs_file"] == str(f) and doc["provenance"]["cache"]["enabled"] is False
     assert "MEDAL App. C.5" in (tmp_path / "out" / "pairwise.md").read_text()
 
@@ -297,7 +305,10 @@ def test_cli_pairwise(tmp_path):
     r = CliRunner().invoke(cli(), [*args, "--choices", "A, B", "--output", str(tmp_path / "lp")])
     assert r.exit_code == 0, r.output
     doc = json.loads((tmp_path / "lp" / "pairwise.json").read_text())
-    assert doc["results"]["all"]["first_position_rate"] == 1.0 and doc["answers"][0]["choice"] == "A"
+    assert (
+        doc["results"]["all"]["first_position_rate"] == pytest.approx(1.0)
+        and doc["answers"][0]["choice"] == "A"
+    )
     r = CliRunner().invoke(cli(), [*args, "--choices", "A,C", "--output", str(tmp_path / "x")])
     assert r.exit_code == 2 and "choices" in r.output
 

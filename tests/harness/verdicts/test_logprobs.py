@@ -32,7 +32,9 @@ def test_p_yes_golden(lp, expected):
 
 def test_p_yes_says_when_a_label_was_outside_the_top_k():
     s = p_yes({"Yes": None, "No": -5.7})
-    assert s.value == 0.0 and s.status == "ok" and "'Yes' not among the top log-probs" in s.detail
+    assert (
+        s.value == pytest.approx(0.0) and s.status == "ok" and "'Yes' not among the top log-probs" in s.detail
+    )
     assert p_yes({"Yes": -1.0, "No": -2.0}).detail == ""
 
 

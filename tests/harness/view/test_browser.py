@@ -34,7 +34,7 @@ def browser():
         pytest.fail(f"the browser tests need Playwright for Python (the dev extra): {e}")
     if not CHROMIUM.is_file():
         pytest.fail(
-            f"no chromium at {CHROMIUM}: install Debian's browser (`apt-get install -y chromium`, as .ci/run does) "
+            f"no chromium at {CHROMIUM}: install Debian's browser (`bash scripts/provision_tests.sh`, as the README's test command does) "
             "or point DIALEVAL_CHROMIUM at one"
         )
     ARTIFACTS.mkdir(parents=True, exist_ok=True)

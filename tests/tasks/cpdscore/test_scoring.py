@@ -411,7 +411,7 @@ def test_evaluate_module_matches_library(replay, tmp_path):
 
     cached = CachedBackend(create_backend(parse_spec(f"replay:{replay}")), backend_cache)
     ts = CPDScorer(cached, "detail", True).score_turns(recs)
-    assert out["scores"] == [t.score for t in ts]
+    assert out["scores"] == pytest.approx([t.score for t in ts], abs=1e-12)
     assert out["n_parsed"] == [t.n_parsed for t in ts]
     assert out["parse_failures"] == sum(t.parse_failures for t in ts) == 4
     lib = correlate_levels(turn_frame(ts))

@@ -51,7 +51,7 @@ def test_app_h_prompts_are_verbatim_and_rendered():
     assert "Continuation: From London" in yn and 'otherwise output "No".' in yn
     # the human target is the task dimension's mean, not the record's headline rating
     assert get_task("upheld-style").human_rating(ITEM) == 2.0
-    assert get_task("upheld-content").human_rating(ITEM) == 4.2
+    assert get_task("upheld-content").human_rating(ITEM) == pytest.approx(4.2)
     hashes = {t.template_for("en").hash for t in UPHELD_APP_H_TASKS.values()}
     assert len(hashes) == 4
 

@@ -224,7 +224,7 @@ def test_round_trip_agreement_and_records(exported):
                 assert stats["alpha"] == pytest.approx(ref), (lang, dim)
     # constant labels: alpha undefined -> None, agreement perfect
     assert tables["languages"]["fr"]["dimensions"]["unsafe"]["alpha"] is None
-    assert tables["languages"]["fr"]["dimensions"]["unsafe"]["percent_agreement"] == 1.0
+    assert tables["languages"]["fr"]["dimensions"]["unsafe"]["percent_agreement"] == pytest.approx(1.0)
     t4 = [tables["languages"][lg]["dimensions"]["repetitive"]["table4"] for lg in ("en", "fr")]
     assert tables["average"]["repetitive"]["table4"] == pytest.approx(sum(t4) / 2)
     json.dumps(tables)  # JSON-friendly
@@ -249,7 +249,9 @@ def test_round_trip_agreement_and_records(exported):
     assert len(rec["labels"]) == 18 and {lab["annotator"] for lab in rec["labels"]} == {"ann1", "ann2"}
     agg = {a["dimension"]: a for a in rec["aggregates"]}
     assert (
-        agg["overall"]["n"] == 2 and agg["overall"]["mean"] == 2.0 and agg["overall"]["agreement"] == "none"
+        agg["overall"]["n"] == 2
+        and agg["overall"]["mean"] == pytest.approx(2.0)
+        and agg["overall"]["agreement"] == "none"
     )
     de_rec = next(r for r in records if r["language"] == "de")
     assert de_rec["rating"] == float(vectors[("de", "hans", "overall")][0]) and len(de_rec["labels"]) == 9
@@ -424,7 +426,9 @@ def test_allow_partial_counts_missing_and_uncovered(exported):
     assert ann.missing == 1 and ann.uncovered == 1 and ann.coverage == {"en": {"ann1": 6, "ann2": 5}}
     assert ("dlg-en-1", "ann2", "overall", None, "") in ann.labels
     stats = agreement_tables(ann)["languages"]["en"]["dimensions"]["overall"]
-    assert stats["n_items"] == 4 and stats["percent_agreement"] == 1.0  # 6 items - 1 missing - 1 uncovered
+    assert stats["n_items"] == 4 and stats["percent_agreement"] == pytest.approx(
+        1.0
+    )  # 6 items - 1 missing - 1 uncovered
     assert stats["alpha"] == pytest.approx(1.0)
     records = benchmark_records(make_dialogues()[0], ann)
     validate_records(records, "dialogue", MEDAL_DIMENSIONS)

@@ -177,9 +177,9 @@ def test_save_load_round_trip(frame, tmp_path):
 
     loaded = load_ensemble(out)
     other = synthetic(seed=9)
-    np.testing.assert_array_equal(loaded.predict(other), model.predict(other))
+    np.testing.assert_allclose(loaded.predict(other), model.predict(other), rtol=0, atol=1e-12)
     scores = loaded.predict_scores(other)
-    np.testing.assert_array_equal(scores, model.predict_scores(other))
+    np.testing.assert_allclose(scores, model.predict_scores(other), rtol=0, atol=1e-12)
     assert ((scores >= 0) & (scores <= 1)).all() and len(np.unique(scores)) > 2  # probabilities
     assert set(np.unique(loaded.predict(other))) <= {0.0, 1.0}
     assert loaded.describe() == model.describe()
