@@ -26,7 +26,8 @@ import httpx
 from dataset_builders.base import Builder
 from dataset_builders.helpers import download_file, read_csv_records, sha256_file, undecodable_cell
 from dataset_builders.records import ConfigData, SourceFile
-from dataset_builders.upheld.labels import DIMENSIONS, SCORE_COLUMNS, UnknownLabel, parse_label
+from dataset_builders.upheld.labels import DIMENSIONS, SCORE_COLUMNS, read_upheld_label
+from harness.data.cells import is_blank, is_repeated_header
 from harness.data.schema import DataValidationError, SourceUnavailableError
 
 UPSTREAM_REPO = "https://github.com/upwork/upwork-ai-research/tree/upheld"
@@ -37,6 +38,11 @@ SETS: dict[str, tuple[tuple[str, ...], str | None]] = {
     "main": (("main", "upheld"), "data/upheld"),
     "llm_arena": (("llm_arena", "llm_arena_annotated"), "additional_resources/llm_arena_annotated"),
     "topical_chat": (("topical_chat", "topical_chat_annotated", "topical"), None),
+}
+CONFIG_TITLES = {
+    "main": "UPHELD main set",
+    "llm_arena": "LLM Arena verification set",
+    "topical_chat": "Topical-Chat verification set",
 }
 #: What the paper reports for the main set (§3.2).
 PAPER_COUNTS = {"turns": 400, "conversations": "53 + 7", "label_sets": 12291, "labels": 36873}
@@ -307,7 +313,7 @@ class UpheldBuilder(Builder):
             level="turn",
             records=records,
             dimension="content",
-            title={"main": "UPHELD main set", "llm_arena": "LLM Arena verification set"}.get(src.config),
+            title=CONFIG_TITLES.get(src.config),
             extra=extra,
         )
 
@@ -340,12 +346,18 @@ class UpheldBuilder(Builder):
         out: list[dict[str, Any]] = []
         first_row: dict[tuple[str, str], int] = {}
         for i, row in enumerate(reader, start=1):
-            if not any(cell.strip() for cell in row):
-                continue  # a blank line is not a record
+            if is_blank(row):
+                self.cells.record(str(path.name), i, "<row>", "", "blank_row")
+                continue
+            if is_repeated_header(row, header):
+                self.cells.record(path.name, i, "<row>", ",".join(row), "repeated_header")
+                continue
             try:
                 out_row = self._read_row(path, i, row, header, col, id_col, annotator)
             except DataValidationError as err:
                 self.invalid(err)
+                continue
+            if out_row is None:  # nothing usable in it: accounted for as an odd row
                 continue
             key = (out_row["item"], out_row["system"] or "")
             if key in first_row:
@@ -369,36 +381,39 @@ class UpheldBuilder(Builder):
             )
         return out
 
-    def _read_row(self, path, i, row, header, col, id_col, annotator) -> dict[str, Any]:
+    def _read_row(self, path, i, row, header, col, id_col, annotator) -> dict[str, Any] | None:
+        """One annotator's label set, or None for a row with nothing usable (no readable chat history,
+        reference or continuation: an odd row, recorded). Labels follow the odd-cell policy."""
         if len(row) != len(header):
             raise DataValidationError(
                 path, i, "<row>", f"row has {len(row)} fields, the header has {len(header)}"
             )
         if (bad := undecodable_cell(path, i, [h or id_col for h in header], row)) is not None:
             raise bad
-        item = row[col[id_col]].strip()
-        if not item:
-            raise DataValidationError(path, i, id_col or "id_annotated", "empty item id")
         texts: dict[str, Any] = {}
         try:
             texts["context"] = parse_history(row[col["chat_history"]])
         except ValueError as e:
-            raise DataValidationError(path, i, "chat_history", str(e)) from None
+            self.cells.record(path.name, i, "chat_history", row[col["chat_history"]], "row_left_out", str(e))
+            return None
         for column in ("Option A", "Option B"):
             value = _clean(row[col[column]])
             if not value:
                 what = "reference (human) continuation" if column == "Option A" else "model continuation"
-                raise DataValidationError(path, i, column, f"empty {what}")
+                self.cells.record(path.name, i, column, row[col[column]], "row_left_out", f"empty {what}")
+                return None
             texts[TEXT_FIELDS[column]] = value
+        item = row[col[id_col]].strip()
+        if not item:
+            raise DataValidationError(path, i, id_col or "id_annotated", "empty item id")
         labels: list[dict[str, Any]] = []
         for column, dim in SCORE_COLUMNS.items():
             raw = row[col[column]]
-            try:
-                label = parse_label(raw, dim)
-            except UnknownLabel as e:
-                raise DataValidationError(path, i, column, f"unknown label: {e}") from None
+            got = read_upheld_label(raw, dim)
+            if got.kind is not None:
+                self.cells.record(path.name, i, column, raw, got.kind, got.problem)
             labels.append(
-                {"annotator": annotator, "dimension": dim, "value": label, "raw": raw.strip() or None}
+                {"annotator": annotator, "dimension": dim, "value": got.value, "raw": raw.strip() or None}
             )
         system = row[col["model"]].strip() if "model" in col else ""
         return {

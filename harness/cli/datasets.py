@@ -63,7 +63,19 @@ def build(
         list[str] | None, typer.Option("--language", "-l", help="Only these languages")
     ] = None,
     skip_invalid: Annotated[
-        bool, typer.Option("--skip-invalid", help="Skip bad source rows (counted, listed in the manifest)")
+        bool,
+        typer.Option(
+            "--skip-invalid",
+            help="Skip source rows that break the file or the schema (counted, listed in the manifest)",
+        ),
+    ] = False,
+    strict: Annotated[
+        bool,
+        typer.Option(
+            "--strict",
+            help="Fail on the first odd cell (another scale's wording, an unreadable label, a row with no "
+            "dialogue, a repeated header) instead of handling it and listing it in the manifest",
+        ),
     ] = False,
     config: Annotated[
         Path | None,
@@ -91,6 +103,9 @@ def build(
         )
     elif name != "import" and mapping is not None:
         fail("--mapping only applies to the 'import' builder")
+    if strict and skip_invalid:
+        fail("--strict and --skip-invalid contradict each other: give one of them")
+    opts: dict[str, Any] = {"skip_invalid": skip_invalid, **({"strict": True} if strict else {})}
     ex = executor_config(executor, workers, gpus_per_worker)
     if ex.distributed and config is None:
         fail(
@@ -109,9 +124,7 @@ def build(
             if version or bump:
                 fail("--version/--bump register a version; they cannot be combined with --output")
             check_writable(output, registry)
-            res = builder.build(
-                source, output, languages=langs, skip_invalid=skip_invalid, show_progress=not quiet
-            )
+            res = builder.build(source, output, languages=langs, show_progress=not quiet, **opts)
             where = str(res.output_dir)
         else:
             reg = Registry(registry)
@@ -126,9 +139,9 @@ def build(
                     source,
                     staging,
                     languages=langs,
-                    skip_invalid=skip_invalid,
                     release=release,
                     show_progress=not quiet,
+                    **opts,
                 )
 
             registered = reg.register(reg_name, ver, write)
@@ -154,9 +167,18 @@ def build(
     skipped = res.manifest.get("skipped", {}).get("count", 0)
     if skip_invalid or skipped:
         err.print(f"[yellow]skipped source rows:[/] {skipped} (listed in build_manifest.json)")
+    print_odd_cells(res.manifest)
     for w in res.warnings:
         err.print(f"[yellow]warning:[/] {escape(w)}")
     console.print(f"fingerprint {res.fingerprint}")
+
+
+def print_odd_cells(manifest: dict[str, Any]) -> None:
+    """The odd-cell counts of a build (on stderr), when it met any."""
+    from harness.data.cells import summary_of
+
+    if line := summary_of(manifest.get("odd_cells") or {}):
+        err.print(f"[yellow]odd source cells:[/] {escape(line)}")
 
 
 def _run_medal_pipeline(
