@@ -40,6 +40,7 @@ from dataset_builders.helpers import (
     undecodable_cell,
 )
 from dataset_builders.records import ConfigData, SourceFile
+from harness.data.cells import LabelReading, OddCell, is_blank, is_repeated_header, read_label
 from harness.data.schema import DataValidationError, Dimension, SourceUnavailableError
 
 UPSTREAM_REPO = "https://github.com/e0397123/xDial-Eval"
@@ -169,7 +170,7 @@ def split_utterances(text: str) -> list[str]:
     return parts
 
 
-def _mean_only(dimension: str, mean: float) -> dict[str, Any]:
+def _mean_only(dimension: str, mean: float | None) -> dict[str, Any]:
     """The sources publish mean ratings only: no per-annotator labels, no count."""
     return {
         "dimension": dimension,
@@ -328,8 +329,8 @@ class XDialEvalBuilder(Builder):
 
     # -- parsing ---------------------------------------------------------------------------------
     def read_config(self, src: SourceFile, languages: tuple[str, ...], warnings: list[str]) -> ConfigData:
-        """Check every row of the CSV (streamed; a bad row is an error, or with --skip-invalid a counted
-        skip), spilling the rows kept to a temporary columnar file; the records (language-major: every
+        """Check every row of the CSV (streamed; a row that breaks the file is an error, or with
+        --skip-invalid a counted skip; odd cells follow :mod:`harness.data.cells`), spilling the rows kept to a temporary columnar file; the records (language-major: every
         row in one language, then the next) are produced from it chunk by chunk when the build writes
         them, so memory holds one chunk whatever the size of the set."""
         spec = SETS_BY_STEM[src.config]
@@ -362,16 +363,26 @@ class XDialEvalBuilder(Builder):
         if english is not None and header[english] not in used:
             used.append(header[english])
         spill = RowSpill(used)
-        ratings: dict[int, float] = {}
+        ratings: dict[int, float | None] = {}
         en_counts: dict[int, int] = {}
         n_data = 0
         for i, row in enumerate(records_in, start=1):
             n_data = i
+            if is_blank(row):
+                self.cells.record(path.name, i, "<row>", "", "blank_row")
+                continue
+            if is_repeated_header(row, header):
+                self.cells.record(path.name, i, "<row>", ",".join(row), "repeated_header")
+                continue
             try:
-                ratings[i] = _checked_row(path, i, row, header, col, languages, level, english)
+                checked = _checked_row(path, i, row, header, col, languages, level, english)
             except DataValidationError as err:
                 self.invalid(err)
                 continue
+            if isinstance(checked, OddCell):  # nothing usable in the row (no dialogue): left out
+                self.cells.record(path.name, i, checked.column, checked.raw, "row_left_out", checked.problem)
+                continue
+            ratings[i] = self._rating(path, i, row[col[RATING_COLUMN]], self._dimension(level))
             if english is not None:
                 en_counts[i] = len(split_utterances(row[english]))
             spill.add(i, [row[col[c]] for c in used])
@@ -446,6 +457,22 @@ class XDialEvalBuilder(Builder):
         return cfg
 
     # -- card ------------------------------------------------------------------------------------
+    def _dimension(self, level: str) -> Dimension:
+        return next(d for d in self.dimensions if d.name == DEFAULT_DIMENSION[level])
+
+    def _rating(self, path: Path, row: int, raw: str, dimension: Dimension) -> float | None:
+        """The rating of a row; a cell that is not a number follows the odd-cell policy: a point
+        with words after it is read by its point, anything else is a missing rating (counted)."""
+        rating = check_rating(raw)
+        if rating is not None:
+            return rating
+        got = read_label(raw, dimension, check_scale=False)  # each set keeps its own rating scale
+        if got.kind is None and got.value is None:  # an empty cell
+            got = LabelReading(None, "unreadable_label", "empty rating")
+        if got.kind is not None:
+            self.cells.record(path.name, row, RATING_COLUMN, raw, got.kind, got.problem)
+        return got.value
+
     def license_note(self) -> str:
         return (
             "The xDial-Eval repository (translations and packaging) is distributed under GPL-3.0. "
@@ -487,9 +514,10 @@ class XDialEvalBuilder(Builder):
         return out
 
 
-def _checked_row(path, i, row, header, col, languages, level, english) -> float:
-    """The rating of data row ``i`` once its fields, bytes, rating and texts are valid; else the
-    :class:`DataValidationError` naming file, row and column."""
+def _checked_row(path, i, row, header, col, languages, level, english) -> OddCell | None:
+    """None once the fields and bytes of data row ``i`` are valid and every text can be read; an
+    :class:`OddCell` naming the text that cannot (the row has no usable dialogue); a
+    :class:`DataValidationError` naming file, row and column for a row that breaks the file."""
     if len(row) != len(header):
         column = header[len(row)] if len(row) < len(header) else f"<extra field {len(header) + 1}>"
         raise DataValidationError(path, i, column, f"row has {len(row)} fields, the header has {len(header)}")
@@ -498,21 +526,19 @@ def _checked_row(path, i, row, header, col, languages, level, english) -> float:
     used += [col[RATING_COLUMN]] + ([english] if english is not None else [])
     if (bad := undecodable_cell(path, i, header, row, used)) is not None:
         raise bad
-    raw = row[col[RATING_COLUMN]]
-    rating = check_rating(raw)
-    if rating is None:
-        raise DataValidationError(path, i, RATING_COLUMN, f"rating {raw!r} is not a finite number")
     kind = "context" if level == "turn" else "dialogue"
+
+    def odd(column: str, problem: str) -> OddCell:
+        return OddCell(path.name, i, column, row[col[column]], "row_left_out", "", problem)
+
     for lang in languages:
         text_column = f"{LANGUAGE_NAMES[lang]}_{text_col}"
         utts = split_utterances(row[col[text_column]])
         if not utts:
-            raise DataValidationError(path, i, text_column, f"empty {kind}")
+            return odd(text_column, f"empty {kind}")
         for k, u in enumerate(utts, start=1):
             if not u:
-                raise DataValidationError(
-                    path, i, text_column, f"empty utterance {k} of {len(utts)} inside the {kind}"
-                )
+                return odd(text_column, f"empty utterance {k} of {len(utts)} inside the {kind}")
         if level == "turn" and not row[col[f"{LANGUAGE_NAMES[lang]}_res"]].strip():
-            raise DataValidationError(path, i, f"{LANGUAGE_NAMES[lang]}_res", "empty response")
-    return rating
+            return odd(f"{LANGUAGE_NAMES[lang]}_res", "empty response")
+    return None
