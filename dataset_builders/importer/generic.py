@@ -9,6 +9,8 @@ The mapping format is documented in ``dataset_builders/importer/mappings/README.
 mappings (``comperdial``, ``dstc11-track4``). A bad source row is reported through
 :meth:`Builder.invalid` naming the SOURCE file, the 1-based data row (JSONL: line; JSON: record)
 and the source column; with ``skip_invalid=True`` it becomes a counted skip in the manifest.
+Odd cells (a label cell that is not a label, a point with another scale's wording, a fragment row,
+blank and repeated header rows) follow the builders' policy (:mod:`harness.data.cells`).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from dataset_builders.importer.mapping import (  # noqa: F401  (re-exported)
     _listify,
 )
 from dataset_builders.records import ConfigData, SourceFile
+from harness.data.cells import CellKind, is_blank, is_repeated_header, read_label, sniff_delimiter
 from harness.data.schema import DataValidationError, SourceUnavailableError, dimension_table
 
 IMPORTER_VERSION = "1.0.0"
@@ -61,6 +64,8 @@ class _Table:
         self.column_label = "column" if self.row_label == "row" else "field"
         self.rows: list[tuple[int, dict[str, Any]]] = []
         self.bad: dict[int, tuple[str, str]] = {}
+        #: blank and repeated header rows of a CSV / TSV (row, kind, raw text), for the odd-cell log
+        self.odd_rows: list[tuple[int, CellKind, str]] = []
 
     def error(self, row: int | str, column: str, problem: str) -> DataValidationError:
         labels = {"row_label": self.row_label, "column_label": self.column_label}
@@ -103,7 +108,8 @@ def read_table(path: Path, kind: str, encoding: str) -> _Table:
 
     if kind in ("csv", "tsv"):
         csv.field_size_limit(2**31 - 1)  # long dialogues exceed the 128 KiB default
-        records = list(csv.reader(io.StringIO(text, newline=""), delimiter="\t" if kind == "tsv" else ","))
+        sep = "\t" if kind == "tsv" else sniff_delimiter(text.split("\n", 1)[0])
+        records = list(csv.reader(io.StringIO(text, newline=""), delimiter=sep))
         if not records:
             raise t.error("header", "<header>", "empty file (no header)")
         t.columns = [c.strip() for c in records[0]]
@@ -111,7 +117,9 @@ def read_table(path: Path, kind: str, encoding: str) -> _Table:
         if 0 in t.bad:
             raise t.error("header", *t.bad[0])
         for i, rec in enumerate(records[1:], start=1):
-            if any(f.strip() for f in rec):
+            if is_blank(rec) or is_repeated_header(rec, records[0]):
+                t.odd_rows.append((i, "blank_row" if is_blank(rec) else "repeated_header", sep.join(rec)))
+            elif any(f.strip() for f in rec):
                 t.rows.append((i, row := dict(zip(t.columns, rec, strict=False))))
                 check(i, row, "".join(rec))
                 if (n := len(rec)) != len(t.columns):
@@ -271,7 +279,12 @@ class GenericImporter(Builder):
             except DataValidationError as err:
                 self.invalid(err)  # a file-level problem: with skip_invalid the whole file is skipped
                 continue
+            for rowno, kind, raw in t.odd_rows:
+                self.cells.record(path.name, rowno, "<row>", raw, kind)
             for rowno, row in t.rows:
+                if rowno not in t.bad and (frag := _fragment(row)) is not None:
+                    self.cells.record(path.name, rowno, frag[0], frag[1], "row_left_out", _FRAGMENT)
+                    continue
                 try:
                     if rowno in t.bad:
                         raise t.error(rowno, *t.bad[rowno])
@@ -446,6 +459,8 @@ class GenericImporter(Builder):
         if dim is None:  # without a dimension column, LongLabelSpec requires 'dimension'
             raise MappingError(f"{cfg.name}: long_labels need 'dimension' or 'dimension_column'")
         value, text = self._value(row.get(ll.value_column), ll.value_map, cfg, dim, t, rowno, ll.value_column)
+        if value is None and text:  # unreadable: accounted for by _value, the label is missing
+            return []
         if value is None:
             raise t.error(rowno, ll.value_column, f"missing label value (annotator {ann!r})")
         return [{"annotator": ann, "dimension": dim, "value": value, "raw": text}]
@@ -453,21 +468,25 @@ class GenericImporter(Builder):
     def _value(
         self, raw: Any, vmap: Any, cfg: ConfigSpec, dim: str, t: _Table, rowno: int, col: str
     ) -> tuple:
-        """A label cell -> (value on the dimension's scale, raw text); (None, None) when empty."""
+        """A label cell -> (value on the dimension's scale, raw text); (None, None) when empty. A cell
+        the ``value_map`` does not know is read by :func:`harness.data.cells.read_label`: a point on
+        the scale with other words is read by its point (a wording mismatch), anything else is a
+        missing label, (None, raw text); both are recorded in the build's odd-cell log."""
         text = (str(raw).lower() if isinstance(raw, bool) else _text(raw)).strip()
         if not text:
             return None, None
         table = {k.strip().casefold(): v for k, v in {**cfg.value_map, **(vmap or {})}.items()}
-        try:
-            value = float(table[text.casefold()] if text.casefold() in table else text)
-        except ValueError:
-            value = math.nan
-        if (isinstance(raw, bool) and text not in table) or not math.isfinite(value):
-            known = f"; value_map knows {sorted(table)}" if table else "; add a 'value_map' for it"
-            raise t.error(rowno, col, f"unknown label {text!r} for {dim!r}: not a number{known}")
-        if problem := self._dims[dim].problem(value):
-            raise t.error(rowno, col, problem)
-        return value, text
+        if text.casefold() in table:
+            value = float(table[text.casefold()])
+            if problem := self._dims[dim].problem(value):
+                raise t.error(rowno, col, f"value_map gives {value:g} for {text!r}: {problem}")
+            return value, text
+        got = read_label(None if isinstance(raw, bool) else text, self._dims[dim])
+        if isinstance(raw, bool) or got.kind is not None:
+            hint = f"; value_map knows {sorted(table)}" if table else "; add a 'value_map' for it"
+            problem = got.problem or f"{text!r} is not a label of {dim!r}"
+            self.cells.record(t.path.name, rowno, col, text, got.kind or "unreadable_label", problem + hint)
+        return got.value, text
 
     def _aggregates(self, labels: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return aggregates_for(labels, self.dimensions)
@@ -496,6 +515,18 @@ class GenericImporter(Builder):
             )
             out.append(f"- `{c.name}`: headline `{cfg.headline}`; labels: {'; '.join(cols)}")
         return [*out, ""]
+
+
+_FRAGMENT = "nothing but punctuation in the row (a fragment of a broken export)"
+
+
+def _fragment(row: dict[str, Any]) -> tuple[str, str] | None:
+    """(column, text) of a row that holds no letter or digit in any cell (e.g. a lone ``]`` left by a
+    broken export): nothing usable, so it is left out; None for any other row."""
+    filled = [(k, text) for k, v in row.items() if (text := _text(v))]
+    if filled and not any(ch.isalnum() for _, text in filled for ch in text):
+        return filled[0]
+    return None
 
 
 def _text(v: Any) -> str:
