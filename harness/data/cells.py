@@ -56,7 +56,7 @@ KIND_TITLES: dict[str, str] = {
 #: How many odd cells the card lists one by one (the manifest lists every one).
 CARD_LISTED = 20
 
-_LABEL_RE = re.compile(r"^\s*([+-]?\d+(?:\.\d+)?)\s*(?:[:.)=]|\s[-‐‑‒–—―]+)?\s*(.*?)\s*$", re.S)
+_LABEL_RE = re.compile(r"^\s*([+-]?\d+(?:\.\d+)?)(?:\s*(?:[:.)=]|[-‐‑‒–—―]+)\s*|\s+|$)(.*?)\s*$", re.S)
 _DASHES = re.compile(r"\s*[-‐‑‒–—―]+\s*")
 
 
@@ -83,14 +83,14 @@ class OddCell:
 class StrictCellError(DataValidationError):
     """An odd cell under ``strict``: names file, row, column and value, and the way forward."""
 
-    def __init__(self, cell: OddCell) -> None:
+    def __init__(self, cell: OddCell, *, row_label: str = "row", column_label: str = "column") -> None:
         self.cell = cell
         problem = (
             f"value {_short(cell.raw)!r}: {cell.problem or KIND_TITLES[cell.kind]} [{cell.kind}]. "
             f"Without --strict the build goes on: {cell.action}, and the cell is listed in "
             "build_manifest.json ('odd_cells') and counted in the dataset card"
         )
-        super().__init__(cell.file, cell.row, cell.column, problem)
+        super().__init__(cell.file, cell.row, cell.column, problem, row_label=row_label, column_label=column_label)
 
 
 @dataclass
@@ -109,11 +109,15 @@ class CellLog:
         kind: CellKind,
         problem: str = "",
         action: str | None = None,
+        *,
+        row_label: str = "row",
+        column_label: str = "column",
     ) -> OddCell:
-        """Account for one odd cell (or raise :class:`StrictCellError` under ``strict``)."""
+        """Account for one odd cell (or raise :class:`StrictCellError` under ``strict``; the labels
+        only change its wording: "line"/"field" for JSONL sources)."""
         cell = OddCell(file, row, column, "" if raw is None else str(raw), kind, action or KINDS[kind], problem)
         if self.strict:
-            raise StrictCellError(cell)
+            raise StrictCellError(cell, row_label=row_label, column_label=column_label)
         self.cells.append(cell)
         return cell
 

@@ -8,7 +8,8 @@
    semicolon or tab separated) or ``.jsonl``; :func:`import_annotations` reads and validates them
    all into an :class:`AnnotationSet` (first error raised), :func:`validate_annotations` lists
    every error (for a CLI report). Issue labels are ``0``/``1`` (``true``/``false`` accepted),
-   ``overall`` an integer 1–5; nothing else is accepted.
+   ``overall`` an integer 1–5; any other cell follows the builders' odd-cell policy
+   (:mod:`harness.data.cells`: read by its point or a missing label, listed in ``odd_cells``).
 3. :func:`~dataset_builders.medal_pipeline.annotation.agreement.agreement_tables` /
    ``agreement_markdown`` give Tables 4 and 5; :func:`benchmark_records` the dialogue-level
    common-schema records of the ``benchmark`` config.
@@ -42,7 +43,8 @@ from dataset_builders.medal_pipeline.annotation.agreement import (  # noqa: F401
     seed_field,
 )
 from dataset_builders.medal_pipeline.types import Dialogue
-from harness.data.schema import DataValidationError
+from harness.data.cells import CellKind, CellLog, OddCell, StrictCellError, is_blank, is_repeated_header, read_label, sniff_delimiter
+from harness.data.schema import DataValidationError, Dimension
 
 LABEL_COLUMNS: tuple[str, ...] = (*MEDAL_ISSUES, MEDAL_OVERALL)
 REQUIRED_COLUMNS: tuple[str, ...] = ("dialogue_id", *LABEL_COLUMNS)
@@ -51,6 +53,21 @@ FORMATS = ("csv", "jsonl")
 _ISSUE_VALUES = {"0": 0.0, "1": 1.0, "false": 0.0, "true": 1.0}
 _OVERALL_VALUES = {str(i): float(i) for i in range(1, 6)}
 _SPREADSHEETS = (".xlsx", ".xls", ".ods", ".numbers")
+#: The scales as the guideline words them, for reading '<point>: <wording>' cells by their point.
+_SCALES: dict[str, Dimension] = {
+    **{
+        n: Dimension(n, ISSUE_DEFINITIONS[n], "binary", 0, 1, {0.0: "absent", 1.0: "present"})
+        for n in MEDAL_ISSUES
+    },
+    MEDAL_OVERALL: Dimension(
+        MEDAL_OVERALL,
+        OVERALL_DEFINITION,
+        "likert",
+        1,
+        5,
+        {1.0: "Very bad", 2.0: "Poor", 3.0: "Fair", 4.0: "Good", 5.0: "Very good"},
+    ),
+}
 
 
 def render_dialogue(dialogue: Dialogue) -> str:
@@ -199,7 +216,8 @@ class AnnotationSet:
     ``labels``: ``(dialogue_id, annotator, dimension, value, raw)``, ``value`` ``None`` for a missing
     label (only with ``allow_partial``), ``raw`` as written. ``annotators``: per language, the
     annotator ids (sorted). ``coverage``: per language and annotator, the dialogues in their file.
-    ``missing``: number of ``None`` labels; ``uncovered``: expected (dialogue, annotator) pairs absent
+    ``missing``: number of ``None`` labels (an unreadable cell is one, listed in ``odd_cells``);
+    ``uncovered``: expected (dialogue, annotator) pairs absent
     from the annotator's file. ``language_of``: language of every annotated dialogue.
     """
 
@@ -211,6 +229,8 @@ class AnnotationSet:
     uncovered: int = 0
     language_of: dict[str, str] = field(default_factory=dict)
     comments: dict[tuple[str, str], str] = field(default_factory=dict)  # (dialogue, annotator) -> text
+    #: odd cells met (:mod:`harness.data.cells`): handled by the policy, listed here
+    odd_cells: list[OddCell] = field(default_factory=list)
 
     def ratings(self, dimension: str, language: str | None = None) -> list[tuple[str, str, float | None]]:
         """``(item, annotator, value)`` triples of one label (for :mod:`harness.meta.agreement`)."""
@@ -222,15 +242,27 @@ class AnnotationSet:
 
 
 class _Sink:
-    """Raises the first error, or collects them all (``collect=True``)."""
+    """Raises the first error, or collects them all (``collect=True``); odd cells go to ``cells``
+    (under ``strict`` each is an error like the others)."""
 
-    def __init__(self, collect: bool) -> None:
+    def __init__(self, collect: bool, strict: bool = False) -> None:
         self.errors: list[DataValidationError] | None = [] if collect else None
+        self.cells = CellLog(strict=strict)
 
     def add(self, err: DataValidationError) -> None:
         if self.errors is None:
             raise err
         self.errors.append(err)
+
+    def odd(self, path: Path, row: int, column: str, raw: str, kind: CellKind, problem: str, **loc: str) -> None:
+        try:
+            self.cells.record(f"{path.parent.name}/{path.name}", row, column, raw, kind, problem, **loc)
+        except StrictCellError as e:
+            self.add(e)
+
+
+def _filled(cell: Any) -> bool:
+    return cell is not None and not (isinstance(cell, str) and not cell.strip())
 
 
 def _whole_file(path: Path, column: str, problem: str) -> DataValidationError:
@@ -260,8 +292,7 @@ def _norm(name: Any) -> str:
 
 
 def _read_csv(path: Path, text: str, sink: _Sink) -> list[tuple[int, dict[str, Any]]] | None:
-    first = text.split("\n", 1)[0]
-    delimiter = max(",;\t", key=lambda c: (first.count(c), c == ","))
+    delimiter = sniff_delimiter(text.split("\n", 1)[0])
     try:
         records = list(csv.reader(io.StringIO(text, newline=""), delimiter=delimiter))
     except csv.Error as exc:
@@ -278,8 +309,11 @@ def _read_csv(path: Path, text: str, sink: _Sink) -> list[tuple[int, dict[str, A
         return None
     rows = []
     for number, cells in enumerate(records[1:], start=1):
-        if any(c.strip() for c in cells):  # skip blank rows spreadsheets leave at the end
-            rows.append((number, {h: cells[i] if i < len(cells) else "" for i, h in enumerate(header) if h}))
+        if is_blank(cells) or is_repeated_header(cells, records[0]):  # spreadsheets leave blank rows
+            kind: CellKind = "blank_row" if is_blank(cells) else "repeated_header"
+            sink.odd(path, number, "<row>", delimiter.join(cells), kind, "")
+            continue
+        rows.append((number, {h: cells[i] if i < len(cells) else "" for i, h in enumerate(header) if h}))
     return rows
 
 
@@ -298,10 +332,14 @@ def _read_jsonl(text: str) -> list[tuple[int, dict[str, Any] | str]]:
     return rows
 
 
-def _parse_label(dimension: str, cell: Any) -> tuple[float | None, str, str | None]:
-    """``(value, raw, problem)``; ``value`` is None for an empty cell (``problem`` None) or an error."""
+def _parse_label(dimension: str, cell: Any) -> tuple[float | None, str, str | None, CellKind | None]:
+    """``(value, raw, problem, kind)``: ``value`` None for an empty cell (``problem`` None). A cell
+    that is not one of the guideline's values follows the odd-cell policy: a point of the scale with
+    the guideline's words (``'4 - Good'``) is read by its point; with other words it is read by its
+    point too, as a ``wording_mismatch``; anything else is a missing label (``unreadable_label``);
+    ``problem`` says why."""
     if cell is None or (isinstance(cell, str) and not cell.strip()):
-        return None, "" if cell is None else cell, None
+        return None, "" if cell is None else cell, None, None
     raw = cell if isinstance(cell, str) else json.dumps(cell)
     overall = dimension == MEDAL_OVERALL
     key = raw.strip().lower()
@@ -309,14 +347,14 @@ def _parse_label(dimension: str, cell: Any) -> tuple[float | None, str, str | No
         key = ""  # JSON 4.0, true for overall, arrays, objects: never a label
     allowed = _OVERALL_VALUES if overall else _ISSUE_VALUES
     if key in allowed:
-        return allowed[key], raw, None
+        return allowed[key], raw, None, None
+    if isinstance(cell, str) and (got := read_label(cell, _SCALES[dimension])).value is not None:
+        return got.value, raw, got.problem or None, got.kind  # '4 - Good' clean, '4: <other words>' odd
     if overall:
-        return (
-            None,
-            raw,
-            f"{raw!r} is not an overall rating: use an integer from 1 (Very bad) to 5 (Very good)",
-        )
-    return None, raw, f"{raw!r} is not an issue label: use 0 (absent) or 1 (present), or false/true"
+        why = f"{raw!r} is not an overall rating: use an integer from 1 (Very bad) to 5 (Very good)"
+    else:
+        why = f"{raw!r} is not an issue label: use 0 (absent) or 1 (present), or false/true"
+    return None, raw, why, "unreadable_label"
 
 
 _Rows = list[tuple[str, dict[str, tuple[float | None, str]], str]]  # (dialogue id, labels, comment)
@@ -373,6 +411,10 @@ def _read_file(
             problem = (
                 f"dialogue {did!r} appears twice (first on {loc.get('row_label', 'row')} {first_row[did]})"
             )
+        if problem and not did.strip("[]{}(),;:\"' ") and not any(_filled(row.get(c)) for c in LABEL_COLUMNS):
+            # no dialogue and no label: a fragment of a broken export, nothing usable in it
+            sink.odd(path, number, "dialogue_id", str(row.get("dialogue_id") or ""), "row_left_out", problem, **loc)
+            continue
         if problem:
             sink.add(DataValidationError(path, number, "dialogue_id", problem, **loc))
             continue
@@ -386,10 +428,11 @@ def _read_file(
             )
         labels = {}
         for column in LABEL_COLUMNS:
-            value, raw, problem = _parse_label(column, row.get(column))
-            if problem is None and value is None and not allow_partial:
+            value, raw, problem, kind = _parse_label(column, row.get(column))
+            if kind is not None:
+                sink.odd(path, number, column, raw, kind, problem or "", **loc)
+            elif value is None and not allow_partial:
                 problem = "empty label: fill in every label (or import with allow_partial=True)"
-            if problem:
                 sink.add(DataValidationError(path, number, column, problem, **loc))
             labels[column] = (value, raw)
         result.append((did, labels, str(row.get("comments") or "")))
@@ -470,7 +513,7 @@ def _read_all(in_dir: Path, expected: Mapping[str, str], allow_partial: bool, si
 
 
 def import_annotations(
-    in_dir: Path, expected: Mapping[str, str], *, allow_partial: bool = False
+    in_dir: Path, expected: Mapping[str, str], *, allow_partial: bool = False, strict: bool = False
 ) -> AnnotationSet:
     """Read and validate every ``<lang>/<annotator>.csv|.jsonl`` under ``in_dir``.
 
@@ -478,18 +521,24 @@ def import_annotations(
     annotator id is the file stem, unless an ``annotator`` column holds one (consistent) id. The
     blank ``sheet.*`` files are skipped. Raises the first :class:`DataValidationError` (file, 1-based
     data row or JSONL line, column): a missing column; an unknown, duplicate or wrong-language
-    dialogue id; an invalid label; an empty label; a file covering only part of its language's
-    dialogues; an expected language without any file. With ``allow_partial`` the last three are
-    accepted: empty labels become ``None`` (counted in ``missing``), absent dialogues are counted in
-    ``uncovered`` and ``coverage``.
+    dialogue id; an empty label; a file covering only part of its language's dialogues; an expected
+    language without any file. With ``allow_partial`` the last three are accepted: empty labels
+    become ``None`` (counted in ``missing``), absent dialogues are counted in ``uncovered`` and
+    ``coverage``. Odd cells follow the builders' policy (:mod:`harness.data.cells`) and are listed in
+    ``odd_cells``: a label in other words than the guideline's is read by its point when it has
+    one, otherwise it is a missing label; blank rows, repeated header rows and fragment rows (no
+    dialogue id, no label) are left out. With ``strict`` the first odd cell is an error.
     """
-    return _read_all(in_dir, expected, allow_partial, _Sink(collect=False))
+    sink = _Sink(collect=False, strict=strict)
+    ann = _read_all(in_dir, expected, allow_partial, sink)
+    ann.odd_cells = list(sink.cells.cells)
+    return ann
 
 
 def validate_annotations(
-    in_dir: Path, expected: Mapping[str, str], *, allow_partial: bool = False
+    in_dir: Path, expected: Mapping[str, str], *, allow_partial: bool = False, strict: bool = False
 ) -> list[DataValidationError]:
     """Every error :func:`import_annotations` would raise (empty list: the files import cleanly)."""
-    sink = _Sink(collect=True)
+    sink = _Sink(collect=True, strict=strict)
     _read_all(in_dir, expected, allow_partial, sink)
     return list(sink.errors or [])
