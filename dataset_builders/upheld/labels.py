@@ -94,7 +94,14 @@ _POINTS: dict[str, dict[float, ScalePoint]] = {
 }
 _BY_NAME = {d.name: d for d in DIMENSIONS}
 
-__all__ = ["DIMENSIONS", "SCORE_COLUMNS", "UnknownLabel", "normalize_wording", "parse_label", "read_upheld_label"]
+__all__ = [
+    "DIMENSIONS",
+    "SCORE_COLUMNS",
+    "UnknownLabel",
+    "normalize_wording",
+    "parse_label",
+    "read_upheld_label",
+]
 
 
 class UnknownLabel(ValueError):

@@ -90,7 +90,9 @@ class StrictCellError(DataValidationError):
             f"Without --strict the build goes on: {cell.action}, and the cell is listed in "
             "build_manifest.json ('odd_cells') and counted in the dataset card"
         )
-        super().__init__(cell.file, cell.row, cell.column, problem, row_label=row_label, column_label=column_label)
+        super().__init__(
+            cell.file, cell.row, cell.column, problem, row_label=row_label, column_label=column_label
+        )
 
 
 @dataclass
@@ -115,7 +117,9 @@ class CellLog:
     ) -> OddCell:
         """Account for one odd cell (or raise :class:`StrictCellError` under ``strict``; the labels
         only change its wording: "line"/"field" for JSONL sources)."""
-        cell = OddCell(file, row, column, "" if raw is None else str(raw), kind, action or KINDS[kind], problem)
+        cell = OddCell(
+            file, row, column, "" if raw is None else str(raw), kind, action or KINDS[kind], problem
+        )
         if self.strict:
             raise StrictCellError(cell, row_label=row_label, column_label=column_label)
         self.cells.append(cell)
@@ -150,7 +154,9 @@ def summary_of(odd: Mapping[str, object]) -> str:
     parts = [f"{n} {KIND_TITLES.get(str(k), str(k))}" for k, n in counts.items() if n]
     if not parts:
         return ""
-    return ", ".join(parts) + " (each listed in build_manifest.json under 'odd_cells'; --strict fails on them)"
+    return (
+        ", ".join(parts) + " (each listed in build_manifest.json under 'odd_cells'; --strict fails on them)"
+    )
 
 
 def card_section(odd: Mapping[str, object]) -> list[str]:
@@ -230,13 +236,17 @@ def read_label(
         return LabelReading(None)
     m = _LABEL_RE.match(raw)
     if m is None:
-        return LabelReading(None, "unreadable_label", f"not a label of {dimension.name!r} ('<point>: <wording>')")
+        return LabelReading(
+            None, "unreadable_label", f"not a label of {dimension.name!r} ('<point>: <wording>')"
+        )
     number, wording = float(m.group(1)), m.group(2)
     if points is not None:
         point = points.get(number)
         if point is None:
             written = ", ".join(f"{p:g}" for p in points)
-            return LabelReading(None, "unreadable_label", f"{number:g} is not a point of {dimension.name!r} ({written})")
+            return LabelReading(
+                None, "unreadable_label", f"{number:g} is not a point of {dimension.name!r} ({written})"
+            )
         value, expected = point.value, point.wording
     else:
         problem = dimension.problem(number) if check_scale else None

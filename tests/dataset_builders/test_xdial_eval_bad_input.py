@@ -188,7 +188,9 @@ def test_empty_dialogue(tmp_path):
 )
 def test_odd_cells_without_strict_are_accounted_for(tmp_path, override, column, kind, rows):
     _write_turn_csv(tmp_path / "src" / "turn" / "fed-turn.csv", [_turn_row(1), _turn_row(2, **override)])
-    res = XDialEvalBuilder().build(tmp_path / "src", tmp_path / "out", languages=["en", "de", "ko"], show_progress=False)
+    res = XDialEvalBuilder().build(
+        tmp_path / "src", tmp_path / "out", languages=["en", "de", "ko"], show_progress=False
+    )
     assert res.configs == {"fed-turn": rows * 3}
     [cell] = res.manifest["odd_cells"]["cells"]
     assert (cell["file"], cell["row"], cell["column"], cell["kind"]) == ("fed-turn.csv", 2, column, kind)

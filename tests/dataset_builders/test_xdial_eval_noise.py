@@ -37,7 +37,9 @@ def clean_table(n: int = 12, missing: bool = True) -> CsvTable:
 
 def build(tmp_path, table: CsvTable):
     write_csv(tmp_path / "src" / "turn" / "fed-turn.csv", table)
-    res = XDialEvalBuilder().build(tmp_path / "src", tmp_path / "out", languages=["en", "zh"], show_progress=False)
+    res = XDialEvalBuilder().build(
+        tmp_path / "src", tmp_path / "out", languages=["en", "zh"], show_progress=False
+    )
     rows = pq.read_table(tmp_path / "out" / "fed-turn" / "test-00000-of-00001.parquet").to_pylist()
     return res, [{k: v for k, v in r.items() if k not in ("id", "item_id")} for r in rows]
 

@@ -43,7 +43,16 @@ from dataset_builders.medal_pipeline.annotation.agreement import (  # noqa: F401
     seed_field,
 )
 from dataset_builders.medal_pipeline.types import Dialogue
-from harness.data.cells import CellKind, CellLog, OddCell, StrictCellError, is_blank, is_repeated_header, read_label, sniff_delimiter
+from harness.data.cells import (
+    CellKind,
+    CellLog,
+    OddCell,
+    StrictCellError,
+    is_blank,
+    is_repeated_header,
+    read_label,
+    sniff_delimiter,
+)
 from harness.data.schema import DataValidationError, Dimension
 
 LABEL_COLUMNS: tuple[str, ...] = (*MEDAL_ISSUES, MEDAL_OVERALL)
@@ -254,7 +263,9 @@ class _Sink:
             raise err
         self.errors.append(err)
 
-    def odd(self, path: Path, row: int, column: str, raw: str, kind: CellKind, problem: str, **loc: str) -> None:
+    def odd(
+        self, path: Path, row: int, column: str, raw: str, kind: CellKind, problem: str, **loc: str
+    ) -> None:
         try:
             self.cells.record(f"{path.parent.name}/{path.name}", row, column, raw, kind, problem, **loc)
         except StrictCellError as e:
@@ -413,7 +424,9 @@ def _read_file(
             )
         if problem and not did.strip("[]{}(),;:\"' ") and not any(_filled(row.get(c)) for c in LABEL_COLUMNS):
             # no dialogue and no label: a fragment of a broken export, nothing usable in it
-            sink.odd(path, number, "dialogue_id", str(row.get("dialogue_id") or ""), "row_left_out", problem, **loc)
+            sink.odd(
+                path, number, "dialogue_id", str(row.get("dialogue_id") or ""), "row_left_out", problem, **loc
+            )
             continue
         if problem:
             sink.add(DataValidationError(path, number, "dialogue_id", problem, **loc))

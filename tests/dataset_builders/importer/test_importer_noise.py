@@ -16,7 +16,13 @@ WORDING = {1: "Very bad", 2: "Bad", 3: "Fair", 4: "Good", 5: "Very good"}
 MAPPING = {
     "name": "noisy-inhouse",
     "dimensions": [
-        {"name": "quality", "scale": "likert", "min": 1, "max": 5, "labels": {float(k): v for k, v in WORDING.items()}}
+        {
+            "name": "quality",
+            "scale": "likert",
+            "min": 1,
+            "max": 5,
+            "labels": {float(k): v for k, v in WORDING.items()},
+        }
     ],
     "configs": [
         {
@@ -44,7 +50,13 @@ def clean_table(n: int = 10) -> CsvTable:
     for i in range(1, n + 1):
         a, b = 1 + (i * 3) % 5, 1 + (i * 2) % 5
         rows.append(
-            [f"t{i}", f"Hello {i}.\nHow are you?", f"Fine, thanks ({i}).", f"{a}: {WORDING[a]}", f"{b}: {WORDING[b]}"]
+            [
+                f"t{i}",
+                f"Hello {i}.\nHow are you?",
+                f"Fine, thanks ({i}).",
+                f"{a}: {WORDING[a]}",
+                f"{b}: {WORDING[b]}",
+            ]
         )
     rows[-1][3] = ""  # a missing label (the unreadable-label case writes words there)
     return CsvTable(["id", "context", "response", "rating_a", "rating_b"], rows)

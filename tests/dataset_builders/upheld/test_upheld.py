@@ -197,7 +197,11 @@ def test_llm_arena_layout_and_missing_labels(tmp_path):
 def _bad_cases(tmp_path):
     ok = [row("t-1", 5, 5, 5)]
     return {
-        "unknown label": ([row("t-2", "3: Maybe", 5, 5)], "score_task_1_content", "the wording is not that of point 3"),
+        "unknown label": (
+            [row("t-2", "3: Maybe", 5, 5)],
+            "score_task_1_content",
+            "the wording is not that of point 3",
+        ),
         "duplicate id": ([row("t-2", 5, 5, 5), row("t-2", 4, 5, 5)], "id_annotated", "duplicate item 't-2'"),
         "empty turn": (
             [row("t-2", 5, 5, 5, hist="user: hi\nassistant:  \nuser: ok")],
@@ -231,7 +235,11 @@ def test_bad_rows_are_errors_or_counted_skips(tmp_path, case):
 
 @pytest.mark.parametrize(
     ("case", "kind", "rows"),
-    [("unknown label", "wording_mismatch", 2), ("empty turn", "row_left_out", 1), ("empty response", "row_left_out", 1)],
+    [
+        ("unknown label", "wording_mismatch", 2),
+        ("empty turn", "row_left_out", 1),
+        ("empty response", "row_left_out", 1),
+    ],
 )
 def test_odd_cells_are_accounted_for_or_strict_errors(tmp_path, case, kind, rows):
     cases, ok = _bad_cases(tmp_path)

@@ -35,7 +35,7 @@ def clean_tables(n_items: int = 6, seed: int = 0) -> dict[int, CsvTable]:
     for i in range(n_items):
         for system in SYSTEMS[:3]:
             a, b = f"Reference {i} {system}.", f"Continuation {i} of {system}."
-            for ann, t in tables.items():
+            for t in tables.values():
                 c, s, r = rng.randint(1, 5), rng.choice((1, 3, 5)), rng.choice((1, 5))
                 t.rows.append([f"{i}-2", HIST, a, b, CONTENT[c], STYLE[s], REASON[r], system])
     for t in tables.values():
@@ -151,7 +151,9 @@ def test_issue_cells_are_named_and_strict_names_the_way_forward(tmp_path):
     with pytest.raises(StrictCellError) as ei:
         UpheldBuilder().build(src, tmp_path / "strict", show_progress=False, strict=True)
     msg = str(ei.value)
-    assert msg.startswith("annotator_1.csv, row 1 (data rows are 1-based, header excluded), column 'score_task_2_style'")
+    assert msg.startswith(
+        "annotator_1.csv, row 1 (data rows are 1-based, header excluded), column 'score_task_2_style'"
+    )
     assert "'1: Not a reasonable continuation'" in msg and "Without --strict the build goes on" in msg
     with pytest.raises(ValueError, match="contradict"):
         UpheldBuilder().build(src, tmp_path / "x", show_progress=False, strict=True, skip_invalid=True)

@@ -61,7 +61,10 @@ def test_reproduce_builds_a_noisy_release_and_strict_names_the_way_forward(tmp_p
     args += ["--protocol", "pearson-mean", "--ensemble-protocol", "pearson-mean", "--no-cache"]
     r = CliRunner().invoke(app, [*args, "-o", str(tmp_path / "out")])
     assert r.exit_code == 0, r.output
-    assert "odd source cells: 2 wording mismatches, 2 rows left out, 1 repeated header rows, 2 blank rows" in r.output
+    assert (
+        "odd source cells: 2 wording mismatches, 2 rows left out, 1 repeated header rows, 2 blank rows"
+        in r.output
+    )
     res = json.loads((tmp_path / "out" / "results.json").read_text())
     assert res["dataset"]["n_items"] == {"main": 36, "llm_arena": 6, "topical_chat": 6}
     assert res["dataset"]["odd_cells"]["count"] == 7
@@ -80,5 +83,7 @@ def test_reproduce_builds_a_noisy_release_and_strict_names_the_way_forward(tmp_p
     r = CliRunner().invoke(app, [*args, "--strict", "-o", str(tmp_path / "strict")])
     assert r.exit_code != 0
     out = " ".join(r.output.split())
-    assert "annotator_2.csv, row 1 (data rows are 1-based, header excluded), column 'score_task_2_style'" in out
+    assert (
+        "annotator_2.csv, row 1 (data rows are 1-based, header excluded), column 'score_task_2_style'" in out
+    )
     assert "Without --strict the build goes on" in out

@@ -399,7 +399,12 @@ def test_bad_csv_names_file_row_and_column(exported, case):
     with pytest.raises(DataValidationError) as info:
         import_annotations(out, expected, strict=True)  # odd label cells are errors only under strict
     msg = str(info.value)
-    assert (str(dest) in msg or "en/ann1.csv" in msg) and where in msg and f"column {column!r}" in msg and text in msg, msg
+    assert (
+        (str(dest) in msg or "en/ann1.csv" in msg)
+        and where in msg
+        and f"column {column!r}" in msg
+        and text in msg
+    ), msg
     assert info.value.column == column
 
 
