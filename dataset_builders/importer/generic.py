@@ -9,8 +9,7 @@ The mapping format is documented in ``dataset_builders/importer/mappings/README.
 mappings (``comperdial``, ``dstc11-track4``). A bad source row is reported through
 :meth:`Builder.invalid` naming the SOURCE file, the 1-based data row (JSONL: line; JSON: record)
 and the source column; with ``skip_invalid=True`` it becomes a counted skip in the manifest.
-Odd cells (a label cell that is not a label, a point with another scale's wording, a fragment row,
-blank and repeated header rows) follow the builders' policy (:mod:`harness.data.cells`).
+Odd cells (labels, fragment, blank and repeated header rows) follow :mod:`harness.data.cells`.
 """
 
 from __future__ import annotations
@@ -42,7 +41,7 @@ from dataset_builders.importer.mapping import (  # noqa: F401  (re-exported)
     _listify,
 )
 from dataset_builders.records import ConfigData, SourceFile
-from harness.data.cells import CellKind, is_blank, is_repeated_header, read_label, sniff_delimiter
+from harness.data.cells import CellKind, fragment, is_blank, is_repeated_header, read_label, sniff_delimiter
 from harness.data.schema import DataValidationError, SourceUnavailableError, dimension_table
 
 IMPORTER_VERSION = "1.0.0"
@@ -64,7 +63,6 @@ class _Table:
         self.column_label = "column" if self.row_label == "row" else "field"
         self.rows: list[tuple[int, dict[str, Any]]] = []
         self.bad: dict[int, tuple[str, str]] = {}
-        #: blank and repeated header rows of a CSV / TSV (row, kind, raw text), for the odd-cell log
         self.odd_rows: list[tuple[int, CellKind, str]] = []
 
     def error(self, row: int | str, column: str, problem: str) -> DataValidationError:
@@ -282,8 +280,8 @@ class GenericImporter(Builder):
             for rowno, kind, raw in t.odd_rows:
                 self.cells.record(path.name, rowno, "<row>", raw, kind)
             for rowno, row in t.rows:
-                if rowno not in t.bad and (frag := _fragment(row)) is not None:
-                    self.cells.record(path.name, rowno, frag[0], frag[1], "row_left_out", _FRAGMENT)
+                if rowno not in t.bad and (frag := fragment({k: _text(v) for k, v in row.items()})):
+                    self.cells.record(path.name, rowno, *frag, "row_left_out")
                     continue
                 try:
                     if rowno in t.bad:
@@ -468,10 +466,7 @@ class GenericImporter(Builder):
     def _value(
         self, raw: Any, vmap: Any, cfg: ConfigSpec, dim: str, t: _Table, rowno: int, col: str
     ) -> tuple:
-        """A label cell -> (value on the dimension's scale, raw text); (None, None) when empty. A cell
-        the ``value_map`` does not know is read by :func:`harness.data.cells.read_label`: a point on
-        the scale with other words is read by its point (a wording mismatch), anything else is a
-        missing label, (None, raw text); both are recorded in the build's odd-cell log."""
+        """A label cell -> (value, raw text); (None, None) when empty; else value_map, else read_label."""
         text = (str(raw).lower() if isinstance(raw, bool) else _text(raw)).strip()
         if not text:
             return None, None
@@ -481,11 +476,10 @@ class GenericImporter(Builder):
             if problem := self._dims[dim].problem(value):
                 raise t.error(rowno, col, f"value_map gives {value:g} for {text!r}: {problem}")
             return value, text
-        got = read_label(None if isinstance(raw, bool) else text, self._dims[dim])
-        if isinstance(raw, bool) or got.kind is not None:
+        got = read_label(text, self._dims[dim])  # a JSON true/false is "true"/"false": unreadable
+        if got.kind is not None:
             hint = f"; value_map knows {sorted(table)}" if table else "; add a 'value_map' for it"
-            problem = got.problem or f"{text!r} is not a label of {dim!r}"
-            self.cells.record(t.path.name, rowno, col, text, got.kind or "unreadable_label", problem + hint)
+            self.cells.record(t.path.name, rowno, col, text, got.kind, got.problem + hint)
         return got.value, text
 
     def _aggregates(self, labels: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -515,18 +509,6 @@ class GenericImporter(Builder):
             )
             out.append(f"- `{c.name}`: headline `{cfg.headline}`; labels: {'; '.join(cols)}")
         return [*out, ""]
-
-
-_FRAGMENT = "nothing but punctuation in the row (a fragment of a broken export)"
-
-
-def _fragment(row: dict[str, Any]) -> tuple[str, str] | None:
-    """(column, text) of a row that holds no letter or digit in any cell (e.g. a lone ``]`` left by a
-    broken export): nothing usable, so it is left out; None for any other row."""
-    filled = [(k, text) for k, v in row.items() if (text := _text(v))]
-    if filled and not any(ch.isalnum() for _, text in filled for ch in text):
-        return filled[0]
-    return None
 
 
 def _text(v: Any) -> str:

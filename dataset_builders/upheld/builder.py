@@ -27,7 +27,6 @@ from dataset_builders.base import Builder
 from dataset_builders.helpers import download_file, read_csv_records, sha256_file, undecodable_cell
 from dataset_builders.records import ConfigData, SourceFile
 from dataset_builders.upheld.labels import DIMENSIONS, SCORE_COLUMNS, read_upheld_label
-from harness.data.cells import is_blank, is_repeated_header
 from harness.data.schema import DataValidationError, SourceUnavailableError
 
 UPSTREAM_REPO = "https://github.com/upwork/upwork-ai-research/tree/upheld"
@@ -346,11 +345,7 @@ class UpheldBuilder(Builder):
         out: list[dict[str, Any]] = []
         first_row: dict[tuple[str, str], int] = {}
         for i, row in enumerate(reader, start=1):
-            if is_blank(row):
-                self.cells.record(str(path.name), i, "<row>", "", "blank_row")
-                continue
-            if is_repeated_header(row, header):
-                self.cells.record(path.name, i, "<row>", ",".join(row), "repeated_header")
+            if self.cells.odd_row(path.name, i, row, header):  # a blank or repeated header row
                 continue
             try:
                 out_row = self._read_row(path, i, row, header, col, id_col, annotator)

@@ -63,19 +63,10 @@ def build(
         list[str] | None, typer.Option("--language", "-l", help="Only these languages")
     ] = None,
     skip_invalid: Annotated[
-        bool,
-        typer.Option(
-            "--skip-invalid",
-            help="Skip source rows that break the file or the schema (counted, listed in the manifest)",
-        ),
+        bool, typer.Option("--skip-invalid", help="Skip rows that break the file (counted, in the manifest)")
     ] = False,
     strict: Annotated[
-        bool,
-        typer.Option(
-            "--strict",
-            help="Fail on the first odd cell (another scale's wording, an unreadable label, a row with no "
-            "dialogue, a repeated header) instead of handling it and listing it in the manifest",
-        ),
+        bool, typer.Option("--strict", help="Fail on the first odd cell instead of handling and listing it")
     ] = False,
     config: Annotated[
         Path | None,
@@ -93,6 +84,7 @@ def build(
 ) -> None:
     """Build a dataset and register it as an immutable version (or write it to --output)."""
     from harness.data.builders import get_builder
+    from harness.data.cells import summary_of
     from harness.data.registry import Registry, RegistryError, check_name, check_writable
     from harness.data.schema import DataValidationError, SchemaError
 
@@ -167,18 +159,11 @@ def build(
     skipped = res.manifest.get("skipped", {}).get("count", 0)
     if skip_invalid or skipped:
         err.print(f"[yellow]skipped source rows:[/] {skipped} (listed in build_manifest.json)")
-    print_odd_cells(res.manifest)
+    if odd := summary_of(res.manifest.get("odd_cells") or {}):
+        err.print(f"[yellow]odd source cells:[/] {escape(odd)}")
     for w in res.warnings:
         err.print(f"[yellow]warning:[/] {escape(w)}")
     console.print(f"fingerprint {res.fingerprint}")
-
-
-def print_odd_cells(manifest: dict[str, Any]) -> None:
-    """The odd-cell counts of a build (on stderr), when it met any."""
-    from harness.data.cells import summary_of
-
-    if line := summary_of(manifest.get("odd_cells") or {}):
-        err.print(f"[yellow]odd source cells:[/] {escape(line)}")
 
 
 def _run_medal_pipeline(

@@ -125,9 +125,19 @@ class CellLog:
         self.cells.append(cell)
         return cell
 
+    def odd_row(self, file: str, row: int, cells: Sequence[str], header: Sequence[str], sep: str = ",") -> bool:
+        """Record a blank row or a repeated header row (True), else nothing (False)."""
+        if is_blank(cells):
+            self.record(file, row, "<row>", "", "blank_row")
+        elif is_repeated_header(cells, header):
+            self.record(file, row, "<row>", sep.join(cells), "repeated_header")
+        else:
+            return False
+        return True
+
     def counts(self) -> dict[str, int]:
         """Kind -> count, every kind present (zero counts included), in :data:`KINDS` order."""
-        found = Counter(c.kind for c in self.cells)
+        found: Counter[str] = Counter(c.kind for c in self.cells)
         return {k: found.get(k, 0) for k in KINDS}
 
     def to_manifest(self) -> dict[str, object]:
@@ -161,8 +171,7 @@ def summary_of(odd: Mapping[str, object]) -> str:
 
 def card_section(odd: Mapping[str, object]) -> list[str]:
     """The dataset card's account of a manifest's ``odd_cells`` entry (Markdown lines)."""
-    counts = odd.get("counts")
-    cells = odd.get("cells")
+    counts, cells = odd.get("counts"), odd.get("cells")
     if not isinstance(counts, Mapping) or not isinstance(cells, Sequence):
         return []
     out = [
@@ -283,6 +292,30 @@ def is_repeated_header(cells: Sequence[str], header: Sequence[str]) -> bool:
 
     named = norm(header)
     return len([h for h in named if h]) >= 2 and norm(cells) == named
+
+
+def fragment(cells: Mapping[str, str]) -> tuple[str, str] | None:
+    """(column, text) of a row that holds no letter or digit in any cell (e.g. a lone ``]`` left by a
+    broken export): nothing usable in it; None for any other row."""
+    filled = [(k, v) for k, v in cells.items() if v.strip()]
+    if filled and not any(ch.isalnum() for _, v in filled for ch in v):
+        return filled[0]
+    return None
+
+
+def read_rating(raw: str, dimension: Dimension, *, check_scale: bool = True) -> LabelReading:
+    """A numeric rating cell: a finite number as it is (no scale check, as the source gives it);
+    otherwise :func:`read_label` (a point followed by words is read by its point), and an empty cell
+    is an ``unreadable_label`` too (a source whose every row has a rating)."""
+    try:
+        value = float(raw.strip())
+        if math.isfinite(value):
+            return LabelReading(value)
+    except ValueError:
+        pass
+    if not raw.strip():
+        return LabelReading(None, "unreadable_label", "empty rating")
+    return read_label(raw, dimension, check_scale=check_scale)
 
 
 def sniff_delimiter(first_line: str) -> str:
