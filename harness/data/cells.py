@@ -125,7 +125,9 @@ class CellLog:
         self.cells.append(cell)
         return cell
 
-    def odd_row(self, file: str, row: int, cells: Sequence[str], header: Sequence[str], sep: str = ",") -> bool:
+    def odd_row(
+        self, file: str, row: int, cells: Sequence[str], header: Sequence[str], sep: str = ","
+    ) -> bool:
         """Record a blank row or a repeated header row (True), else nothing (False)."""
         if is_blank(cells):
             self.record(file, row, "<row>", "", "blank_row")
