@@ -194,3 +194,26 @@ def test_real_release_statistics_unchanged(shared_data, tmp_path):
         for dim in ("content", "style", "reasonableness"):
             got = {k: stats[dim][k] for k in golden[dim]}
             assert got == pytest.approx(golden[dim], abs=1e-6), (config, dim)
+
+
+def test_cli_build_prints_the_counts_and_strict_fails_with_the_way_forward(tmp_path):
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    tables = clean_tables()
+    tables[2] = add_noise(tables[2], ["stray_bracket", "other_scale_label", "semicolon"], TARGETS).table
+    src = write_release(tmp_path / "src", tables)
+    base = ["datasets", "build", "upheld", "--source", str(src), "-q"]
+    r = CliRunner().invoke(app, [*base, "--output", str(tmp_path / "out")])
+    assert r.exit_code == 0, r.output
+    assert "odd source cells: 1 wording mismatches, 1 rows left out" in " ".join(r.output.split())
+    r = CliRunner().invoke(app, [*base, "--output", str(tmp_path / "strict"), "--strict"])
+    out = " ".join(r.output.split())
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert (
+        "annotator_2.csv, row 1 (data rows are 1-based, header excluded), column 'score_task_2_style'" in out
+    )
+    assert "Without --strict the build goes on" in out and not (tmp_path / "strict").exists()
+    r = CliRunner().invoke(app, [*base, "--output", str(tmp_path / "x"), "--strict", "--skip-invalid"])
+    assert r.exit_code == 2 and "contradict" in r.output
