@@ -10,7 +10,9 @@ sets) plus the model. Each item is rated by five of the ten annotators.
 Output: one turn-level config per set (``main``, ``llm_arena``, and ``topical_chat`` when its
 files are given), one row per item, with the labels of every annotator on the three dimensions,
 the App. E.1 aggregate (sum / sum of maxima), the mean, the winning label and the agreement
-bucket of App. J. See :mod:`dataset_builders.upheld.labels` for the label vocabulary.
+bucket of App. J. See :mod:`dataset_builders.upheld.labels` for the label vocabulary. Odd cells (a
+label in another scale's wording, an unreadable label, a row whose texts cannot be read, blank and
+repeated header rows) follow the builders' policy (:mod:`harness.data.cells`).
 """
 
 from __future__ import annotations
@@ -100,9 +102,9 @@ class UpheldBuilder(Builder):
         "turn, candidate continuations from several models (GPT-3.5, GPT-4o, Llama-3.1-70B base, a fine-tuned "
         "custom model, plus a GPT-4o rephrase of the reference and a random turn as calibration baselines) were "
         "compared with the withheld human turn (the reference) by five annotators on content equivalence "
-        "(1–5), style equivalence (1–3) and reasonableness (binary). The verification set `llm_arena` applies "
-        "the same protocol to Chatbot Arena conversations. One row per (turn, model) item with every annotator's "
-        "labels and their aggregates."
+        "(1–5), style equivalence (1–3) and reasonableness (binary). The verification sets `llm_arena` and, "
+        "when its files are given, `topical_chat` apply the same protocol to Chatbot Arena and Topical-Chat "
+        "conversations. One row per (turn, model) item with every annotator's labels and their aggregates."
     )
     license = "CC-BY-4.0"
     homepage = UPSTREAM_REPO

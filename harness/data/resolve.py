@@ -95,12 +95,11 @@ def prepare_dataset(
 
             verify_if_registered(p)  # a registered version given by its path is checked too
             manifest = p / MANIFEST_NAME
-            fp = (
-                json.loads(manifest.read_text())["fingerprint"]
-                if manifest.is_file()
-                else _parquet_fingerprint(p)
-            )
-            return DatasetHandle(builder, str(p.resolve()), revision, fp, str(p.resolve()), card_configs(p))
+            man = json.loads(manifest.read_text()) if manifest.is_file() else {}
+            fp = man["fingerprint"] if man else _parquet_fingerprint(p)
+            where = str(p.resolve())
+            odd = dict(man.get("odd_cells") or {})
+            return DatasetHandle(builder, where, revision, fp, where, card_configs(p), odd_cells=odd)
         from datasets import get_dataset_config_names
 
         try:
