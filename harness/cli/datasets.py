@@ -317,6 +317,9 @@ def show(
         console.print(
             f"  - {escape(str(r['file']))} row {r['row']}, {escape(str(r['field']))}: {escape(r['problem'])}"
         )
+    from harness.data.cells import summary_of
+
+    console.print(f"odd source cells: {escape(summary_of(man.get('odd_cells') or {}) or 'none')}")
     for w in man.get("warnings", []):
         err.print(f"[yellow]warning:[/] {escape(w)}")
     if not agreement:

@@ -217,3 +217,7 @@ def test_cli_build_prints_the_counts_and_strict_fails_with_the_way_forward(tmp_p
     assert "Without --strict the build goes on" in out and not (tmp_path / "strict").exists()
     r = CliRunner().invoke(app, [*base, "--output", str(tmp_path / "x"), "--strict", "--skip-invalid"])
     assert r.exit_code == 2 and "contradict" in r.output
+    reg = ["--registry", str(tmp_path / "reg")]
+    assert CliRunner().invoke(app, [*base, *reg]).exit_code == 0
+    r = CliRunner().invoke(app, ["datasets", "show", "upheld@1.0.0", *reg, "--no-agreement"])
+    assert "odd source cells: 1 wording mismatches, 1 rows left out" in " ".join(r.output.split()), r.output
