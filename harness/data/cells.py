@@ -128,11 +128,18 @@ class CellLog:
     def odd_row(
         self, file: str, row: int, cells: Sequence[str], header: Sequence[str], sep: str = ","
     ) -> bool:
-        """Record a blank row or a repeated header row (True), else nothing (False)."""
+        """Record a blank row, a repeated header row or a fragment (no letter or digit in any cell,
+        whatever its number of fields: the tail of a broken export) and return True; else False."""
+        named = {
+            (h if j < len(header) and (h := header[j]) else f"<field {j + 1}>"): c
+            for j, c in enumerate(cells)
+        }
         if is_blank(cells):
             self.record(file, row, "<row>", "", "blank_row")
         elif is_repeated_header(cells, header):
             self.record(file, row, "<row>", sep.join(cells), "repeated_header")
+        elif (frag := fragment(named)) is not None:
+            self.record(file, row, *frag, "row_left_out", "no letter or digit in the row")
         else:
             return False
         return True

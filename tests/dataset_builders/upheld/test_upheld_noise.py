@@ -221,3 +221,18 @@ def test_cli_build_prints_the_counts_and_strict_fails_with_the_way_forward(tmp_p
     assert CliRunner().invoke(app, [*base, *reg]).exit_code == 0
     r = CliRunner().invoke(app, ["datasets", "show", "upheld@1.0.0", *reg, "--no-agreement"])
     assert "odd source cells: 1 wording mismatches, 1 rows left out" in " ".join(r.output.split()), r.output
+
+
+def test_a_fragment_row_with_too_few_fields_is_left_out(tmp_path, clean_build):
+    tables = clean_tables()
+    tables[3].rows.insert(2, ["]"])  # the tail of a broken export, on a row of its own
+    src = write_release(tmp_path / "src", tables)
+    res = UpheldBuilder().build(src, tmp_path / "out", show_progress=False)
+    [cell] = res.manifest["odd_cells"]["cells"]
+    assert (cell["file"], cell["row"], cell["raw"], cell["kind"]) == (
+        "annotator_3.csv",
+        3,
+        "]",
+        "row_left_out",
+    )
+    assert records(tmp_path / "out", "main") == clean_build[1]
