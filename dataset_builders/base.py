@@ -17,6 +17,11 @@ The common schema (turn- and dialogue-level records, labels per annotator, aggre
 dimension table) lives in :mod:`harness.data.schema`; every config is validated against it
 on write. Builders pass ``skip_invalid=True`` to turn a bad source row into a counted skip listed
 in the manifest instead of an error (:meth:`Builder.invalid`); nothing is dropped silently.
+
+Odd cells (a label in another scale's wording, an unreadable label, a row with no dialogue, a
+repeated header row, a blank row) follow one policy in every builder (:mod:`harness.data.cells`):
+they are handled and recorded through :attr:`Builder.cells` (listed in the manifest under
+``odd_cells``, counted in the card); ``strict=True`` makes the first of them an error instead.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from dataset_builders.card import render_card
 from dataset_builders.helpers import normalize_languages, progress_bar, sha256_file
 from dataset_builders.records import BuildResult, ConfigData, ConfigSummary, SourceFile
 from harness import interrupt
+from harness.data.cells import CellLog
 from harness.data.layout import CARD_NAME, MANIFEST_NAME, data_file
 from harness.data.registry import check_writable
 from harness.data.schema import (
@@ -82,6 +88,8 @@ class Builder(ABC):
     dimensions: tuple[Dimension, ...] = ()
     #: Set by :meth:`build`: turn bad source rows into counted skips instead of errors.
     skip_invalid: bool = False
+    #: Set by :meth:`build`: the odd cells met so far (``strict``: the first one is an error).
+    cells: CellLog = CellLog()
 
     def invalid(self, err: DataValidationError) -> None:
         """Report a bad source row: raise ``err``, or, with ``skip_invalid``, record the skip (it is
@@ -137,14 +145,23 @@ class Builder(ABC):
         languages: Iterable[str] | str | None = None,
         show_progress: bool = True,
         skip_invalid: bool = False,
+        strict: bool = False,
         release: dict[str, Any] | None = None,
     ) -> BuildResult:
         """Build the dataset from ``source`` (None = the builder's default source) into
         ``output_dir``; ``languages`` restricts which languages are written (ISO codes).
         ``skip_invalid`` skips bad source rows (counted, listed in the manifest) instead of failing.
+        Odd cells are handled by the policy of :mod:`harness.data.cells` and listed in the manifest;
+        ``strict`` makes the first one an error instead (it cannot be combined with ``skip_invalid``).
         ``release`` (``{name, version, registered_at}``) is set by the registry and recorded."""
+        if strict and skip_invalid:
+            raise ValueError(
+                "strict and skip_invalid contradict each other: --strict fails on the first odd cell, "
+                "--skip-invalid leaves bad rows out; give one of them"
+            )
         langs = self.normalize_languages(languages)
         self.skip_invalid = skip_invalid
+        self.cells = CellLog(strict=strict)
         self._skipped: list[dict[str, Any]] = []
         output_dir = Path(output_dir).expanduser().resolve()
         _check_replaceable(output_dir)
@@ -238,6 +255,7 @@ class Builder(ABC):
                 "configs": config_entries,
                 "dimensions": [d.to_dict() for d in self.dimensions],
                 "skipped": {"count": len(self._skipped), "rows": list(self._skipped)},
+                "odd_cells": self.cells.to_manifest(),
                 "warnings": list(warnings),
             }
             (tmp / MANIFEST_NAME).write_text(

@@ -9,6 +9,7 @@ import yaml
 from dataset_builders.card_stats import config_statistics, label_type
 from dataset_builders.helpers import LANGUAGES, size_category
 from dataset_builders.records import ConfigData
+from harness.data.cells import card_section
 from harness.data.layout import SPLIT, data_file
 from harness.data.schema import COLUMN_DOCS, FEATURES_BY_LEVEL, LEVELS, dimension_table
 
@@ -140,6 +141,7 @@ def render_card(
             for r in skipped["rows"][:20]
         ]
         out.append("")
+    out += card_section(manifest.get("odd_cells") or {})
     if manifest["warnings"]:
         out += ["### Build warnings", ""]
         out += [f"- {_md_escape(w)}" for w in manifest["warnings"]]

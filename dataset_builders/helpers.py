@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from datasets import Features
 
+from harness.data.cells import sniff_delimiter
 from harness.data.schema import DataValidationError, SourceUnavailableError
 from harness.languages import LANGUAGES as LANGUAGE_LITERALS
 from harness.languages import XDIAL_LANGUAGES
@@ -207,7 +208,8 @@ def read_csv_records(path: Path) -> list[list[str]]:
 
 
 def iter_csv_records(path: Path) -> Iterator[list[str]]:
-    """The records (header first) of a UTF-8 CSV file, read as they are needed (a BOM is dropped).
+    """The records (header first) of a UTF-8 CSV file, read as they are needed (a BOM is dropped;
+    the separator, comma, semicolon or tab, is the most frequent one on the header line).
     Bytes that are not UTF-8 stay in the text as lone surrogates, so the row that holds them can be
     reported (or skipped) with :func:`undecodable_cell`. Line endings ``\\n``, ``\\r\\n`` and a lone
     ``\\r`` (old Mac files) all end a record; inside a quoted field they are kept. A record the csv
@@ -215,7 +217,11 @@ def iter_csv_records(path: Path) -> Iterator[list[str]]:
     if csv.field_size_limit() < CSV_FIELD_LIMIT:
         csv.field_size_limit(CSV_FIELD_LIMIT)
     with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as f:
-        reader = csv.reader(f)
+        delimiter = sniff_delimiter(f.readline())
+        f.seek(0)
+        if f.read(1) != "\ufeff":  # utf-8-sig drops the BOM only on the first read
+            f.seek(0)
+        reader = csv.reader(f, delimiter=delimiter)
         n = 0
         while True:
             try:

@@ -148,6 +148,9 @@ class MedalBuilder(CommonSchemaBuilder):
         )
         self.allowed_languages = None
         self.dataset_name = self._pipeline.get("name")
+        annotation = self._pipeline.get("summary", {}).get("annotation") or {}
+        for c in annotation.get("odd_cells", []):  # odd cells of the annotators' files, as imported
+            self.cells.record(c["file"], c["row"], c["column"], c["raw"], c["kind"], c.get("problem", ""))
         files = [(c, root / f"{c}.jsonl") for c in publish.CONFIGS if (root / f"{c}.jsonl").is_file()]
         if not files:
             raise SourceUnavailableError(f"{self.name}: no <config>.jsonl in pipeline directory {root}")

@@ -31,7 +31,6 @@ from dataset_builders.base import DEFAULT_DIMENSION, Builder
 from dataset_builders.helpers import (
     LANGUAGE_NAMES,
     RowSpill,
-    check_rating,
     dialogue_level_roles,
     download_file,
     iter_csv_records,
@@ -40,6 +39,7 @@ from dataset_builders.helpers import (
     undecodable_cell,
 )
 from dataset_builders.records import ConfigData, SourceFile
+from harness.data.cells import read_rating
 from harness.data.schema import DataValidationError, Dimension, SourceUnavailableError
 
 UPSTREAM_REPO = "https://github.com/e0397123/xDial-Eval"
@@ -155,12 +155,9 @@ _MAX_LISTED_ROWS = 10
 
 
 def split_utterances(text: str) -> list[str]:
-    """Split a ``"\\n"``-separated field into utterances.
-
-    Leading/trailing blank lines are dropped (dialogue fields start with one) and each utterance
-    is stripped of surrounding whitespace. Blank lines *inside* the field are kept as ``""`` so
-    the caller can report them.
-    """
+    """Split a ``"\\n"``-separated field into utterances: leading/trailing blank lines are dropped
+    (dialogue fields start with one) and each utterance is stripped of surrounding whitespace. Blank
+    lines *inside* the field are kept as ``""`` so the caller can report them."""
     parts = [p.strip() for p in text.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
     while parts and not parts[0]:
         parts.pop(0)
@@ -169,7 +166,7 @@ def split_utterances(text: str) -> list[str]:
     return parts
 
 
-def _mean_only(dimension: str, mean: float) -> dict[str, Any]:
+def _mean_only(dimension: str, mean: float | None) -> dict[str, Any]:
     """The sources publish mean ratings only: no per-annotator labels, no count."""
     return {
         "dimension": dimension,
@@ -328,10 +325,10 @@ class XDialEvalBuilder(Builder):
 
     # -- parsing ---------------------------------------------------------------------------------
     def read_config(self, src: SourceFile, languages: tuple[str, ...], warnings: list[str]) -> ConfigData:
-        """Check every row of the CSV (streamed; a bad row is an error, or with --skip-invalid a counted
-        skip), spilling the rows kept to a temporary columnar file; the records (language-major: every
-        row in one language, then the next) are produced from it chunk by chunk when the build writes
-        them, so memory holds one chunk whatever the size of the set."""
+        """Check every row of the CSV (streamed; a broken row is an error, or a counted skip with
+        --skip-invalid; odd cells: :mod:`harness.data.cells`), spilling the rows kept to a temporary
+        columnar file; the records (language-major: every row in one language, then the next) are
+        produced from it chunk by chunk as the build writes them: memory holds one chunk."""
         spec = SETS_BY_STEM[src.config]
         level = spec.level
         path = src.path
@@ -362,16 +359,26 @@ class XDialEvalBuilder(Builder):
         if english is not None and header[english] not in used:
             used.append(header[english])
         spill = RowSpill(used)
-        ratings: dict[int, float] = {}
+        ratings: dict[int, float | None] = {}
         en_counts: dict[int, int] = {}
         n_data = 0
         for i, row in enumerate(records_in, start=1):
             n_data = i
+            if self.cells.odd_row(path.name, i, row, header):
+                continue
             try:
-                ratings[i] = _checked_row(path, i, row, header, col, languages, level, english)
+                checked = _checked_row(path, i, row, header, col, languages, level, english)
             except DataValidationError as err:
                 self.invalid(err)
                 continue
+            if checked is not None:  # nothing usable in the row (no dialogue): left out
+                self.cells.record(path.name, i, checked[0], row[col[checked[0]]], "row_left_out", checked[1])
+                continue
+            raw = row[col[RATING_COLUMN]]  # each set keeps its own scale: no range check
+            got = read_rating(raw, self.dimensions[level == "dialogue"], check_scale=False)
+            if got.kind is not None:
+                self.cells.record(path.name, i, RATING_COLUMN, raw, got.kind, got.problem)
+            ratings[i] = got.value
             if english is not None:
                 en_counts[i] = len(split_utterances(row[english]))
             spill.add(i, [row[col[c]] for c in used])
@@ -478,8 +485,8 @@ class XDialEvalBuilder(Builder):
             "at turn level the response is the chatbot's and the context alternates backwards from it. "
             "Dialogue fields start with a blank line, which is stripped before roles are assigned (the authors' "
             "script splits the raw field, so its first tag lands on that empty line).",
-            "- Utterances are stripped of surrounding whitespace; nothing else is changed and no row is dropped "
-            "(e.g. the ConTurE sets keep their literal `<EMPTY>` placeholder for empty chatbot turns).",
+            "- Utterances are stripped of surrounding whitespace, nothing else is changed (the ConTurE sets keep "
+            "their literal `<EMPTY>` placeholder); a row without a readable dialogue is left out and listed.",
             "- Turn-level `dimension` is `relevance`, dialogue-level `coherence` (the aspects prompted for in the "
             "paper); the source ratings themselves come from each set's own annotation protocol.",
             "",
@@ -487,9 +494,9 @@ class XDialEvalBuilder(Builder):
         return out
 
 
-def _checked_row(path, i, row, header, col, languages, level, english) -> float:
-    """The rating of data row ``i`` once its fields, bytes, rating and texts are valid; else the
-    :class:`DataValidationError` naming file, row and column."""
+def _checked_row(path, i, row, header, col, languages, level, english) -> tuple[str, str] | None:
+    """None when data row ``i`` is sound and every text reads; (column, problem) of a text that does not
+    (no usable dialogue: an odd row); a :class:`DataValidationError` for a row that breaks the file."""
     if len(row) != len(header):
         column = header[len(row)] if len(row) < len(header) else f"<extra field {len(header) + 1}>"
         raise DataValidationError(path, i, column, f"row has {len(row)} fields, the header has {len(header)}")
@@ -498,21 +505,14 @@ def _checked_row(path, i, row, header, col, languages, level, english) -> float:
     used += [col[RATING_COLUMN]] + ([english] if english is not None else [])
     if (bad := undecodable_cell(path, i, header, row, used)) is not None:
         raise bad
-    raw = row[col[RATING_COLUMN]]
-    rating = check_rating(raw)
-    if rating is None:
-        raise DataValidationError(path, i, RATING_COLUMN, f"rating {raw!r} is not a finite number")
     kind = "context" if level == "turn" else "dialogue"
     for lang in languages:
         text_column = f"{LANGUAGE_NAMES[lang]}_{text_col}"
         utts = split_utterances(row[col[text_column]])
         if not utts:
-            raise DataValidationError(path, i, text_column, f"empty {kind}")
-        for k, u in enumerate(utts, start=1):
-            if not u:
-                raise DataValidationError(
-                    path, i, text_column, f"empty utterance {k} of {len(utts)} inside the {kind}"
-                )
+            return text_column, f"empty {kind}"
+        if gap := next((k for k, u in enumerate(utts, 1) if not u), None):
+            return text_column, f"empty utterance {gap} of {len(utts)} inside the {kind}"
         if level == "turn" and not row[col[f"{LANGUAGE_NAMES[lang]}_res"]].strip():
-            raise DataValidationError(path, i, f"{LANGUAGE_NAMES[lang]}_res", "empty response")
-    return rating
+            return f"{LANGUAGE_NAMES[lang]}_res", "empty response"
+    return None

@@ -9,6 +9,7 @@ The mapping format is documented in ``dataset_builders/importer/mappings/README.
 mappings (``comperdial``, ``dstc11-track4``). A bad source row is reported through
 :meth:`Builder.invalid` naming the SOURCE file, the 1-based data row (JSONL: line; JSON: record)
 and the source column; with ``skip_invalid=True`` it becomes a counted skip in the manifest.
+Odd cells (labels, fragment, blank and repeated header rows) follow :mod:`harness.data.cells`.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from dataset_builders.importer.mapping import (  # noqa: F401  (re-exported)
     _listify,
 )
 from dataset_builders.records import ConfigData, SourceFile
+from harness.data.cells import CellKind, fragment, is_blank, is_repeated_header, read_label, sniff_delimiter
 from harness.data.schema import DataValidationError, SourceUnavailableError, dimension_table
 
 IMPORTER_VERSION = "1.0.0"
@@ -61,6 +63,7 @@ class _Table:
         self.column_label = "column" if self.row_label == "row" else "field"
         self.rows: list[tuple[int, dict[str, Any]]] = []
         self.bad: dict[int, tuple[str, str]] = {}
+        self.odd_rows: list[tuple[int, CellKind, str]] = []
 
     def error(self, row: int | str, column: str, problem: str) -> DataValidationError:
         labels = {"row_label": self.row_label, "column_label": self.column_label}
@@ -103,7 +106,8 @@ def read_table(path: Path, kind: str, encoding: str) -> _Table:
 
     if kind in ("csv", "tsv"):
         csv.field_size_limit(2**31 - 1)  # long dialogues exceed the 128 KiB default
-        records = list(csv.reader(io.StringIO(text, newline=""), delimiter="\t" if kind == "tsv" else ","))
+        sep = "\t" if kind == "tsv" else sniff_delimiter(text.split("\n", 1)[0])
+        records = list(csv.reader(io.StringIO(text, newline=""), delimiter=sep))
         if not records:
             raise t.error("header", "<header>", "empty file (no header)")
         t.columns = [c.strip() for c in records[0]]
@@ -111,7 +115,9 @@ def read_table(path: Path, kind: str, encoding: str) -> _Table:
         if 0 in t.bad:
             raise t.error("header", *t.bad[0])
         for i, rec in enumerate(records[1:], start=1):
-            if any(f.strip() for f in rec):
+            if is_blank(rec) or is_repeated_header(rec, records[0]):
+                t.odd_rows.append((i, "blank_row" if is_blank(rec) else "repeated_header", sep.join(rec)))
+            elif any(f.strip() for f in rec):
                 t.rows.append((i, row := dict(zip(t.columns, rec, strict=False))))
                 check(i, row, "".join(rec))
                 if (n := len(rec)) != len(t.columns):
@@ -271,7 +277,12 @@ class GenericImporter(Builder):
             except DataValidationError as err:
                 self.invalid(err)  # a file-level problem: with skip_invalid the whole file is skipped
                 continue
+            for rowno, kind, raw in t.odd_rows:
+                self.cells.record(path.name, rowno, "<row>", raw, kind)
             for rowno, row in t.rows:
+                if rowno not in t.bad and (frag := fragment({k: _text(v) for k, v in row.items()})):
+                    self.cells.record(path.name, rowno, *frag, "row_left_out")
+                    continue
                 try:
                     if rowno in t.bad:
                         raise t.error(rowno, *t.bad[rowno])
@@ -446,6 +457,8 @@ class GenericImporter(Builder):
         if dim is None:  # without a dimension column, LongLabelSpec requires 'dimension'
             raise MappingError(f"{cfg.name}: long_labels need 'dimension' or 'dimension_column'")
         value, text = self._value(row.get(ll.value_column), ll.value_map, cfg, dim, t, rowno, ll.value_column)
+        if value is None and text:  # unreadable: accounted for by _value, the label is missing
+            return []
         if value is None:
             raise t.error(rowno, ll.value_column, f"missing label value (annotator {ann!r})")
         return [{"annotator": ann, "dimension": dim, "value": value, "raw": text}]
@@ -453,21 +466,21 @@ class GenericImporter(Builder):
     def _value(
         self, raw: Any, vmap: Any, cfg: ConfigSpec, dim: str, t: _Table, rowno: int, col: str
     ) -> tuple:
-        """A label cell -> (value on the dimension's scale, raw text); (None, None) when empty."""
+        """A label cell -> (value, raw text); (None, None) when empty; else value_map, else read_label."""
         text = (str(raw).lower() if isinstance(raw, bool) else _text(raw)).strip()
         if not text:
             return None, None
         table = {k.strip().casefold(): v for k, v in {**cfg.value_map, **(vmap or {})}.items()}
-        try:
-            value = float(table[text.casefold()] if text.casefold() in table else text)
-        except ValueError:
-            value = math.nan
-        if (isinstance(raw, bool) and text not in table) or not math.isfinite(value):
-            known = f"; value_map knows {sorted(table)}" if table else "; add a 'value_map' for it"
-            raise t.error(rowno, col, f"unknown label {text!r} for {dim!r}: not a number{known}")
-        if problem := self._dims[dim].problem(value):
-            raise t.error(rowno, col, problem)
-        return value, text
+        if text.casefold() in table:
+            value = float(table[text.casefold()])
+            if problem := self._dims[dim].problem(value):
+                raise t.error(rowno, col, f"value_map gives {value:g} for {text!r}: {problem}")
+            return value, text
+        got = read_label(text, self._dims[dim])  # a JSON true/false is "true"/"false": unreadable
+        if got.kind is not None:
+            hint = f"; value_map knows {sorted(table)}" if table else "; add a 'value_map' for it"
+            self.cells.record(t.path.name, rowno, col, text, got.kind, got.problem + hint)
+        return got.value, text
 
     def _aggregates(self, labels: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return aggregates_for(labels, self.dimensions)

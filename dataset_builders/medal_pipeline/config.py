@@ -177,6 +177,8 @@ class AnnotationSettings(_Strict):
     #: filled annotation files (``<lang>/<annotator>.csv|jsonl``); absent/empty: export sheets only
     dir: str | None = "annotations"
     allow_partial: bool = False
+    #: an odd cell of an annotator's file (harness.data.cells) is an error instead of a listed one
+    strict: bool = False
 
 
 class PipelineConfig(_Strict):

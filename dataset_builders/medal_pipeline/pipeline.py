@@ -212,7 +212,10 @@ def run_pipeline(
         ann_dir = cfg.path(cfg.annotation.dir)
         if ann_dir is not None and _has_annotation_files(ann_dir):
             ann = import_annotations(
-                ann_dir, {d.id: d.language for d in curated}, allow_partial=cfg.annotation.allow_partial
+                ann_dir,
+                {d.id: d.language for d in curated},
+                allow_partial=cfg.annotation.allow_partial,
+                strict=cfg.annotation.strict,
             )
         agreement = agreement_tables(ann) if ann is not None else None
 
@@ -262,6 +265,7 @@ def run_pipeline(
                 "files": [str(p) for p in ann.files],
                 "annotators": ann.annotators,
                 "missing": ann.missing,
+                "odd_cells": [c.to_dict() for c in ann.odd_cells],
                 "agreement": agreement,
             },
             "rows": {k: len(v) for k, v in files.items()},
@@ -359,7 +363,8 @@ def _annotation_markdown(ann: Any, agreement: dict[str, Any] | None, render: Cal
     who = "; ".join(f"{lang}: {', '.join(names)}" for lang, names in sorted(ann.annotators.items()))
     return [
         *head,
-        f"Annotators per language — {who}. Missing labels: {ann.missing}.",
+        f"Annotators per language — {who}. Missing labels: {ann.missing}. Odd cells in the annotators' "
+        f"files: {len(ann.odd_cells)} (listed in the build manifest).",
         "",
         *render(agreement),
         "",

@@ -10,7 +10,9 @@ sets) plus the model. Each item is rated by five of the ten annotators.
 Output: one turn-level config per set (``main``, ``llm_arena``, and ``topical_chat`` when its
 files are given), one row per item, with the labels of every annotator on the three dimensions,
 the App. E.1 aggregate (sum / sum of maxima), the mean, the winning label and the agreement
-bucket of App. J. See :mod:`dataset_builders.upheld.labels` for the label vocabulary.
+bucket of App. J. See :mod:`dataset_builders.upheld.labels` for the label vocabulary. Odd cells (a
+label in another scale's wording, an unreadable label, a row whose texts cannot be read, blank and
+repeated header rows) follow the builders' policy (:mod:`harness.data.cells`).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import httpx
 from dataset_builders.base import Builder
 from dataset_builders.helpers import download_file, read_csv_records, sha256_file, undecodable_cell
 from dataset_builders.records import ConfigData, SourceFile
-from dataset_builders.upheld.labels import DIMENSIONS, SCORE_COLUMNS, UnknownLabel, parse_label
+from dataset_builders.upheld.labels import DIMENSIONS, SCORE_COLUMNS, read_upheld_label
 from harness.data.schema import DataValidationError, SourceUnavailableError
 
 UPSTREAM_REPO = "https://github.com/upwork/upwork-ai-research/tree/upheld"
@@ -37,6 +39,11 @@ SETS: dict[str, tuple[tuple[str, ...], str | None]] = {
     "main": (("main", "upheld"), "data/upheld"),
     "llm_arena": (("llm_arena", "llm_arena_annotated"), "additional_resources/llm_arena_annotated"),
     "topical_chat": (("topical_chat", "topical_chat_annotated", "topical"), None),
+}
+CONFIG_TITLES = {
+    "main": "UPHELD main set",
+    "llm_arena": "LLM Arena verification set",
+    "topical_chat": "Topical-Chat verification set",
 }
 #: What the paper reports for the main set (§3.2).
 PAPER_COUNTS = {"turns": 400, "conversations": "53 + 7", "label_sets": 12291, "labels": 36873}
@@ -95,9 +102,9 @@ class UpheldBuilder(Builder):
         "turn, candidate continuations from several models (GPT-3.5, GPT-4o, Llama-3.1-70B base, a fine-tuned "
         "custom model, plus a GPT-4o rephrase of the reference and a random turn as calibration baselines) were "
         "compared with the withheld human turn (the reference) by five annotators on content equivalence "
-        "(1–5), style equivalence (1–3) and reasonableness (binary). The verification set `llm_arena` applies "
-        "the same protocol to Chatbot Arena conversations. One row per (turn, model) item with every annotator's "
-        "labels and their aggregates."
+        "(1–5), style equivalence (1–3) and reasonableness (binary). The verification sets `llm_arena` and, "
+        "when its files are given, `topical_chat` apply the same protocol to Chatbot Arena and Topical-Chat "
+        "conversations. One row per (turn, model) item with every annotator's labels and their aggregates."
     )
     license = "CC-BY-4.0"
     homepage = UPSTREAM_REPO
@@ -307,7 +314,7 @@ class UpheldBuilder(Builder):
             level="turn",
             records=records,
             dimension="content",
-            title={"main": "UPHELD main set", "llm_arena": "LLM Arena verification set"}.get(src.config),
+            title=CONFIG_TITLES.get(src.config),
             extra=extra,
         )
 
@@ -340,12 +347,14 @@ class UpheldBuilder(Builder):
         out: list[dict[str, Any]] = []
         first_row: dict[tuple[str, str], int] = {}
         for i, row in enumerate(reader, start=1):
-            if not any(cell.strip() for cell in row):
-                continue  # a blank line is not a record
+            if self.cells.odd_row(path.name, i, row, header):  # a blank or repeated header row
+                continue
             try:
                 out_row = self._read_row(path, i, row, header, col, id_col, annotator)
             except DataValidationError as err:
                 self.invalid(err)
+                continue
+            if out_row is None:  # nothing usable in it: accounted for as an odd row
                 continue
             key = (out_row["item"], out_row["system"] or "")
             if key in first_row:
@@ -369,36 +378,39 @@ class UpheldBuilder(Builder):
             )
         return out
 
-    def _read_row(self, path, i, row, header, col, id_col, annotator) -> dict[str, Any]:
+    def _read_row(self, path, i, row, header, col, id_col, annotator) -> dict[str, Any] | None:
+        """One annotator's label set, or None for a row with nothing usable (no readable chat history,
+        reference or continuation: an odd row, recorded). Labels follow the odd-cell policy."""
         if len(row) != len(header):
             raise DataValidationError(
                 path, i, "<row>", f"row has {len(row)} fields, the header has {len(header)}"
             )
         if (bad := undecodable_cell(path, i, [h or id_col for h in header], row)) is not None:
             raise bad
-        item = row[col[id_col]].strip()
-        if not item:
-            raise DataValidationError(path, i, id_col or "id_annotated", "empty item id")
         texts: dict[str, Any] = {}
         try:
             texts["context"] = parse_history(row[col["chat_history"]])
         except ValueError as e:
-            raise DataValidationError(path, i, "chat_history", str(e)) from None
+            self.cells.record(path.name, i, "chat_history", row[col["chat_history"]], "row_left_out", str(e))
+            return None
         for column in ("Option A", "Option B"):
             value = _clean(row[col[column]])
             if not value:
                 what = "reference (human) continuation" if column == "Option A" else "model continuation"
-                raise DataValidationError(path, i, column, f"empty {what}")
+                self.cells.record(path.name, i, column, row[col[column]], "row_left_out", f"empty {what}")
+                return None
             texts[TEXT_FIELDS[column]] = value
+        item = row[col[id_col]].strip()
+        if not item:
+            raise DataValidationError(path, i, id_col or "id_annotated", "empty item id")
         labels: list[dict[str, Any]] = []
         for column, dim in SCORE_COLUMNS.items():
             raw = row[col[column]]
-            try:
-                label = parse_label(raw, dim)
-            except UnknownLabel as e:
-                raise DataValidationError(path, i, column, f"unknown label: {e}") from None
+            got = read_upheld_label(raw, dim)
+            if got.kind is not None:
+                self.cells.record(path.name, i, column, raw, got.kind, got.problem)
             labels.append(
-                {"annotator": annotator, "dimension": dim, "value": label, "raw": raw.strip() or None}
+                {"annotator": annotator, "dimension": dim, "value": got.value, "raw": raw.strip() or None}
             )
         system = row[col["model"]].strip() if "model" in col else ""
         return {

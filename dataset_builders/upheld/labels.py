@@ -9,15 +9,18 @@ to the value on the dimension's own scale:
 * style: Likert 1–3 (written as 1 / 3 / 5 -> 1 / 2 / 3);
 * reasonableness: binary (written as 1 / 5 -> 0 / 1).
 
-Both the point and the wording must be known and must agree; anything else raises
-:class:`UnknownLabel`. A bare point (``"3"``) is accepted when it is a point of the written scale.
-An empty cell is a missing label (``None``).
+The builder reads every cell with :func:`read_upheld_label`, the shared odd-cell policy of
+:func:`harness.data.cells.read_label`: a point of the written scale with another wording (a style
+cell holding ``"1: Not a reasonable continuation"``) is read by its point and counted as a wording
+mismatch; a cell that is no label of the dimension is a missing label, counted as unreadable.
+:func:`parse_label` is the strict reader: both the point and the wording must be known and must
+agree, anything else raises :class:`UnknownLabel`. Either way a bare point (``"3"``) is accepted
+when it is a point of the written scale, and an empty cell is a missing label (``None``).
 """
 
 from __future__ import annotations
 
-import re
-
+from harness.data.cells import LabelReading, ScalePoint, normalize_wording, read_label
 from harness.data.schema import Dimension
 
 CONTENT = Dimension(
@@ -86,42 +89,40 @@ _VOCAB: dict[str, dict[int, tuple[str, float]]] = {
     },
 }
 
-_LABEL_RE = re.compile(r"^\s*(\d+)\s*(?::\s*(.*?))?\s*$", re.S)
-_DASHES = re.compile(r"\s*[-‐‑‒–—―]+\s*")
+_POINTS: dict[str, dict[float, ScalePoint]] = {
+    dim: {float(p): ScalePoint(w, v) for p, (w, v) in vocab.items()} for dim, vocab in _VOCAB.items()
+}
+_BY_NAME = {d.name: d for d in DIMENSIONS}
+
+__all__ = [
+    "DIMENSIONS",
+    "SCORE_COLUMNS",
+    "UnknownLabel",
+    "normalize_wording",
+    "parse_label",
+    "read_upheld_label",
+]
 
 
 class UnknownLabel(ValueError):
     """A score string that is not one of the known labels of its dimension."""
 
 
-def normalize_wording(text: str) -> str:
-    """Lower-case, every run of dashes -> ``" - "``, whitespace collapsed."""
-    text = _DASHES.sub(" - ", text.strip().lower())
-    return " ".join(text.split())
+def read_upheld_label(raw: str | None, dimension: str) -> LabelReading:
+    """A score cell read under the odd-cell policy (:func:`harness.data.cells.read_label`)."""
+    if dimension not in _POINTS:
+        raise ValueError(f"unknown UPHELD dimension {dimension!r}")
+    return read_label(raw, _BY_NAME[dimension], _POINTS[dimension])
+
+
+def known_labels(dimension: str) -> str:
+    return "; ".join(f'"{p}: {w}"' for p, (w, _) in _VOCAB[dimension].items())
 
 
 def parse_label(raw: str | None, dimension: str) -> float | None:
-    """The value of ``raw`` on ``dimension``'s scale; ``None`` for an empty cell."""
-    if raw is None or not raw.strip():
-        return None
-    vocab = _VOCAB.get(dimension)
-    if vocab is None:
-        raise ValueError(f"unknown UPHELD dimension {dimension!r}")
-    known = "; ".join(f'"{p}: {w}"' for p, (w, _) in vocab.items())
-    m = _LABEL_RE.match(raw)
-    if not m:
-        raise UnknownLabel(
-            f"{raw!r} is not a label of the form '<point>: <wording>'; known {dimension} labels: {known}"
-        )
-    point = int(m.group(1))
-    if point not in vocab:
-        raise UnknownLabel(
-            f"{raw!r}: point {point} is not on the written {dimension} scale; known labels: {known}"
-        )
-    wording, value = vocab[point]
-    if m.group(2) is not None and normalize_wording(m.group(2)) != wording:
-        raise UnknownLabel(
-            f"{raw!r}: the wording does not match point {point} of {dimension} ({vocab[point][0]!r}); "
-            f"known labels: {known}"
-        )
-    return value
+    """The value of ``raw`` on ``dimension``'s scale; ``None`` for an empty cell; a wording that
+    does not match its point, or a cell that is no label, raises :class:`UnknownLabel`."""
+    got = read_upheld_label(raw, dimension)
+    if got.kind is not None:
+        raise UnknownLabel(f"{raw!r}: {got.problem}; known {dimension} labels: {known_labels(dimension)}")
+    return got.value

@@ -121,7 +121,7 @@ def merge_items(
         )
     if n_missing:
         warnings.append(
-            f"upheld/{src.config}: {n_missing} empty label cell(s) kept as missing labels (value null)"
+            f"upheld/{src.config}: {n_missing} empty or unreadable label cell(s) kept as missing labels (value null)"
         )
     per_item = Counter(len({lab["annotator"] for lab in r["labels"]}) for r in records)
     short = sum(n for k, n in per_item.items() if k < 5)

@@ -65,7 +65,10 @@ def build(
         list[str] | None, typer.Option("--language", "-l", help="Only these languages")
     ] = None,
     skip_invalid: Annotated[
-        bool, typer.Option("--skip-invalid", help="Skip bad source rows (counted, listed in the manifest)")
+        bool, typer.Option("--skip-invalid", help="Skip rows that break the file (counted, in the manifest)")
+    ] = False,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Fail on the first odd cell instead of handling and listing it")
     ] = False,
     config: Annotated[
         Path | None,
@@ -83,6 +86,7 @@ def build(
 ) -> None:
     """Build a dataset and register it as an immutable version (or write it to --output)."""
     from harness.data.builders import get_builder
+    from harness.data.cells import summary_of
     from harness.data.registry import DatasetRegistry, DatasetRegistryError, check_name, check_writable
     from harness.data.schema import DataValidationError, SchemaError
     from harness.interrupt import Interrupted
@@ -94,6 +98,9 @@ def build(
         )
     elif name != "import" and mapping is not None:
         fail("--mapping only applies to the 'import' builder")
+    if strict and skip_invalid:
+        fail("--strict and --skip-invalid contradict each other: give one of them")
+    opts: dict[str, Any] = {"skip_invalid": skip_invalid, **({"strict": True} if strict else {})}
     ex = executor_config(executor, workers, gpus_per_worker)
     if ex.distributed and config is None:
         fail(
@@ -112,9 +119,7 @@ def build(
             if version or bump:
                 fail("--version/--bump register a version; they cannot be combined with --output")
             check_writable(output, registry)
-            res = builder.build(
-                source, output, languages=langs, skip_invalid=skip_invalid, show_progress=not quiet
-            )
+            res = builder.build(source, output, languages=langs, show_progress=not quiet, **opts)
             where = str(res.output_dir)
         else:
             reg = DatasetRegistry(registry)
@@ -129,9 +134,9 @@ def build(
                     source,
                     staging,
                     languages=langs,
-                    skip_invalid=skip_invalid,
                     release=release,
                     show_progress=not quiet,
+                    **opts,
                 )
 
             registered = reg.register(reg_name, ver, write)
@@ -161,6 +166,8 @@ def build(
     skipped = res.manifest.get("skipped", {}).get("count", 0)
     if skip_invalid or skipped:
         err.print(f"[yellow]skipped source rows:[/] {skipped} (listed in build_manifest.json)")
+    if odd := summary_of(res.manifest.get("odd_cells") or {}):
+        err.print(f"[yellow]odd source cells:[/] {escape(odd)}")
     for w in res.warnings:
         err.print(f"[yellow]warning:[/] {escape(w)}")
     console.print(f"fingerprint {res.fingerprint}")
@@ -321,6 +328,9 @@ def show(
         console.print(
             f"  - {escape(str(r['file']))} row {r['row']}, {escape(str(r['field']))}: {escape(r['problem'])}"
         )
+    from harness.data.cells import summary_of
+
+    console.print(f"odd source cells: {escape(summary_of(man.get('odd_cells') or {}) or 'none')}")
     for w in man.get("warnings", []):
         err.print(f"[yellow]warning:[/] {escape(w)}")
     if not agreement:

@@ -64,9 +64,20 @@ def upheld(
     ] = None,
     cpdscore_dialogues: Annotated[int, typer.Option(help="CPDScore: first N dialogues of main")] = 5,
     cpdscore_calls: Annotated[int, typer.Option(help="CPDScore: calls averaged per item (paper: 3)")] = 3,
+    strict: Annotated[
+        bool,
+        typer.Option(
+            "--strict",
+            help="Fail on the first odd source cell (another scale's wording, an unreadable label, a row "
+            "with no dialogue, a repeated header) instead of handling it and counting it",
+        ),
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars")] = False,
 ) -> None:
-    """UPHELD App. B Tables 7–9 + App. J Table 10: reference metrics, App. H judges, ensembles."""
+    """UPHELD App. B Tables 7–9 + App. J Table 10: reference metrics, App. H judges, ensembles.
+
+    A --source release is built as published: odd cells are handled by the builders' policy
+    (docs/datasets.md), counted here and listed in the build manifest; --strict fails on them."""
     from tasks.upheld.reproduce import ReproduceConfig, reproduce_upheld
 
     try:
@@ -94,10 +105,17 @@ def upheld(
             cpdscore_dialogues=cpdscore_dialogues,
             cpdscore_calls=cpdscore_calls,
             show_progress=not quiet,
+            strict=strict,
         )
         out = reproduce_upheld(cfg)
     except (ValueError, KeyError, FileNotFoundError) as e:
         fail(error_message(e))
         return
+    from harness.data.cells import summary_of
+
+    odd = out.results["dataset"].get("odd_cells") or {}
+    console.print(
+        f"odd source cells: {summary_of(odd) or 'none'}", markup=False, highlight=False, soft_wrap=True
+    )
     console.print(out.tables_md, markup=False, highlight=False, soft_wrap=True)
     console.print(f"wrote {out.output_dir / 'results.json'}, features.parquet, tables.md and ensembles/")

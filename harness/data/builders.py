@@ -105,12 +105,14 @@ def build_dataset(
     languages: Iterable[str] | str | None = None,
     show_progress: bool = True,
     skip_invalid: bool = False,
+    strict: bool = False,
     release: dict[str, Any] | None = None,
     **builder_kwargs: Any,
 ) -> Any:
     """Build dataset ``name`` from ``source`` (None = the builder's default) into ``output_dir``.
 
-    ``skip_invalid`` turns bad source rows into counted skips listed in the manifest."""
+    ``skip_invalid`` turns bad source rows into counted skips listed in the manifest; ``strict``
+    makes the first odd cell (:mod:`harness.data.cells`) an error instead of an accounted one."""
     builder = get_builder(name, **builder_kwargs)
     return builder.build(
         source,
@@ -118,5 +120,6 @@ def build_dataset(
         languages=languages,
         show_progress=show_progress,
         skip_invalid=skip_invalid,
+        **({"strict": True} if strict else {}),
         release=release,
     )

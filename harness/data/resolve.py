@@ -42,6 +42,8 @@ class DatasetHandle:
     source: str | None
     configs: list[str]
     warnings: list[str] = field(default_factory=list)
+    #: the build manifest's ``odd_cells`` entry (:mod:`harness.data.cells`); empty when unknown
+    odd_cells: dict[str, Any] = field(default_factory=dict)
 
     @property
     def is_local(self) -> bool:
@@ -75,7 +77,11 @@ def prepare_dataset(
     dataset: str | None = None,
     revision: str | None = None,
     show_progress: bool = True,
+    strict: bool = False,
 ) -> DatasetHandle:
+    """Locate (or build) the dataset a task runs on. A build from ``source`` handles odd source
+    cells by the policy of :mod:`harness.data.cells`; with ``strict`` the first one is an error (a
+    build cached earlier that holds odd cells is rebuilt strictly, so it fails the same way)."""
     if dataset is not None:
         p = Path(dataset)
         if not _is_dir(p) and _is_registry_ref(dataset):
@@ -89,12 +95,11 @@ def prepare_dataset(
 
             verify_if_registered(p)  # a registered version given by its path is checked too
             manifest = p / MANIFEST_NAME
-            fp = (
-                json.loads(manifest.read_text())["fingerprint"]
-                if manifest.is_file()
-                else _parquet_fingerprint(p)
-            )
-            return DatasetHandle(builder, str(p.resolve()), revision, fp, str(p.resolve()), card_configs(p))
+            man = json.loads(manifest.read_text()) if manifest.is_file() else {}
+            fp = man["fingerprint"] if man else _parquet_fingerprint(p)
+            where = str(p.resolve())
+            odd = dict(man.get("odd_cells") or {})
+            return DatasetHandle(builder, where, revision, fp, where, card_configs(p), odd_cells=odd)
         from datasets import get_dataset_config_names
 
         try:
@@ -119,11 +124,15 @@ def prepare_dataset(
         key = f"default-{b.version}"
         source_desc = None
     out = default_home() / "datasets" / b.name / key
-    if not (out / MANIFEST_NAME).is_file():
+    built = (out / MANIFEST_NAME).is_file()
+    if built and strict:
+        odd = json.loads((out / MANIFEST_NAME).read_text()).get("odd_cells")
+        built = odd is not None and not odd.get("count")
+    if not built:
         from harness.data.builders import build_dataset
 
         log.info("building dataset %s from %s into %s", b.name, source_desc or "its default source", out)
-        build_dataset(b.name, source_desc, out, show_progress=show_progress)
+        build_dataset(b.name, source_desc, out, show_progress=show_progress, strict=strict)
     manifest = json.loads((out / MANIFEST_NAME).read_text())
     return DatasetHandle(
         builder=b.name,
@@ -133,6 +142,7 @@ def prepare_dataset(
         source=source_desc or _manifest_source(manifest),
         configs=card_configs(out),
         warnings=list(manifest.get("warnings", [])),
+        odd_cells=dict(manifest.get("odd_cells") or {}),
     )
 
 

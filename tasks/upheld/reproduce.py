@@ -2,7 +2,8 @@
 
 Pipeline, on the real release (``--source ../shared/data/upheld``):
 
-1. build/load the ``upheld`` dataset (configs ``main``, ``llm_arena``, ``topical_chat`` when present);
+1. build/load the ``upheld`` dataset (configs ``main``, ``llm_arena``, ``topical_chat`` when present),
+   odd source cells handled and counted by the policy of :mod:`harness.data.cells` (``strict``: an error);
 2. features per (reference, model continuation) item: ROUGE-1/2/L/Lsum, BERTScore P/R/F1 and the
    embedding cosine of :mod:`harness.judges.refmetrics`, all through the request cache, plus the four App. H
    LLM-judge verdicts when ``--judge`` names an LLM (parse failures counted, kept as NaN);
@@ -77,6 +78,7 @@ class ReproduceConfig:
     cpdscore_dialogues: int = 5  # first N dialogues of main (every turn, every system)
     cpdscore_calls: int = 3
     show_progress: bool = True
+    strict: bool = False  # an odd source cell is an error instead of a counted, listed one
 
     def __post_init__(self) -> None:
         unknown = [p for p in (*self.protocols, *self.ensemble_protocols) if p not in PROTOCOLS]
@@ -98,7 +100,7 @@ class Reproduction:
 # --------------------------------------------------------------------------- data + features
 def load_records(cfg: ReproduceConfig) -> tuple[DatasetHandle, dict[str, list[dict[str, Any]]]]:
     handle = prepare_dataset(
-        "upheld", source=cfg.source, dataset=cfg.dataset, show_progress=cfg.show_progress
+        "upheld", source=cfg.source, dataset=cfg.dataset, show_progress=cfg.show_progress, strict=cfg.strict
     )
     records = {c: load_items(handle, c, limit=cfg.limit) for c in paper.CONFIGS if c in handle.configs}
     if "main" not in records:
@@ -448,7 +450,11 @@ def reproduce_upheld(cfg: ReproduceConfig) -> Reproduction:
         "paper": "UPHELD (Subasic et al., 2026), App. B Tables 7-9, App. J Table 10",
         "created_at": t0.isoformat(timespec="seconds"),
         "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()},
-        "dataset": {**handle.describe(), "n_items": {c: len(r) for c, r in records.items()}},
+        "dataset": {
+            **handle.describe(),
+            "n_items": {c: len(r) for c, r in records.items()},
+            "odd_cells": {k: handle.odd_cells[k] for k in ("count", "counts") if k in handle.odd_cells},
+        },
         "protocols": {
             p: asdict(PROTOCOLS[p]) for p in dict.fromkeys((*cfg.protocols, *cfg.ensemble_protocols))
         },

@@ -76,20 +76,21 @@ def test_xdial_non_utf8_names_file_row_column_and_skip_invalid_skips_the_row(tmp
     }
 
 
-def test_xdial_skip_invalid_covers_every_row_problem(tmp_path):
+def test_xdial_odd_cells_are_accounted_for_or_strict_errors(tmp_path):
     src = tmp_path / "src"
     _write_turn_csv(
         src / "turn" / "fed-turn.csv",
         [_turn_row(1), _turn_row(2, rating="nan"), _turn_row(3, english_res=" ")],
     )
-    with pytest.raises(DataValidationError, match="row 2 .*'ratings': rating 'nan' is not a finite number"):
-        XDialEvalBuilder().build(src, tmp_path / "out", show_progress=False)
-    res = XDialEvalBuilder().build(src, tmp_path / "out", show_progress=False, skip_invalid=True)
-    assert [(r["row"], r["field"]) for r in res.manifest["skipped"]["rows"]] == [
-        (2, "ratings"),
-        (3, "english_res"),
+    with pytest.raises(DataValidationError, match="row 2 .*'ratings': value 'nan'.*Without --strict"):
+        XDialEvalBuilder().build(src, tmp_path / "out", show_progress=False, strict=True)
+    res = XDialEvalBuilder().build(src, tmp_path / "out", show_progress=False)
+    assert [(c["row"], c["column"], c["kind"]) for c in res.manifest["odd_cells"]["cells"]] == [
+        (2, "ratings", "unreadable_label"),
+        (3, "english_res", "row_left_out"),
     ]
-    assert res.configs == {"fed-turn": 10}
+    assert res.manifest["skipped"]["count"] == 0
+    assert res.configs == {"fed-turn": 20}  # row 2 kept (rating missing), row 3 left out
 
 
 def test_cli_reports_the_decoding_problem_in_one_line(tmp_path):

@@ -139,7 +139,7 @@ def test_missing_column_of_an_unrequested_language_is_fine(tmp_path):
 def test_non_numeric_rating(tmp_path, bad):
     f = _write_turn_csv(tmp_path / "src" / "turn" / "fed-turn.csv", [_turn_row(1), _turn_row(2, rating=bad)])
     with pytest.raises(DataValidationError) as ei:
-        XDialEvalBuilder().build(tmp_path / "src", tmp_path / "out", show_progress=False)
+        XDialEvalBuilder().build(tmp_path / "src", tmp_path / "out", show_progress=False, strict=True)
     _assert_names(ei.value, f, 2, "ratings")
 
 
@@ -147,7 +147,7 @@ def test_empty_context(tmp_path):
     rows = [_turn_row(1), _turn_row(2), _turn_row(3, german_ctx=" \n ")]
     f = _write_turn_csv(tmp_path / "src" / "turn" / "persona-usr.csv", rows)
     with pytest.raises(DataValidationError) as ei:
-        XDialEvalBuilder().build(tmp_path / "src", tmp_path / "out", show_progress=False)
+        XDialEvalBuilder().build(tmp_path / "src", tmp_path / "out", show_progress=False, strict=True)
     _assert_names(ei.value, f, 3, "german_ctx")
     assert "empty context" in str(ei.value)
 
@@ -155,7 +155,7 @@ def test_empty_context(tmp_path):
 def test_empty_utterance_inside_context(tmp_path):
     f = _write_turn_csv(tmp_path / "src" / "turn" / "fed-turn.csv", [_turn_row(1, french_ctx="a\n\nb")])
     with pytest.raises(DataValidationError, match="empty utterance 2 of 3") as ei:
-        XDialEvalBuilder().build(tmp_path / "src", tmp_path / "out", show_progress=False)
+        XDialEvalBuilder().build(tmp_path / "src", tmp_path / "out", show_progress=False, strict=True)
     _assert_names(ei.value, f, 1, "french_ctx")
 
 
@@ -164,7 +164,7 @@ def test_empty_response(tmp_path):
         tmp_path / "src" / "turn" / "fed-turn.csv", [_turn_row(1), _turn_row(2, korean_res="  ")]
     )
     with pytest.raises(DataValidationError, match="empty response") as ei:
-        XDialEvalBuilder().build(tmp_path / "src", tmp_path / "out", show_progress=False)
+        XDialEvalBuilder().build(tmp_path / "src", tmp_path / "out", show_progress=False, strict=True)
     _assert_names(ei.value, f, 2, "korean_res")
 
 
@@ -173,8 +173,32 @@ def test_empty_dialogue(tmp_path):
         tmp_path / "src" / "dial" / "fed-dial.csv", [_dial_row(1), _dial_row(2, russian_dial="\n\n")]
     )
     with pytest.raises(DataValidationError, match="empty dialogue") as ei:
-        XDialEvalBuilder().build(tmp_path / "src", tmp_path / "out", show_progress=False)
+        XDialEvalBuilder().build(tmp_path / "src", tmp_path / "out", show_progress=False, strict=True)
     _assert_names(ei.value, f, 2, "russian_dial")
+
+
+@pytest.mark.parametrize(
+    ("override", "column", "kind", "rows"),
+    [
+        ({"rating": "abc"}, "ratings", "unreadable_label", 2),
+        ({"rating": "4: Not a reasonable continuation"}, "ratings", "wording_mismatch", 2),
+        ({"german_ctx": " \n "}, "german_ctx", "row_left_out", 1),
+        ({"korean_res": "  "}, "korean_res", "row_left_out", 1),
+    ],
+)
+def test_odd_cells_without_strict_are_accounted_for(tmp_path, override, column, kind, rows):
+    _write_turn_csv(tmp_path / "src" / "turn" / "fed-turn.csv", [_turn_row(1), _turn_row(2, **override)])
+    res = XDialEvalBuilder().build(
+        tmp_path / "src", tmp_path / "out", languages=["en", "de", "ko"], show_progress=False
+    )
+    assert res.configs == {"fed-turn": rows * 3}
+    [cell] = res.manifest["odd_cells"]["cells"]
+    assert (cell["file"], cell["row"], cell["column"], cell["kind"]) == ("fed-turn.csv", 2, column, kind)
+    ds = _load(tmp_path / "out", "fed-turn", tmp_path)
+    if kind == "wording_mismatch":
+        assert sorted(ds["rating"])[:3] == [3.0, 3.0, 3.0] and max(ds["rating"]) == 4.0
+    if kind == "unreadable_label":
+        assert ds["rating"].count(None) == 3
 
 
 def test_ragged_row(tmp_path):
@@ -198,7 +222,7 @@ def test_failed_build_keeps_previous_output(tmp_path):
     _write_turn_csv(src / "turn" / "fed-turn.csv", [_turn_row(1), _turn_row(2)])
     _write_dial_csv(src / "dial" / "fed-dial.csv", [_dial_row(1, rating="n/a")])
     with pytest.raises(DataValidationError):
-        XDialEvalBuilder().build(src, out, show_progress=False)
+        XDialEvalBuilder().build(src, out, show_progress=False, strict=True)
     after = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
     assert after == before
     assert json.loads((out / "build_manifest.json").read_text())["fingerprint"] == first.fingerprint

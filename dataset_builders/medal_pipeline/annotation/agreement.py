@@ -33,7 +33,7 @@ from dataset_builders.medal_labels import ISSUE_ABBREVIATIONS, MEDAL_ISSUES, MED
 from harness.meta.agreement import adjacent_agreement, krippendorff_alpha, percent_agreement
 
 if TYPE_CHECKING:
-    from dataset_builders.medal_pipeline.annotation.sheets import AnnotationSet
+    from dataset_builders.medal_pipeline.annotation.imports import AnnotationSet
     from dataset_builders.medal_pipeline.types import Dialogue
 
 #: Krippendorff level of measurement per label (see the module docstring for ``overall``).

@@ -47,12 +47,12 @@ def _dstc_turn(tmp: Path, rows: list[list[str]], header=DS_TURN_HEADER, mapping=
 
 def case_unknown_label(tmp):
     imp, src, name = _dstc_turn(tmp, _turn_rows({(1, "APPROPRIATENESS"): "great"}))
-    return imp, src, name, 2, "APPROPRIATENESS", "unknown label 'great'", 2
+    return imp, src, name, 2, "APPROPRIATENESS", "value 'great': not a label of 'appropriateness'", 2
 
 
 def case_label_off_scale(tmp):
     imp, src, name = _dstc_turn(tmp, _turn_rows({(0, "RELEVANCE"): "7"}))
-    return imp, src, name, 1, "RELEVANCE", "outside the continuous [1, 5] scale", 2
+    return imp, src, name, 1, "RELEVANCE", "7 is outside the continuous [1, 5] scale", 2
 
 
 def case_duplicate_id(tmp):
@@ -158,6 +158,8 @@ CASES = [
     case_unknown_speaker_prefix,
     case_missing_column,
 ]
+#: odd cells: accounted for (a missing label) without --strict, an error with it
+ODD = [case_unknown_label, case_label_off_scale]
 WHERE = {"csv": "row {row} (data rows are 1-based", "jsonl": "line {row}", "json": "record {row}"}
 
 
@@ -165,7 +167,7 @@ WHERE = {"csv": "row {row} (data rows are 1-based", "jsonl": "line {row}", "json
 def test_bad_input_is_an_error_naming_file_row_and_field(case, tmp_path):
     imp, src, name, row, field, problem, _ = case(tmp_path)
     with pytest.raises(DataValidationError) as ei:
-        imp.build(src, tmp_path / "out", show_progress=False)
+        imp.build(src, tmp_path / "out", show_progress=False, strict=True)
     err, msg = ei.value, str(ei.value)
     assert Path(err.file).name == name and err.row == row and err.column == field
     assert name in msg and f"'{field}'" in msg and problem in msg
@@ -174,7 +176,18 @@ def test_bad_input_is_an_error_naming_file_row_and_field(case, tmp_path):
     assert not (tmp_path / "out").exists()  # nothing half-written
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: c.__name__.removeprefix("case_"))
+@pytest.mark.parametrize("case", ODD, ids=lambda c: c.__name__.removeprefix("case_"))
+def test_odd_label_cell_is_a_missing_label_listed_in_the_manifest(case, tmp_path):
+    imp, src, name, row, field, problem, rows_left = case(tmp_path)
+    res = imp.build(src, tmp_path / "out", show_progress=False)
+    (cell,) = manifest(tmp_path / "out")["odd_cells"]["cells"]
+    assert (cell["file"], cell["row"], cell["column"], cell["kind"]) == (name, row, field, "unreadable_label")
+    assert sum(res.configs.values()) == 3  # the row stays, without that label
+
+
+@pytest.mark.parametrize(
+    "case", [c for c in CASES if c not in ODD], ids=lambda c: c.__name__.removeprefix("case_")
+)
 def test_bad_input_with_skip_invalid_is_a_counted_skip(case, tmp_path):
     imp, src, name, row, field, problem, rows_left = case(tmp_path)
     out = tmp_path / "out"

@@ -249,10 +249,34 @@ def test_cli_builds_versions_and_imports_annotations(tmp_path):
     else:
         written["en"][1].write_text(lines[0] + bad_row + "".join(lines[2:]), "utf-8")
     r_bad = runner.invoke(
-        app, ["datasets", "build", "medal", "--config", str(cfg_path), "--registry", str(reg), "-q"]
+        app,
+        [
+            "datasets",
+            "build",
+            "medal",
+            "--config",
+            str(cfg_path),
+            "--registry",
+            str(reg),
+            "-q",
+            "--strict",
+            "--bump",
+            "minor",
+        ],
     )
     assert r_bad.exit_code == 2
     assert "ann2.csv" in r_bad.output and "row 1" in r_bad.output and "overall" in r_bad.output
+    assert "Without --strict the build goes on" in " ".join(r_bad.output.split())
+    # without --strict the cell is a missing label, listed in the manifest and counted in the card
+    lenient = tmp_path / "lenient"
+    r_ok = runner.invoke(
+        app, ["datasets", "build", "medal", "--config", str(cfg_path), "-o", str(lenient), "-q"]
+    )
+    assert r_ok.exit_code == 0, r_ok.output
+    assert "1 unreadable labels" in r_ok.output
+    [cell] = json.loads((lenient / "build_manifest.json").read_text("utf-8"))["odd_cells"]["cells"]
+    assert (cell["file"], cell["row"], cell["column"], cell["raw"]) == ("en/ann2.csv", 1, "overall", "7")
+    assert "| unreadable labels (`unreadable_label`) | 1 |" in (lenient / "README.md").read_text("utf-8")
 
     written["en"][1].write_text(good, "utf-8")
     r2 = runner.invoke(

@@ -181,7 +181,7 @@ def test_llm_arena_layout_and_missing_labels(tmp_path):
     res = UpheldBuilder().build(src, tmp_path / "out", show_progress=False)
     assert res.configs == {"llm_arena": 1}
     assert any("no main set" in w for w in res.warnings)
-    assert any("1 empty label cell(s) kept as missing" in w for w in res.warnings)
+    assert any("1 empty or unreadable label cell(s) kept as missing" in w for w in res.warnings)
     ds = load(tmp_path / "out", "llm_arena", tmp_path)
     rec = ds[0]
     assert rec["system"] is None and rec["id"] == "la_1-2"
@@ -197,7 +197,11 @@ def test_llm_arena_layout_and_missing_labels(tmp_path):
 def _bad_cases(tmp_path):
     ok = [row("t-1", 5, 5, 5)]
     return {
-        "unknown label": ([row("t-2", "3: Maybe", 5, 5)], "score_task_1_content", "unknown label"),
+        "unknown label": (
+            [row("t-2", "3: Maybe", 5, 5)],
+            "score_task_1_content",
+            "the wording is not that of point 3",
+        ),
         "duplicate id": ([row("t-2", 5, 5, 5), row("t-2", 4, 5, 5)], "id_annotated", "duplicate item 't-2'"),
         "empty turn": (
             [row("t-2", 5, 5, 5, hist="user: hi\nassistant:  \nuser: ok")],
@@ -209,9 +213,7 @@ def _bad_cases(tmp_path):
     }, ok
 
 
-@pytest.mark.parametrize(
-    "case", ["unknown label", "duplicate id", "empty turn", "empty response", "empty id"]
-)
+@pytest.mark.parametrize("case", ["duplicate id", "empty id"])
 def test_bad_rows_are_errors_or_counted_skips(tmp_path, case):
     cases, ok = _bad_cases(tmp_path)
     bad_rows, field, message = cases[case]
@@ -229,6 +231,31 @@ def test_bad_rows_are_errors_or_counted_skips(tmp_path, case):
     assert skipped["rows"][0]["file"] == "annotator_1.csv" and skipped["rows"][0]["row"] == bad_row
     assert skipped["rows"][0]["field"] == field
     assert "Skipped source rows: 1" in (tmp_path / "out" / "README.md").read_text()
+
+
+@pytest.mark.parametrize(
+    ("case", "kind", "rows"),
+    [
+        ("unknown label", "wording_mismatch", 2),
+        ("empty turn", "row_left_out", 1),
+        ("empty response", "row_left_out", 1),
+    ],
+)
+def test_odd_cells_are_accounted_for_or_strict_errors(tmp_path, case, kind, rows):
+    cases, ok = _bad_cases(tmp_path)
+    bad_rows, field, message = cases[case]
+    src = write_set(tmp_path / "src", {1: ok + bad_rows, 2: ok})
+    res = UpheldBuilder().build(src, tmp_path / "out", show_progress=False)
+    assert res.configs == {"main": rows}
+    [cell] = res.manifest["odd_cells"]["cells"]
+    assert (cell["file"], cell["row"], cell["column"], cell["kind"]) == ("annotator_1.csv", 2, field, kind)
+    assert res.manifest["skipped"]["count"] == 0
+    with pytest.raises(DataValidationError) as ei:
+        UpheldBuilder().build(src, tmp_path / "strict", show_progress=False, strict=True)
+    msg = str(ei.value)
+    assert "annotator_1.csv" in msg and "row 2" in msg and repr(field) in msg and message in msg
+    assert "Without --strict the build goes on" in msg
+    assert not (tmp_path / "strict").exists()
 
 
 def test_mixed_encoding_names_row_and_field(tmp_path):

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from harness.data.builders import build_dataset, get_builder
-from harness.data.registry import Registry
+from harness.data.registry import DatasetRegistry
 
 ROOT = Path(__file__).resolve().parents[3]
 N_ROWS = 15000  # a build of a few seconds: long enough to be caught in the middle
@@ -69,7 +69,7 @@ def test_sigterm_mid_build_registers_nothing_and_leaves_no_staging_folder(source
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 143, stderr
     assert "stopped by SIGTERM while building: no version registered" in stderr
-    assert Registry(reg).versions("demo") == []
+    assert DatasetRegistry(reg).versions("demo") == []
     assert not (reg / "demo").exists()  # its first version: not even the dataset's folder is left
 
 
@@ -81,14 +81,14 @@ def test_after_kill_9_the_next_build_removes_the_stale_folders(source, tmp_path)
     assert proc.returncode == -signal.SIGKILL
     left = _hidden(reg / "demo")
     assert left  # what kill -9 leaves: a temporary folder, never a version
-    assert Registry(reg).versions("demo") == []
+    assert DatasetRegistry(reg).versions("demo") == []
 
     small = tmp_path / "small"
     small.mkdir()
     lines = (source / "turn.jsonl").read_text(encoding="utf-8").splitlines()[:20]
     (small / "turn.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     builder = get_builder("demo")
-    registry = Registry(reg)
+    registry = DatasetRegistry(reg)
     rv = registry.register(
         "demo",
         "1.0.0",

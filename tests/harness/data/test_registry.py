@@ -125,12 +125,12 @@ def test_cli_build_output_directory_and_skip_invalid(tmp_path):
     from tests.dataset_builders.upheld.test_upheld import row, write_set
 
     src = write_set(
-        tmp_path / "up", {1: [row("t-1", 5, 5, 5), row("t-2", "3: Maybe", 5, 5)], 2: [row("t-1", 4, 5, 5)]}
+        tmp_path / "up", {1: [row("t-1", 5, 5, 5), row("t-1", 3, 5, 5)], 2: [row("t-1", 4, 5, 5)]}
     )
     r = runner.invoke(
         app, ["datasets", "build", "upheld", "--source", str(src), "--output", str(tmp_path / "u")]
     )
-    assert r.exit_code == 2 and "annotator_1.csv, row 2" in r.output and "score_task_1_content" in r.output
+    assert r.exit_code == 2 and "annotator_1.csv, row 2" in r.output and "duplicate item" in r.output
     r = runner.invoke(
         app,
         [
