@@ -246,7 +246,7 @@ class GenericImporter(Builder):
             if not wide[i]:
                 raise t.error("header", (lab.columns or [""])[0], f"no column matches {lab.columns}")
         for col in cfg.columns():
-            if col not in t.columns:
+            if col not in t.columns and not any(c.startswith(f"{col}.") for c in t.columns):
                 shown = ", ".join(t.columns[:30]) + (" ..." if len(t.columns) > 30 else "")
                 raise t.error("header", col, f"missing column {col!r} required by the mapping ({shown})")
         return wide
@@ -383,7 +383,7 @@ class GenericImporter(Builder):
             extra = {"__row__": str(rowno), "__file__": t.path.stem}
             val = re.sub(r"\{([^{}]+)\}", lambda m: extra.get(m[1]) or _text(row.get(m[1])), spec.template)
         else:
-            val = _text(row.get(spec.column))
+            val = _text(row.get(spec.column) if spec.column in row else _nested(row, spec.column or ""))
         if spec.pattern is not None and val:
             if (m := re.search(spec.pattern, val)) is None:
                 raise t.error(rowno, col, f"{val!r} does not match the pattern {spec.pattern!r} of {name!r}")
@@ -490,6 +490,14 @@ class GenericImporter(Builder):
             )
             out.append(f"- `{c.name}`: headline `{cfg.headline}`; labels: {'; '.join(cols)}")
         return [*out, ""]
+
+
+def _nested(row: dict[str, Any], column: str) -> list[str] | None:
+    """A JSON object flattened into ``column.KEY`` fields, as ``KEY: value`` lines (a dict-shaped
+    persona ``{A: [...], B: [...]}`` -> ``A: ...`` / ``B: ...``); None when there is none."""
+    keys = [k for k in row if k.startswith(f"{column}.")]
+    lines = [f"{k[len(column) + 1 :]}: {s}" for k in keys for s in _text(row[k]).split("\n") if s]
+    return lines or None
 
 
 def _text(v: Any) -> str:

@@ -34,8 +34,13 @@ def parse_messages(spec: TextSpec, t: Any, rowno: int, row: dict, level: str) ->
         raise t.error(rowno, col, "empty dialogue (no utterances)")
     speakers, texts = [], []
     for k, item in enumerate(items, start=1):
-        spk = (_cell_text(item.get(spec.speaker_key)) or None) if isinstance(item, dict) else None
-        item = item.get(spec.text_key) if isinstance(item, dict) else item
+        spk = None
+        if isinstance(item, dict):
+            spk = (
+                _cell_text(_key(item, spec.speaker_key, SPEAKER_KEYS, t, rowno, col, k, "speaker_key"))
+                or None
+            )
+            item = _key(item, spec.text_key, TEXT_KEYS, t, rowno, col, k, "text_key")
         if not isinstance(item, str) or not item.strip():
             raise t.error(rowno, col, f"empty utterance {k} of {len(items)} in the {kind}")
         speakers.append(spk)
@@ -53,9 +58,36 @@ def parse_messages(spec: TextSpec, t: Any, rowno: int, row: dict, level: str) ->
             if (role := spec.speakers.get((spk or "").strip().casefold())) is None or not texts[k]:
                 what = f"unknown speaker {spk!r}" if spk else "no 'speaker:' prefix"
                 known = sorted(spec.speakers)
-                raise t.error(rowno, col, f"utterance {k + 1} of the {kind}: {what} (known: {known})")
+                raise t.error(
+                    rowno,
+                    col,
+                    f"utterance {k + 1} of the {kind}: {what} (known: {known}); map it to user/assistant "
+                    f"under the mapping key '{'turns' if level == 'dialogue' else 'context'}.speakers'",
+                )
             roles.append(role)
     return [{"role": r, "text": x} for r, x in zip(roles, texts, strict=True)]
+
+
+#: Keys tried, in order, when an utterance object lacks the mapping's ``speaker_key`` / ``text_key``
+#: (releases name them differently: ComperDial-style dialogues carry ``persona_id``).
+SPEAKER_KEYS = ("speaker", "persona_id", "speaker_id", "role", "author", "sender", "agent")
+TEXT_KEYS = ("text", "utterance", "content", "message", "turn")
+
+
+def _key(
+    item: dict, key: str, fallbacks: tuple[str, ...], t: Any, rowno: int, col: str, k: int, name: str
+) -> Any:
+    """``item[key]``, else the first known alternative present; an object with none of them is an
+    error naming the mapping key to set."""
+    for cand in (key, *fallbacks):
+        if cand in item:
+            return item[cand]
+    raise t.error(
+        rowno,
+        col,
+        f"utterance {k}: the object has no {key!r} (keys: {sorted(item)}); set the mapping key "
+        f"'{name}' of this field to the key that holds the {name.removesuffix('_key')}",
+    )
 
 
 def _cell_text(v: Any) -> str:
