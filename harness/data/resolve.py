@@ -42,6 +42,9 @@ class DatasetHandle:
     source: str | None
     configs: list[str]
     warnings: list[str] = field(default_factory=list)
+    #: What built the dataset, from its manifest: builder name and version, and for an imported
+    #: dataset the importer version and its mapping (name, sha256); None when it has no manifest.
+    built_by: dict[str, Any] | None = None
 
     @property
     def is_local(self) -> bool:
@@ -56,7 +59,26 @@ class DatasetHandle:
             "source": self.source,
             "configs": self.configs,
             "warnings": self.warnings,
+            **({"built_by": self.built_by} if self.built_by else {}),
         }
+
+
+def built_by(manifest: dict[str, Any], task_builder: str) -> tuple[str, dict[str, Any]]:
+    """The builder name a dataset directory was built with (its manifest's, not the task's) and
+    its provenance: builder version, and the importer and mapping of an imported dataset."""
+    b = manifest.get("builder") or {}
+    name = str(b.get("name") or task_builder) if isinstance(b, dict) else str(b)
+    out: dict[str, Any] = {"builder": name, "version": b.get("version") if isinstance(b, dict) else None}
+    opts = manifest.get("options") or {}
+    if "importer" in opts or "mapping" in opts:
+        out.update(
+            importer=f"import@{opts.get('importer')}",
+            mapping=opts.get("mapping"),
+            mapping_sha256=opts.get("mapping_sha256"),
+        )
+    if name != task_builder:
+        out["task_builder"] = task_builder
+    return name, out
 
 
 def _dir_fingerprint(path: Path) -> str:
@@ -89,12 +111,12 @@ def prepare_dataset(
 
             verify_if_registered(p)  # a registered version given by its path is checked too
             manifest = p / MANIFEST_NAME
-            fp = (
-                json.loads(manifest.read_text())["fingerprint"]
-                if manifest.is_file()
-                else _parquet_fingerprint(p)
-            )
-            return DatasetHandle(builder, str(p.resolve()), revision, fp, str(p.resolve()), card_configs(p))
+            built = json.loads(manifest.read_text()) if manifest.is_file() else None
+            fp = built["fingerprint"] if built else _parquet_fingerprint(p)
+            handle = DatasetHandle(builder, str(p.resolve()), revision, fp, str(p.resolve()), card_configs(p))
+            if built:
+                handle.builder, handle.built_by = built_by(built, builder)
+            return handle
         from datasets import get_dataset_config_names
 
         try:
