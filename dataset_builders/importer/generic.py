@@ -31,6 +31,7 @@ from dataset_builders.importer.hub import fetch_hub
 from dataset_builders.importer.mapping import (  # noqa: F401  (re-exported)
     _LANG_RE,
     DEFAULT_SPEAKERS,
+    FORMAT_BY_SUFFIX,
     MAPPINGS_DIR,
     ConfigSpec,
     FieldSpec,
@@ -54,8 +55,7 @@ from dataset_builders.importer.utterances import (
 from dataset_builders.records import ConfigData, SourceFile
 from harness.data.schema import DataValidationError, SourceUnavailableError, dimension_table
 
-IMPORTER_VERSION = "1.0.0"
-FORMAT_BY_SUFFIX = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "json", ".parquet": "parquet"}
+IMPORTER_VERSION = "1.1.0"  # 1.1: utterance layouts, language-qualified ids, metadata column
 _BAD = re.compile("[\udc80-\udcff]")  # undecodable bytes, as decoded by the "surrogateescape" handler
 
 

@@ -27,6 +27,8 @@ DEFAULT_SPEAKERS: dict[str, Role] = {
 }
 
 
+#: Source formats by file suffix (``format:`` overrides it).
+FORMAT_BY_SUFFIX = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "json", ".parquet": "parquet"}
 #: Keys of the rows an utterance layout builds (``dataset_builders.importer.utterances``).
 UTTERANCE_CONTEXT, UTTERANCE_RESPONSE, UTTERANCE_TURNS = "__context__", "__response__", "__turns__"
 UTTERANCE_LANGUAGE = "__language__"

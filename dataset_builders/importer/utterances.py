@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from dataset_builders.importer.mapping import (
+    FORMAT_BY_SUFFIX,
     UTTERANCE_CONTEXT,
     UTTERANCE_LANGUAGE,
     UTTERANCE_RESPONSE,
@@ -117,8 +118,6 @@ def annotation_records(
 ) -> tuple[Any, list[tuple[int, dict[str, Any]]]] | None:
     """The joined annotation file's table and its records (those with every ``skip_without``
     field); None when no file matches and the join is not ``required``."""
-    from dataset_builders.importer.generic import FORMAT_BY_SUFFIX
-
     pattern = expand(join.files, fvars, utt_path, "annotations.files")
     hits = sorted(p for p in root.glob(pattern) if p.is_file()) if root.is_dir() else []
     if not hits:

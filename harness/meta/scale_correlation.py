@@ -94,11 +94,8 @@ def point_biserial(binary: npt.ArrayLike, scores: npt.ArrayLike) -> CorrelationE
         )
     n = int(b.size)
     if n < 3 or distinct.size < 2 or np.all(s == s[0]):
-        why = (
-            f"{n} pair(s), needs 3"
-            if n < 3
-            else ("the binary side is constant" if distinct.size < 2 else "the scores are constant")
-        )
+        why = "the binary side" if distinct.size < 2 else "the scores"
+        why = f"{n} pair(s), needs 3" if n < 3 else f"{why} are constant"
         return CorrelationEstimate(math.nan, math.nan, n, note=f"undefined: {why}")
     # 0/1 coding; the sign follows the larger value being "1" (pointbiserialr is Pearson on it).
     res = stats.pointbiserialr((b == distinct[-1]).astype(np.float64), s)
@@ -231,17 +228,10 @@ class AppBEstimate:
     note: str | None = None  # why the value is undefined
 
     def to_dict(self) -> dict[str, Any]:
-        out = {
-            "value": _clean(self.value),
-            "p_value": _clean(self.p_value),
-            "ci": [_clean(self.ci[0]), _clean(self.ci[1])] if self.ci else None,
-            "n": self.n,
-            "n_missing": self.n_missing,
-            "method": self.method,
-        }
-        if self.note:
-            out["note"] = self.note
-        return out
+        ci = [_clean(self.ci[0]), _clean(self.ci[1])] if self.ci else None
+        out = {"value": _clean(self.value), "p_value": _clean(self.p_value), "ci": ci, "n": self.n}
+        out |= {"n_missing": self.n_missing, "method": self.method}
+        return out | ({"note": self.note} if self.note else {})
 
 
 def resolve_method(scale: str, method: str = "auto") -> str:

@@ -7,6 +7,7 @@ import json
 
 from typer.testing import CliRunner
 
+from dataset_builders.importer.generic import IMPORTER_VERSION
 from harness.cli.app import app
 from harness.run.document import load_results
 from tests.dataset_builders.importer.test_importer import CD_DIAL, CD_TURN
@@ -45,5 +46,5 @@ def test_an_imported_comperdial_run_records_the_importer_and_mapping(tmp_path, m
     ds = res.datasets["cpdscore-d-ref"]
     assert ds.builder == "comperdial"
     assert ds.built_by is not None
-    assert ds.built_by.importer == "import@1.0.0" and ds.built_by.mapping == "comperdial"
+    assert ds.built_by.importer == f"import@{IMPORTER_VERSION}" and ds.built_by.mapping == "comperdial"
     assert ds.built_by.task_builder == "upheld" and len(ds.built_by.mapping_sha256 or "") == 64
