@@ -365,13 +365,13 @@ class GenericImporter(Builder):
         if METADATA_KEY in row:
             rec["metadata"] = json.dumps(row[METADATA_KEY], ensure_ascii=False, sort_keys=True)
         rec["dimension"], rec["labels"] = cfg.headline, labels
-        if (key := (rid, lang)) in records:
-            if cfg.utterances is not None and records[key] == rec:  # an original in two language pairs
+        if (rkey := (rid, lang)) in records:
+            if cfg.utterances is not None and records[rkey] == rec:  # an original in two language pairs
                 self._duplicates += 1
                 return
-            raise t.error(rowno, cfg.id.column or "id", f"duplicate id {rid!r} (first on {first[key]})")
+            raise t.error(rowno, cfg.id.column or "id", f"duplicate id {rid!r} (first on {first[rkey]})")
         first.update({(rid, lang, x["annotator"], x["dimension"]): where for x in labels if ll})
-        first[key], records[key] = where, rec
+        first[rkey], records[rkey] = where, rec
 
     def _field(
         self, spec: FieldSpec, t: _Table, rowno: int, row: dict, name: str, required: bool = False

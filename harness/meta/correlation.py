@@ -34,7 +34,7 @@ class CorrelationEstimate:
     note: str | None = None  # why the value is undefined (NaN -> None in to_dict), or what was left out
 
     def to_dict(self) -> dict[str, Any]:
-        out = {
+        out: dict[str, Any] = {
             "value": _clean(self.value),
             "p_value": _clean(self.p_value),
             "ci": [_clean(self.ci[0]), _clean(self.ci[1])] if self.ci else None,

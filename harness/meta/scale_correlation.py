@@ -229,7 +229,12 @@ class AppBEstimate:
 
     def to_dict(self) -> dict[str, Any]:
         ci = [_clean(self.ci[0]), _clean(self.ci[1])] if self.ci else None
-        out = {"value": _clean(self.value), "p_value": _clean(self.p_value), "ci": ci, "n": self.n}
+        out: dict[str, Any] = {
+            "value": _clean(self.value),
+            "p_value": _clean(self.p_value),
+            "ci": ci,
+            "n": self.n,
+        }
         out |= {"n_missing": self.n_missing, "method": self.method}
         return out | ({"note": self.note} if self.note else {})
 

@@ -286,7 +286,7 @@ def split_half_ceiling(
             rr = np.nanmean(np.vstack(reps), axis=0)
             rel_reps = np.where(rr > -1, 2 * rr / (1 + rr), np.nan)
             ci = percentile_ci(np.sqrt(np.where(rel_reps > 0, rel_reps, 0.0)), confidence)
-    out = {
+    out: dict[str, Any] = {
         "value": math.sqrt(rel) if rel is not None and rel > 0 else None,
         "ci": list(ci) if ci else None,
         "n": len(groups),
