@@ -21,6 +21,7 @@ in the manifest instead of an error (:meth:`Builder.invalid`); nothing is droppe
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -228,6 +229,12 @@ class Builder(ABC):
 
             if not any(c.rows for c in configs):
                 raise EmptyBuildError(self.empty_build_reason(langs))
+            for c in [c for c in configs if not c.rows]:  # load_dataset cannot read a 0-row config
+                (tmp / data_file(c.name)).unlink(missing_ok=True)
+                with contextlib.suppress(OSError):
+                    (tmp / data_file(c.name)).parent.rmdir()
+                warnings.append(f"{c.name}: no row to write; the config is left out of the dataset")
+            configs = [c for c in configs if c.rows]
             config_entries: dict[str, dict[str, Any]] = {}
             for cfg in configs:
                 expected_rows = (
