@@ -26,6 +26,7 @@ they are handled and recorded through :attr:`Builder.cells` (listed in the manif
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -64,6 +65,10 @@ _CONFIG_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
 # -- the builder base class ----------------------------------------------------------------------
+
+
+class EmptyBuildError(ValueError):
+    """A build that would write no row at all; the message says why every row is missing."""
 
 
 class Builder(ABC):
@@ -131,6 +136,26 @@ class Builder(ABC):
     def normalize_languages(self, languages: Iterable[str] | str | None) -> tuple[str, ...]:
         """The languages to write; builders of non-xDial languages override this."""
         return normalize_languages(languages)
+
+    def empty_build_reason(self, languages: tuple[str, ...]) -> str:
+        """Why a build read no row: the skipped rows by problem (with a first example each) or,
+        when nothing was skipped, that the sources hold no record (builders add their filters)."""
+        skipped = getattr(self, "_skipped", [])
+        if not skipped:
+            what = f" in the language(s) {', '.join(languages)}" if languages else ""
+            return f"{self.name}: the source files hold no record{what}"
+        by_problem: dict[str, list[dict[str, Any]]] = {}
+        for s in skipped:
+            by_problem.setdefault(str(s["problem"]), []).append(s)
+        top = sorted(by_problem.items(), key=lambda kv: -len(kv[1]))[:5]
+        lines = [
+            f"  {len(v)} x {p} (first: {v[0]['file']}, row {v[0]['row']}, {v[0]['field']!r})" for p, v in top
+        ]
+        more = f"\n  ... and {len(by_problem) - 5} other problem(s)" if len(by_problem) > 5 else ""
+        return (
+            f"{self.name}: every source row was skipped ({len(skipped)} skip(s) with --skip-invalid), so "
+            "nothing would be written; fix these and build again:\n" + "\n".join(lines) + more
+        )
 
     def dimension_map(self) -> dict[str, Dimension] | None:
         """Dimension name -> :class:`Dimension` (None = no dimension table to check against)."""
@@ -221,6 +246,14 @@ class Builder(ABC):
                     configs.append(cfg)
                     bar.advance(src.path.name)
 
+            if not any(c.rows for c in configs):
+                raise EmptyBuildError(self.empty_build_reason(langs))
+            for c in [c for c in configs if not c.rows]:  # load_dataset cannot read a 0-row config
+                (tmp / data_file(c.name)).unlink(missing_ok=True)
+                with contextlib.suppress(OSError):
+                    (tmp / data_file(c.name)).parent.rmdir()
+                warnings.append(f"{c.name}: no row to write; the config is left out of the dataset")
+            configs = [c for c in configs if c.rows]
             config_entries: dict[str, dict[str, Any]] = {}
             for cfg in configs:
                 expected_rows = (

@@ -22,14 +22,17 @@ import json
 import math
 import os
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from dataset_builders.aggregate import aggregates_for
 from dataset_builders.base import Builder
+from dataset_builders.importer.hub import fetch_hub
 from dataset_builders.importer.mapping import (  # noqa: F401  (re-exported)
     _LANG_RE,
     DEFAULT_SPEAKERS,
+    FORMAT_BY_SUFFIX,
     MAPPINGS_DIR,
     ConfigSpec,
     FieldSpec,
@@ -40,12 +43,21 @@ from dataset_builders.importer.mapping import (  # noqa: F401  (re-exported)
     TextSpec,
     _listify,
 )
+from dataset_builders.importer.messages import parse_messages
+from dataset_builders.importer.selection import empty_selection, language_code, qualify_ids, selected
+from dataset_builders.importer.utterances import (
+    ID_SUFFIX_KEY,
+    METADATA_KEY,
+    annotation_records,
+    build_rows,
+    file_vars,
+    utterance_features,
+)
 from dataset_builders.records import ConfigData, SourceFile
 from harness.data.cells import CellKind, fragment, is_blank, is_repeated_header, read_label, sniff_delimiter
 from harness.data.schema import DataValidationError, SourceUnavailableError, dimension_table
 
-IMPORTER_VERSION = "1.0.0"
-FORMAT_BY_SUFFIX = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "json", ".parquet": "parquet"}
+IMPORTER_VERSION = "1.1.0"  # 1.1: utterance layouts, language-qualified ids, metadata column
 _BAD = re.compile("[\udc80-\udcff]")  # undecodable bytes, as decoded by the "surrogateescape" handler
 
 
@@ -174,15 +186,18 @@ class GenericImporter(Builder):
         self._configs = {c.name: c for c in s.configs}
         self._files: dict[str, list[tuple[Path, str]]] = {}
         self._cache_dir = cache_dir
+        self._root, self._duplicates, self._present = Path("."), 0, Counter[str]()
 
     # -- sources ---------------------------------------------------------------------------------
     def resolve_sources(self, source: str | os.PathLike[str] | None, warnings: list[str]) -> list[SourceFile]:
         if source is None:
             raise SourceUnavailableError(f"{self.name}: --source is required (a directory, a file, hub:ID)")
         hub = str(source) if str(source).startswith("hub:") else None
-        root = self._fetch_hub(hub[4:]) if hub else Path(source).expanduser()
+        root = fetch_hub(self.name, hub[4:], self._cache_dir) if hub else Path(source).expanduser()
         if not root.exists():
             raise SourceUnavailableError(f"{self.name}: source {root} does not exist")
+        self._root = root
+        self._present.clear()
         self._files = {}
         for cfg in self.spec.configs:
             if root.is_file():
@@ -204,26 +219,6 @@ class GenericImporter(Builder):
             else SourceFile(n, self._configs[n].level, fs[0][0].parent, str(root), parts=tuple(fs))
             for n, fs in self._files.items()
         ]
-
-    def _fetch_hub(self, ref: str) -> Path:
-        """``org/name[@revision]`` (or a local dataset directory) -> one Parquet file per split."""
-        import datasets
-
-        from harness.cache import default_home
-
-        repo, _, revision = ref.partition("@")
-        try:
-            loaded = datasets.load_dataset(repo, revision=revision or None, cache_dir=self._cache_dir)
-        except Exception as e:  # offline, unknown or gated repo ...
-            msg = f"{self.name}: could not load hub:{ref}: {type(e).__name__}: {e}"
-            raise SourceUnavailableError(msg) from e
-        if isinstance(loaded, datasets.Dataset):
-            loaded = datasets.DatasetDict({"train": loaded})
-        out = default_home() / "imports" / "hub" / re.sub(r"[^\w.-]+", "_", ref).strip("_")[-100:]
-        out.mkdir(parents=True, exist_ok=True)
-        for split, ds in loaded.items():
-            ds.to_parquet(str(out / f"{split}.parquet"))
-        return out
 
     def build_options(self) -> dict[str, Any]:
         spec = json.dumps(self.spec.model_dump(mode="json"), sort_keys=True).encode("utf-8")
@@ -257,7 +252,7 @@ class GenericImporter(Builder):
             if not wide[i]:
                 raise t.error("header", (lab.columns or [""])[0], f"no column matches {lab.columns}")
         for col in cfg.columns():
-            if col not in t.columns:
+            if col not in t.columns and not any(c.startswith(f"{col}.") for c in t.columns):
                 shown = ", ".join(t.columns[:30]) + (" ..." if len(t.columns) > 30 else "")
                 raise t.error("header", col, f"missing column {col!r} required by the mapping ({shown})")
         return wide
@@ -265,14 +260,16 @@ class GenericImporter(Builder):
     # -- parsing ---------------------------------------------------------------------------------
     def read_config(self, src: SourceFile, languages: tuple[str, ...], warnings: list[str]) -> ConfigData:
         cfg = self._configs[src.config]
-        records: dict[str, dict[str, Any]] = {}
-        first: dict[Any, str] = {}  # id / (id, annotator, dimension) -> "row N of FILE"
+        records: dict[tuple[str, str], dict[str, Any]] = {}
+        first: dict[Any, str] = {}  # (id, language) / (id, annotator, dimension) -> "row N of FILE"
         for path, _ in self._files[src.config]:
             kind = cfg.format or FORMAT_BY_SUFFIX.get(path.suffix.lower(), "?")
             try:
                 if kind == "?":
                     raise DataValidationError(path, "header", "<format>", "unknown file type; set 'format:'")
                 t = read_table(path, kind, cfg.encoding or self.spec.encoding)
+                if cfg.utterances is not None:
+                    t = self._utterance_table(cfg, t, warnings)
                 wide = self._check_header(t, cfg)
             except DataValidationError as err:
                 self.invalid(err)  # a file-level problem: with skip_invalid the whole file is skipped
@@ -289,7 +286,18 @@ class GenericImporter(Builder):
                     self._read_row(cfg, t, rowno, row, wide, records, first)
                 except DataValidationError as err:
                     self.invalid(err)  # raises, or records the skip; the row is left out
-        out = [r for r in records.values() if not languages or r["language"] in languages]
+        if self._duplicates:
+            warnings.append(
+                f"{cfg.name}: {self._duplicates} identical record(s) in more than one file, kept once"
+            )
+            self._duplicates = 0
+        every = list(records.values())
+        if qualify_ids(every):
+            warnings.append(f"{cfg.name}: ids are shared across languages; record ids are <id>-<language>")
+        out = [r for r in every if selected(r["language"], languages)]
+        self._present.update(r["language"] for r in every)
+        if every and not out:
+            warnings.append(empty_selection(cfg.name, languages, Counter(r["language"] for r in every)))
         for rec in out:
             rec["aggregates"] = self._aggregates(rec["labels"])
             head = [x["value"] for x in rec["labels"] if x["dimension"] == cfg.headline]
@@ -302,31 +310,49 @@ class GenericImporter(Builder):
             warnings.append(f"{cfg.name}: {got} instances (item ids) read, the mapping expects {exp}")
         # expected_instances stays out of ConfigData: base.build assumes one row per item and language
         extra = {"title": cfg.title, "headline": cfg.headline, "expected_instances": exp}
-        return ConfigData(cfg.name, cfg.level, out, None, cfg.headline, cfg.title, src, extra)
+        data = ConfigData(cfg.name, cfg.level, out, None, cfg.headline, cfg.title, src, extra)
+        if cfg.utterances is not None:
+            data.features, data.column_docs = utterance_features(cfg.level)
+        return data
+
+    def _utterance_table(self, cfg: ConfigSpec, t: _Table, warnings: list[str]) -> _Table:
+        """An utterance file (one row per utterance) as one row per dialogue and language."""
+        fvars = file_vars(cfg, t.path)
+        joined = None
+        if cfg.annotations is not None:
+            root = self._root if self._root.is_dir() else t.path.parent
+            enc = cfg.encoding or self.spec.encoding
+            joined = annotation_records(
+                cfg.annotations, root, fvars, t.path, lambda p, k: read_table(p, k, enc)
+            )
+        out = _Table(t.path, "csv")
+        out.rows, out.columns = build_rows(cfg, t, fvars, joined, warnings)
+        return out
 
     def _read_row(
         self, cfg: ConfigSpec, t: _Table, rowno: int, row: dict, wide: dict, records: dict, first: dict
     ) -> None:
         where, ll = f"{t.row_label} {rowno} of {t.path.name}", cfg.long_labels
-        rid = self._field(cfg.id, t, rowno, row, "id", required=True)
+        base_id = self._field(cfg.id, t, rowno, row, "id", required=True)
+        rid = base_id + str(row.get(ID_SUFFIX_KEY) or "")
+        raw_lang = cfg.language or self._field(
+            FieldSpec(column=cfg.language_column), t, rowno, row, "language"
+        )
+        if (lang := language_code(raw_lang)) is None:
+            raise t.error(rowno, cfg.language_column or "language", f"{raw_lang!r} is not an ISO 639 code")
         labels = self._long_label(cfg, ll, t, rowno, row) if ll else []
-        if ll and rid in records:  # another label of a known item
+        if ll and (rid, lang) in records:  # another label of a known item
             for lab in labels:
-                if (key := (rid, lab["annotator"], lab["dimension"])) in first:
+                if (key := (rid, lang, lab["annotator"], lab["dimension"])) in first:
                     raise t.error(
                         rowno, ll.annotator_column, f"duplicate label {key} (first on {first[key]})"
                     )
                 first[key] = where
-            records[rid]["labels"] += labels
+            records[(rid, lang)]["labels"] += labels
             return
-        if rid in records:
-            raise t.error(rowno, cfg.id.column or "id", f"duplicate id {rid!r} (first on {first[rid]})")
-        lang = cfg.language or self._field(FieldSpec(column=cfg.language_column), t, rowno, row, "language")
-        if not _LANG_RE.match(lang):
-            raise t.error(rowno, cfg.language_column or "language", f"{lang!r} is not an ISO 639 code")
         rec: dict[str, Any] = {
             "id": rid,
-            "item_id": rid,
+            "item_id": base_id,
             "dataset": cfg.name,
             "language": lang,
             "level": cfg.level,
@@ -335,7 +361,7 @@ class GenericImporter(Builder):
             if (spec := getattr(cfg, name)) is not None:
                 rec[name] = self._field(spec, t, rowno, row, name, required=name == "item_id") or None
         if cfg.level == "turn":
-            rec["context"] = self._messages(cfg.context, t, rowno, row, "turn") if cfg.context else []
+            rec["context"] = parse_messages(cfg.context, t, rowno, row, "turn") if cfg.context else []
             if cfg.response is None:  # a turn-level config has one (ConfigSpec's check)
                 raise MappingError(f"{cfg.name}: a turn-level config needs 'response'")
             rec["response"] = self._field(cfg.response, t, rowno, row, "response", required=True)
@@ -344,11 +370,19 @@ class GenericImporter(Builder):
         else:
             if cfg.turns is None:  # a dialogue-level config has them (ConfigSpec's check)
                 raise MappingError(f"{cfg.name}: a dialogue-level config needs 'turns'")
-            rec["turns"] = self._messages(cfg.turns, t, rowno, row, "dialogue")
+            rec["turns"] = parse_messages(cfg.turns, t, rowno, row, "dialogue")
         for i, wide_spec in enumerate(cfg.labels):
             labels += self._wide_labels(wide_spec, wide[i], cfg, t, rowno, row)
-        first.update({(rid, x["annotator"], x["dimension"]): where for x in labels if ll})
-        rec["dimension"], rec["labels"], first[rid], records[rid] = cfg.headline, labels, where, rec
+        if METADATA_KEY in row:
+            rec["metadata"] = json.dumps(row[METADATA_KEY], ensure_ascii=False, sort_keys=True)
+        rec["dimension"], rec["labels"] = cfg.headline, labels
+        if (rkey := (rid, lang)) in records:
+            if cfg.utterances is not None and records[rkey] == rec:  # an original in two language pairs
+                self._duplicates += 1
+                return
+            raise t.error(rowno, cfg.id.column or "id", f"duplicate id {rid!r} (first on {first[rkey]})")
+        first.update({(rid, lang, x["annotator"], x["dimension"]): where for x in labels if ll})
+        first[rkey], records[rkey] = where, rec
 
     def _field(
         self, spec: FieldSpec, t: _Table, rowno: int, row: dict, name: str, required: bool = False
@@ -360,7 +394,7 @@ class GenericImporter(Builder):
             extra = {"__row__": str(rowno), "__file__": t.path.stem}
             val = re.sub(r"\{([^{}]+)\}", lambda m: extra.get(m[1]) or _text(row.get(m[1])), spec.template)
         else:
-            val = _text(row.get(spec.column))
+            val = _text(row.get(spec.column) if spec.column in row else _nested(row, spec.column or ""))
         if spec.pattern is not None and val:
             if (m := re.search(spec.pattern, val)) is None:
                 raise t.error(rowno, col, f"{val!r} does not match the pattern {spec.pattern!r} of {name!r}")
@@ -368,51 +402,6 @@ class GenericImporter(Builder):
         if (required or name == "language") and not val:
             raise t.error(rowno, col, f"empty {name}")
         return val
-
-    def _messages(self, spec: TextSpec, t: _Table, rowno: int, row: dict, level: str) -> list[dict[str, str]]:
-        items, col, kind = row.get(spec.column), spec.column, "dialogue" if level == "dialogue" else "context"
-        fmt = spec.format
-        if isinstance(items, str) and (fmt == "json" or (fmt == "auto" and items.lstrip()[:1] == "[")):
-            try:
-                items = json.loads(items)
-            except json.JSONDecodeError as e:
-                if fmt == "json":
-                    raise t.error(rowno, col, f"invalid JSON list: {e.msg}") from None
-        if isinstance(items, str) and fmt != "list":
-            items = (
-                items.replace("\r\n", "\n").replace("\r", "\n").strip().split(spec.separator)
-                if items.strip()
-                else []
-            )
-        items = [] if items is None or (isinstance(items, float) and math.isnan(items)) else items
-        if not isinstance(items, list):
-            raise t.error(rowno, col, f"expected a list of utterances, got {type(items).__name__}")
-        if not items and level == "dialogue":
-            raise t.error(rowno, col, "empty dialogue (no utterances)")
-        speakers, texts = [], []
-        for k, item in enumerate(items, start=1):
-            spk = (_text(item.get(spec.speaker_key)) or None) if isinstance(item, dict) else None
-            item = item.get(spec.text_key) if isinstance(item, dict) else item
-            if not isinstance(item, str) or not item.strip():
-                raise t.error(rowno, col, f"empty utterance {k} of {len(items)} in the {kind}")
-            speakers.append(spk)
-            texts.append(item.strip())
-        n, mode = len(texts), spec.roles or ("prefixed" if any(speakers) else None)
-        if (mode or ("alternate_from_end" if level == "turn" else "")) == "alternate_from_end":
-            roles = ["user" if (n - i) % 2 == 1 else "assistant" for i in range(n)]
-        elif mode != "prefixed":
-            roles = ["user" if i % 2 == 0 else "assistant" for i in range(n)]
-        else:
-            roles = []
-            for k, spk in enumerate(speakers):
-                if spk is None and (m := re.match(r"\s*([^:\n]{1,40}?)\s*:\s*(.*)$", texts[k], re.S)):
-                    spk, texts[k] = m[1], m[2].strip()
-                if (role := spec.speakers.get((spk or "").strip().casefold())) is None or not texts[k]:
-                    what = f"unknown speaker {spk!r}" if spk else "no 'speaker:' prefix"
-                    known = sorted(spec.speakers)
-                    raise t.error(rowno, col, f"utterance {k + 1} of the {kind}: {what} (known: {known})")
-                roles.append(role)
-        return [{"role": r, "text": x} for r, x in zip(roles, texts, strict=True)]
 
     def _wide_labels(
         self, lab: LabelSpec, cols: list, cfg: ConfigSpec, t: _Table, rowno: int, row: dict
@@ -485,6 +474,11 @@ class GenericImporter(Builder):
     def _aggregates(self, labels: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return aggregates_for(labels, self.dimensions)
 
+    def empty_build_reason(self, languages: tuple[str, ...]) -> str:
+        if languages and self._present and not any(selected(lang, languages) for lang in self._present):
+            return empty_selection(self.name, languages, self._present)
+        return super().empty_build_reason(languages)
+
     # -- card ------------------------------------------------------------------------------------
     def license_note(self) -> str:
         return (
@@ -509,6 +503,14 @@ class GenericImporter(Builder):
             )
             out.append(f"- `{c.name}`: headline `{cfg.headline}`; labels: {'; '.join(cols)}")
         return [*out, ""]
+
+
+def _nested(row: dict[str, Any], column: str) -> list[str] | None:
+    """A JSON object flattened into ``column.KEY`` fields, as ``KEY: value`` lines (a dict-shaped
+    persona ``{A: [...], B: [...]}`` -> ``A: ...`` / ``B: ...``); None when there is none."""
+    keys = [k for k in row if k.startswith(f"{column}.")]
+    lines = [f"{k[len(column) + 1 :]}: {s}" for k in keys for s in _text(row[k]).split("\n") if s]
+    return lines or None
 
 
 def _text(v: Any) -> str:

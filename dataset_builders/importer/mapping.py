@@ -27,6 +27,13 @@ DEFAULT_SPEAKERS: dict[str, Role] = {
 }
 
 
+#: Source formats by file suffix (``format:`` overrides it).
+FORMAT_BY_SUFFIX = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "json", ".parquet": "parquet"}
+#: Keys of the rows an utterance layout builds (``dataset_builders.importer.utterances``).
+UTTERANCE_CONTEXT, UTTERANCE_RESPONSE, UTTERANCE_TURNS = "__context__", "__response__", "__turns__"
+UTTERANCE_LANGUAGE = "__language__"
+
+
 class MappingError(ValueError):
     """The YAML mapping is invalid; the message names the mapping file and the key."""
 
@@ -135,6 +142,70 @@ class LongLabelSpec(_Spec):
         return self
 
 
+class TextVariantSpec(_Spec):
+    """One text column of an utterance file and the language it is written in: a code or a
+    ``{file.NAME}`` group of the config's ``file_pattern`` (``{file.src}``, ``{file.tgt}``)."""
+
+    column: str
+    language: str
+    id_suffix: str = ""  # appended to the record id (e.g. "-bt" for a back-translation)
+    metadata: bool = True  # the file's metadata columns describe this text (false for the original)
+
+
+class AnnotationJoinSpec(_Spec):
+    """Human annotations kept in another file, joined to the dialogues of an utterance file.
+
+    ``files`` is a glob under the source directory; ``{file.NAME}`` is replaced by the groups of the
+    config's ``file_pattern`` (``**/{file.dataset}_eval.json``). ``align: order``: the k-th dialogue
+    of the utterance file is the k-th annotation record (records without a ``skip_without`` value
+    are not counted); ``align: key``: ``key`` (a field template over the annotation record) equals
+    the dialogue id. ``check`` names the annotation field that must equal the last utterance (the
+    response), so that a shifted alignment is an error, never silent."""
+
+    files: str
+    format: Literal["csv", "tsv", "jsonl", "json", "parquet"] | None = None
+    align: Literal["order", "key"] = "order"
+    key: str | None = None
+    skip_without: list[str] = Field(default_factory=list)
+    check: str | None = None
+    check_column: str = "SEG"  # the utterance column ``check`` is compared with
+    required: bool = True
+    _list = field_validator("skip_without", mode="before")(classmethod(lambda cls, v: _listify(v)))
+
+    @model_validator(mode="after")
+    def _check(self) -> AnnotationJoinSpec:
+        if self.align == "key" and not self.key:
+            raise ValueError("align: key needs 'key' (a template over the annotation record)")
+        return self
+
+
+class UtteranceSpec(_Spec):
+    """Files with one row per utterance (the CHANEL unified format of DSTC11 Track 4): rows are
+    grouped into dialogues by ``uid`` (``pattern`` names the groups ``dialogue`` and ``turn``) and
+    ordered by turn; a turn-level record rates the ``last`` utterance of each dialogue (or, with
+    ``every``, each utterance after the first) with the preceding ones as context; a dialogue-level
+    record holds all of them. Each entry of ``texts`` is one language version of the utterances."""
+
+    uid: str = "UID"
+    pattern: str = r"^(?P<dialogue>.+)-(?P<turn>[0-9]+)$"
+    speaker: str | None = None
+    texts: list[TextVariantSpec] = Field(min_length=1)
+    response: Literal["last", "every"] = "last"
+    metadata: list[str] = Field(default_factory=list)  # globs of columns kept as item metadata
+    ignore: list[str] = Field(default_factory=list)  # globs of columns read and deliberately unused
+    _list = field_validator("metadata", "ignore", mode="before")(classmethod(lambda cls, v: _listify(v)))
+
+    @model_validator(mode="after")
+    def _check(self) -> UtteranceSpec:
+        try:
+            rx = re.compile(self.pattern)
+        except re.error as e:
+            raise ValueError(f"invalid regular expression {self.pattern!r}: {e}") from None
+        if not {"dialogue", "turn"} <= set(rx.groupindex):
+            raise ValueError(f"pattern {self.pattern!r} needs the named groups 'dialogue' and 'turn'")
+        return self
+
+
 class DimensionSpec(_Spec):
     name: str = Field(pattern=_NAME)
     definition: str = ""
@@ -160,6 +231,9 @@ class ConfigSpec(_Spec):
     encoding: str | None = None
     language: str | None = None
     language_column: str | None = None
+    file_pattern: str | None = None  # regex over the file name; named groups -> {file.NAME}
+    utterances: UtteranceSpec | None = None
+    annotations: AnnotationJoinSpec | None = None
     id: FieldSpec
     item_id: FieldSpec | None = None
     dialogue_id: FieldSpec | None = None
@@ -179,8 +253,19 @@ class ConfigSpec(_Spec):
 
     @model_validator(mode="after")
     def _check(self) -> ConfigSpec:
-        if (self.language is None) == (self.language_column is None):
+        if self.utterances is not None:
+            self._utterance_defaults()
+        elif (self.language is None) == (self.language_column is None):
             raise ValueError("give exactly one of 'language' or 'language_column'")
+        if self.annotations is not None and self.utterances is None:
+            raise ValueError("'annotations' (a joined annotation file) needs 'utterances'")
+        if self.annotations is not None and self.utterances and self.utterances.response == "every":
+            raise ValueError("'annotations' rate one response per dialogue: use utterances.response: last")
+        if self.file_pattern is not None:
+            try:
+                re.compile(self.file_pattern)
+            except re.error as e:
+                raise ValueError(f"invalid regular expression {self.file_pattern!r}: {e}") from None
         if self.language is not None and not _LANG_RE.match(self.language):
             raise ValueError(f"language {self.language!r} is not an ISO 639 code (e.g. 'en', 'pt-BR')")
         turn_keys = (self.context, self.response, self.reference)
@@ -192,6 +277,19 @@ class ConfigSpec(_Spec):
             raise ValueError("give 'labels' (wide) and/or 'long_labels' (long)")
         return self
 
+    def _utterance_defaults(self) -> None:
+        """An utterance layout builds context / response / turns and the language itself."""
+        if self.language is not None or self.language_column is not None:
+            raise ValueError("with 'utterances' the language comes from 'utterances.texts', not 'language'")
+        if any(x is not None for x in (self.context, self.response, self.turns)):
+            raise ValueError("with 'utterances' the importer builds 'context'/'response'/'turns' itself")
+        self.language_column = UTTERANCE_LANGUAGE
+        if self.level == "turn":
+            self.context = TextSpec(column=UTTERANCE_CONTEXT, format="list", roles="prefixed")
+            self.response = FieldSpec(column=UTTERANCE_RESPONSE)
+        else:
+            self.turns = TextSpec(column=UTTERANCE_TURNS, format="list", roles="prefixed")
+
     def columns(self) -> list[str]:
         """Every source column the config names (a missing one is a header error)."""
         keys = (self.id, self.item_id, self.dialogue_id, self.system, self.scene, self.persona, self.response)
@@ -200,7 +298,7 @@ class ConfigSpec(_Spec):
         out += [lab.column or "" for lab in self.labels]
         if ll := self.long_labels:
             out += [ll.annotator_column, ll.value_column, ll.dimension_column or ""]
-        return [c for c in dict.fromkeys(out) if c]
+        return [c for c in dict.fromkeys(out) if c and not c.startswith("__")]  # "__x__": built columns
 
     def label_dimensions(self) -> list[str]:
         dims = [lab.dimension for lab in self.labels]

@@ -44,6 +44,9 @@ class DatasetHandle:
     warnings: list[str] = field(default_factory=list)
     #: the build manifest's ``odd_cells`` entry (:mod:`harness.data.cells`); empty when unknown
     odd_cells: dict[str, Any] = field(default_factory=dict)
+    #: What built the dataset, from its manifest: builder name and version, and for an imported
+    #: dataset the importer version and its mapping (name, sha256); None when it has no manifest.
+    built_by: dict[str, Any] | None = None
 
     @property
     def is_local(self) -> bool:
@@ -58,7 +61,26 @@ class DatasetHandle:
             "source": self.source,
             "configs": self.configs,
             "warnings": self.warnings,
+            **({"built_by": self.built_by} if self.built_by else {}),
         }
+
+
+def built_by(manifest: dict[str, Any], task_builder: str) -> tuple[str, dict[str, Any]]:
+    """The builder name a dataset directory was built with (its manifest's, not the task's) and
+    its provenance: builder version, and the importer and mapping of an imported dataset."""
+    b = manifest.get("builder") or {}
+    name = str(b.get("name") or task_builder) if isinstance(b, dict) else str(b)
+    out: dict[str, Any] = {"builder": name, "version": b.get("version") if isinstance(b, dict) else None}
+    opts = manifest.get("options") or {}
+    if "importer" in opts or "mapping" in opts:
+        out.update(
+            importer=f"import@{opts.get('importer')}",
+            mapping=opts.get("mapping"),
+            mapping_sha256=opts.get("mapping_sha256"),
+        )
+    if name != task_builder:
+        out["task_builder"] = task_builder
+    return name, out
 
 
 def _dir_fingerprint(path: Path) -> str:
@@ -95,11 +117,14 @@ def prepare_dataset(
 
             verify_if_registered(p)  # a registered version given by its path is checked too
             manifest = p / MANIFEST_NAME
-            man = json.loads(manifest.read_text()) if manifest.is_file() else {}
-            fp = man["fingerprint"] if man else _parquet_fingerprint(p)
+            built = json.loads(manifest.read_text()) if manifest.is_file() else None
+            fp = built["fingerprint"] if built else _parquet_fingerprint(p)
             where = str(p.resolve())
-            odd = dict(man.get("odd_cells") or {})
-            return DatasetHandle(builder, where, revision, fp, where, card_configs(p), odd_cells=odd)
+            odd = dict((built or {}).get("odd_cells") or {})
+            handle = DatasetHandle(builder, where, revision, fp, where, card_configs(p), odd_cells=odd)
+            if built:
+                handle.builder, handle.built_by = built_by(built, builder)
+            return handle
         from datasets import get_dataset_config_names
 
         try:

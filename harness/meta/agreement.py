@@ -361,7 +361,16 @@ class AgreementReport:
             },
             **{f"bucket_{k}": v for k, v in self.buckets.items()},
         }
-        return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in out.items()}
+        out = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in out.items()}
+        why = {
+            "percent_agreement": "undefined: no item has two ratings",
+            "adjacent_agreement": "undefined: no item has two ratings",
+            "alpha": "undefined: fewer than two pairable ratings or a single distinct value",
+            "cohen_mean": f"undefined: no annotator pair shares {self.cohen.min_shared} items with two categories",
+            "fleiss_kappa": "undefined: no item with two or more ratings, or a single category",
+        }
+        out.update({f"{k}_note": text for k, text in why.items() if out.get(k) is None})
+        return out
 
 
 def agreement_report(

@@ -88,7 +88,8 @@ def binary_metrics(reference: Labels, predicted: Labels, zero_division: ZeroDivi
     y_true, y_pred = ref[keep].astype(int), pred[keep].astype(int)
     if not keep.any():
         rates = dict.fromkeys(CEILING_NAMES, math.nan)
-        return {**rates, "predicted_positive": 0, "reference_positive": 0, "n": 0}
+        note = "undefined: no item is labelled on both sides"
+        return {**rates, "predicted_positive": 0, "reference_positive": 0, "n": 0, "note": note}
     prec, rec, f1, _ = precision_recall_fscore_support(
         y_true, y_pred, labels=[0, 1], average=None, zero_division=zero_division
     )

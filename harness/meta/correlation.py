@@ -31,14 +31,18 @@ class CorrelationEstimate:
     p_value: float
     n: int
     ci: tuple[float, float] | None = None
+    note: str | None = None  # why the value is undefined (NaN -> None in to_dict), or what was left out
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "value": _clean(self.value),
             "p_value": _clean(self.p_value),
             "ci": [_clean(self.ci[0]), _clean(self.ci[1])] if self.ci else None,
             "n": self.n,
         }
+        if self.note:
+            out["note"] = self.note
+        return out
 
 
 def _clean(x: float | None) -> float | None:
@@ -49,14 +53,27 @@ def _clean(x: float | None) -> float | None:
 
 
 def correlation(x: npt.ArrayLike, y: npt.ArrayLike, method: str = "pearson") -> CorrelationEstimate:
-    """scipy's correlation and p-value; NaN (not an exception) for n < 3 or constant input."""
+    """scipy's correlation and p-value over the complete (x, y) pairs; for degenerate data (fewer
+    than 3 complete pairs, a constant side) a NaN value (None in :meth:`~CorrelationEstimate.to_dict`)
+    with a ``note`` saying why, never an exception."""
     xa = np.asarray(x, dtype=np.float64)
     ya = np.asarray(y, dtype=np.float64)
     if xa.shape != ya.shape:
         raise ValueError(f"x and y differ in length: {xa.shape} vs {ya.shape}")
+    if method not in METHODS:
+        raise ValueError(f"unknown correlation method {method!r}; expected one of {METHODS}")
+    keep = np.isfinite(xa) & np.isfinite(ya)
+    dropped = int(xa.size - keep.sum())
+    xa, ya = xa[keep], ya[keep]
     n = int(xa.size)
-    if n < 3 or np.all(xa == xa[0]) or np.all(ya == ya[0]):
-        return CorrelationEstimate(math.nan, math.nan, n)
+    left_out = f"; {dropped} pair(s) with a missing value left out" if dropped else ""
+    if n < 3:
+        return CorrelationEstimate(
+            math.nan, math.nan, n, note=f"undefined: {n} complete pair(s), needs 3{left_out}"
+        )
+    if np.all(xa == xa[0]) or np.all(ya == ya[0]):
+        side = "x" if np.all(xa == xa[0]) else "y"
+        return CorrelationEstimate(math.nan, math.nan, n, note=f"undefined: {side} is constant{left_out}")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if method == "pearson":
@@ -67,7 +84,9 @@ def correlation(x: npt.ArrayLike, y: npt.ArrayLike, method: str = "pearson") -> 
             r = stats.kendalltau(xa, ya)
         else:
             raise ValueError(f"unknown correlation method {method!r}; expected one of {METHODS}")
-    return CorrelationEstimate(float(r.statistic), float(r.pvalue), n)
+    value = float(r.statistic)
+    note = "undefined: scipy returned NaN" if math.isnan(value) else (left_out[2:] or None)
+    return CorrelationEstimate(value, float(r.pvalue), n, note=note)
 
 
 def _replicates(x: np.ndarray, y: np.ndarray, idx: np.ndarray, method: str) -> np.ndarray:
@@ -212,6 +231,8 @@ def meta_evaluate(
                 "parse_failures": int(sum(e["parse_failures"] for e in entries.values())),
                 "per_dataset": entries,
             }
+            if value is None:
+                out.by_language[lang][m]["note"] = "undefined in every dataset (see per_dataset notes)"
     for m in methods:
         vals = [out.by_language[lang][m]["value"] for lang in languages]
         vals = [v for v in vals if v is not None]
@@ -228,4 +249,6 @@ def meta_evaluate(
             "n_languages": len(vals),
             "parse_failures": int(sum(out.by_language[lang][m]["parse_failures"] for lang in languages)),
         }
+        if not vals:
+            out.overall[m]["note"] = "undefined in every language (see the per-language notes)"
     return out

@@ -60,6 +60,8 @@ def aggregate(
                 "parse_failures": int(sum(e.get("parse_failures") or 0 for e in by_ds.values())),
                 "per_dataset": by_ds,
             }
+            if not vals:
+                out[lang][key]["note"] = "undefined in every dataset (see per_dataset)"
     if out:
         out["all"] = {}
         for key in dict.fromkeys(k for m in out.values() for k in m):
@@ -72,6 +74,8 @@ def aggregate(
                 "n_languages": len(vals),
                 "parse_failures": int(sum(out[lang][key]["parse_failures"] for lang in have)),
             }
+            if not vals:
+                out["all"][key]["note"] = "undefined in every language"
     return out
 
 

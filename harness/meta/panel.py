@@ -75,18 +75,26 @@ def judge_alpha(matrix: pd.DataFrame, ranks: bool = False) -> dict[str, Any]:
     m = matrix.rank(pct=True) if ranks else matrix
     arr = m.to_numpy(float)
     if np.isfinite(arr).sum() == 0:
-        return {"value": None, "n_items": 0, "grid": 1 / (ALPHA_GRID - 1)}
+        return {
+            "value": None,
+            "n_items": 0,
+            "grid": 1 / (ALPHA_GRID - 1),
+            "note": "undefined: no judge score",
+        }
     lo, hi = np.nanmin(arr), np.nanmax(arr)
     scaled = (m - lo) / (hi - lo) if hi > lo else m * 0.0
     binned = (scaled * (ALPHA_GRID - 1)).round() / (ALPHA_GRID - 1)
     long = binned.reset_index(drop=True).stack().reset_index()
     long.columns = ["item", "annotator", "value"]
     res = krippendorff_alpha(long, level="interval")
-    return {
+    out: dict[str, Any] = {
         "value": None if math.isnan(res.value) else res.value,
         "n_items": res.n_items,
         "grid": 1 / (ALPHA_GRID - 1),
     }
+    if out["value"] is None:
+        out["note"] = "undefined: fewer than two pairable scores or a single distinct (binned) value"
+    return out
 
 
 def error_correlations(matrix: pd.DataFrame, human: pd.Series) -> dict[str, Any]:
@@ -108,12 +116,15 @@ def error_correlations(matrix: pd.DataFrame, human: pd.Series) -> dict[str, Any]
         pairs[f"{a} | {b}"] = None if math.isnan(r) else r
     vals = [v for v in pairs.values() if v is not None]
     rho = float(np.mean(vals)) if vals else None
-    return {
+    out: dict[str, Any] = {
         "pairs": pairs,
         "mean": rho,
         "effective_judges": effective_judges(matrix.shape[1], rho),
         "n_judges": int(matrix.shape[1]),
     }
+    if rho is None:
+        out["note"] = "undefined: no pair of judges has 3 items with non-constant residuals"
+    return out
 
 
 def revote(matrix: pd.DataFrame, how: str, quorum: int) -> pd.Series:

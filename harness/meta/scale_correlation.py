@@ -94,7 +94,9 @@ def point_biserial(binary: npt.ArrayLike, scores: npt.ArrayLike) -> CorrelationE
         )
     n = int(b.size)
     if n < 3 or distinct.size < 2 or np.all(s == s[0]):
-        return CorrelationEstimate(math.nan, math.nan, n)
+        why = "the binary side" if distinct.size < 2 else "the scores"
+        why = f"{n} pair(s), needs 3" if n < 3 else f"{why} are constant"
+        return CorrelationEstimate(math.nan, math.nan, n, note=f"undefined: {why}")
     # 0/1 coding; the sign follows the larger value being "1" (pointbiserialr is Pearson on it).
     res = stats.pointbiserialr((b == distinct[-1]).astype(np.float64), s)
     return CorrelationEstimate(float(res.statistic), float(res.pvalue), n)
@@ -113,13 +115,14 @@ def cramers_v(a: npt.ArrayLike, b: npt.ArrayLike, *, bias_correction: bool = Fal
     table = crosstab(xa, ya).count
     r, c = table.shape
     if r < 2 or c < 2:
-        return CorrelationEstimate(math.nan, math.nan, n)
+        return CorrelationEstimate(math.nan, math.nan, n, note="undefined: a side has a single category")
     chi2 = stats.chi2_contingency(table, correction=False)
     if not bias_correction:
         value = float(association(table, method="cramer", correction=False))
     else:
         value = _bergsma(float(chi2.statistic), n, r, c)
-    return CorrelationEstimate(value, float(chi2.pvalue), n)
+    note = "undefined: too few pairs for the bias correction" if math.isnan(value) else None
+    return CorrelationEstimate(value, float(chi2.pvalue), n, note=note)
 
 
 def _bergsma(chi2: float, n: int, r: int, c: int) -> float:
@@ -222,16 +225,18 @@ class AppBEstimate:
     n_missing: int
     method: str
     ci: tuple[float, float] | None = None
+    note: str | None = None  # why the value is undefined
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        ci = [_clean(self.ci[0]), _clean(self.ci[1])] if self.ci else None
+        out: dict[str, Any] = {
             "value": _clean(self.value),
             "p_value": _clean(self.p_value),
-            "ci": [_clean(self.ci[0]), _clean(self.ci[1])] if self.ci else None,
+            "ci": ci,
             "n": self.n,
-            "n_missing": self.n_missing,
-            "method": self.method,
         }
+        out |= {"n_missing": self.n_missing, "method": self.method}
+        return out | ({"note": self.note} if self.note else {})
 
 
 def resolve_method(scale: str, method: str = "auto") -> str:
@@ -277,7 +282,8 @@ def app_b_correlation(
     keep = ~(_missing(s) | _missing(y))
     n_missing = int((~keep).sum())
     if not keep.any():
-        raise ValueError(f"no complete (score, label) pair: all {s.size} pairs have a missing value")
+        note = f"undefined: no complete (score, label) pair, all {s.size} pairs have a missing value"
+        return AppBEstimate(math.nan, math.nan, 0, n_missing, m, None, note)
     s, y = s[keep], y[keep]
     fn: Callable[[np.ndarray, np.ndarray], CorrelationEstimate]
     if m == "cramers_v":
@@ -306,7 +312,7 @@ def app_b_correlation(
     ci = None
     if n_bootstrap > 0:
         ci = bootstrap_ci(fn, s, y, n_bootstrap=n_bootstrap, confidence=confidence, seed=seed)
-    return AppBEstimate(est.value, est.p_value, est.n, n_missing, m, ci)
+    return AppBEstimate(est.value, est.p_value, est.n, n_missing, m, ci, est.note)
 
 
 # --------------------------------------------------------------------------- human side

@@ -207,9 +207,13 @@ def soft_label_metrics(
 
 
 # -- ceilings ---------------------------------------------------------------------------------------
-def spearman_brown(r: float, factor: float = 2.0) -> float:
-    """Reliability of a measure ``factor`` times as long: ``factor r / (1 + (factor - 1) r)``."""
-    return factor * r / (1 + (factor - 1) * r)
+def spearman_brown(r: float | None, factor: float = 2.0) -> float | None:
+    """Reliability of a measure ``factor`` times as long: ``factor r / (1 + (factor - 1) r)``; None
+    where it is undefined (r missing or NaN, or ``1 + (factor - 1) r <= 0``: r = -1 for halves)."""
+    if r is None or not math.isfinite(r):
+        return None
+    denom = 1 + (factor - 1) * r
+    return factor * r / denom if denom > 0 else None
 
 
 def loao_ceiling(
@@ -273,11 +277,8 @@ def split_half_ceiling(
     if not rs:
         return None
 
-    def ceiling(r: float) -> float | None:
-        rel = spearman_brown(r) if r > -1 else math.nan
-        return math.sqrt(rel) if rel > 0 else None
-
     r_half = float(np.mean(rs))
+    rel = spearman_brown(r_half)
     ci = None
     if reps:
         with warnings.catch_warnings(), np.errstate(all="ignore"):
@@ -285,9 +286,8 @@ def split_half_ceiling(
             rr = np.nanmean(np.vstack(reps), axis=0)
             rel_reps = np.where(rr > -1, 2 * rr / (1 + rr), np.nan)
             ci = percentile_ci(np.sqrt(np.where(rel_reps > 0, rel_reps, 0.0)), confidence)
-    rel = spearman_brown(r_half)
-    return {
-        "value": ceiling(r_half),
+    out: dict[str, Any] = {
+        "value": math.sqrt(rel) if rel is not None and rel > 0 else None,
         "ci": list(ci) if ci else None,
         "n": len(groups),
         "parse_failures": 0,
@@ -295,6 +295,11 @@ def split_half_ceiling(
         "spearman_brown": rel,
         "n_splits": len(rs),
     }
+    if rel is None:
+        out["note"] = f"undefined: the split-half correlation is {r_half:.3g}, Spearman-Brown needs r > -1"
+    elif rel <= 0:
+        out["note"] = f"no ceiling: the stepped-up split-half reliability is {rel:.3g} <= 0"
+    return out
 
 
 def high_agreement_units(labels: pd.DataFrame) -> set[str]:

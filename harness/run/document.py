@@ -82,8 +82,20 @@ class JudgeInfo(_Open):
     method: dict[str, str] = {}
 
 
-class DatasetInfo(_Open):
+class BuiltBy(_Open):
+    """What built a dataset directory (from its build manifest)."""
+
     builder: str | None = None
+    version: str | None = None
+    importer: str | None = Field(default=None, description="import@<version> for an imported dataset")
+    mapping: str | None = Field(default=None, description="the importer's mapping name")
+    mapping_sha256: str | None = None
+    task_builder: str | None = Field(default=None, description="the task's builder, when it differs")
+
+
+class DatasetInfo(_Open):
+    builder: str | None = Field(default=None, description="the builder that built the dataset")
+    built_by: BuiltBy | None = None
     location: str | None = None
     revision: str | None = None
     fingerprint: str | None = None

@@ -155,7 +155,7 @@ def test_lone_cr_line_endings_read_like_lf(tmp_path):
     _to_lone_cr(cr)
     assert b"\r" in (cr / "u" / "main" / "annotator_1.csv").read_bytes()
     assert b"\n" not in (cr / "u" / "main" / "annotator_1.csv").read_bytes()
-    mapping = yaml.safe_load((ROOT / "dataset_builders/importer/mappings/dstc11-track4.yaml").read_text())
+    mapping = yaml.safe_load((ROOT / "tests/fixtures/importer/wide-turn-dial.yaml").read_text())
     for root in (lf, cr):
         XDialEvalBuilder().build(root / "x", root / "xo", show_progress=False)
         UpheldBuilder().build(root / "u", root / "uo", show_progress=False)

@@ -15,6 +15,7 @@ from pathlib import Path
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
+from dataset_builders.base import EmptyBuildError
 from dataset_builders.helpers import LANGUAGE_NAMES, LANGUAGES
 from dataset_builders.importer.generic import GenericImporter, read_table
 from dataset_builders.records import SourceFile
@@ -229,7 +230,7 @@ def test_builds_end_in_a_dataset_or_a_clear_error_and_write_only_their_folder(fi
             out = base / "out" / name
             try:
                 builder.build(base / src, out, show_progress=False, skip_invalid=skip)
-            except (DataValidationError, SchemaError, SourceUnavailableError) as e:
+            except (DataValidationError, SchemaError, SourceUnavailableError, EmptyBuildError) as e:
                 assert str(e) and not out.exists()
                 event(f"{name}: {type(e).__name__}")
             else:

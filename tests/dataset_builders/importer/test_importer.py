@@ -14,6 +14,9 @@ import yaml
 from dataset_builders.importer.generic import GenericImporter, MappingError, MappingSpec
 from harness.data.schema import DIALOGUE_FEATURES, TURN_FEATURES
 
+#: A wide CSV layout (one row per rated turn / dialogue) used to test row reading and errors.
+WIDE_MAPPING = Path(__file__).parents[2] / "fixtures" / "importer" / "wide-turn-dial.yaml"
+
 # -- fixtures in the ComperDial layout (see dataset_builders/importer/mappings/comperdial.yaml) -------------
 PERSONA = ["My name is Ana.", "I'm 31 years old.", "I love hiking."]
 CD_TURN = [
@@ -241,14 +244,12 @@ def test_dstc11_layout_csv_and_parquet(dstc11_src, tmp_path):
     table = pa.Table.from_pylist([dict(zip(DS_TURN_HEADER, r, strict=True)) for r in DS_TURN])
     pq_src.mkdir()
     pq.write_table(table, pq_src / "chateval_turn.parquet")
-    mapping = yaml.safe_load(
-        (Path(__file__).parents[3] / "dataset_builders/importer/mappings/dstc11-track4.yaml").read_text()
-    )
+    mapping = yaml.safe_load(WIDE_MAPPING.read_text())
     mapping["configs"][0]["files"] = ["*turn*.parquet"]
     GenericImporter(mapping).build(pq_src, tmp_path / "out_pq", show_progress=False)
 
     out = tmp_path / "out"
-    res = GenericImporter("dstc11-track4").build(dstc11_src, out, show_progress=False)
+    res = GenericImporter(WIDE_MAPPING).build(dstc11_src, out, show_progress=False)
     assert res.configs == {"dstc11-turn": 3, "dstc11-dial": 2}
     turn = load(out, "dstc11-turn", tmp_path)
     r = turn[1]
@@ -423,9 +424,7 @@ def test_long_format_groups_labels_by_id(tmp_path):
 
 def test_hub_source_with_a_local_dataset_directory(tmp_path):
     hub_dir = write_csv(tmp_path / "hubrepo" / "data.csv", DS_TURN_HEADER, DS_TURN).parent
-    mapping = yaml.safe_load(
-        (Path(__file__).parents[3] / "dataset_builders/importer/mappings/dstc11-track4.yaml").read_text()
-    )
+    mapping = yaml.safe_load(WIDE_MAPPING.read_text())
     mapping["configs"] = [{**mapping["configs"][0], "files": ["train.parquet"]}]
     out = tmp_path / "out"
     imp = GenericImporter(mapping, cache_dir=tmp_path / "hf_hub_cache")
@@ -437,7 +436,7 @@ def test_hub_source_with_a_local_dataset_directory(tmp_path):
 
 def test_single_file_source_and_shipped_mapping_names(dstc11_src, tmp_path):
     f = dstc11_src / "test" / "chateval_dial_annotations.csv"
-    res = GenericImporter("dstc11-track4").build(f, tmp_path / "out", show_progress=False)
+    res = GenericImporter(WIDE_MAPPING).build(f, tmp_path / "out", show_progress=False)
     assert res.configs == {"dstc11-dial": 2}
     assert any("dstc11-turn" in w for w in res.warnings)
     with pytest.raises(MappingError, match="neither a YAML file nor a shipped mapping.*comperdial"):

@@ -23,6 +23,7 @@ from tests.dataset_builders.importer.test_importer import (
     LONG,
     LONG_HEADER,
     WIDE,
+    WIDE_MAPPING,
     inhouse_mapping,
     load,
     long_mapping,
@@ -40,7 +41,7 @@ def _turn_rows(changes: dict[tuple[int, str], str]) -> list[list[str]]:
     return rows
 
 
-def _dstc_turn(tmp: Path, rows: list[list[str]], header=DS_TURN_HEADER, mapping="dstc11-track4"):
+def _dstc_turn(tmp: Path, rows: list[list[str]], header=DS_TURN_HEADER, mapping=WIDE_MAPPING):
     f = write_csv(tmp / "src" / "turn.csv", header, rows)
     return GenericImporter(mapping), f.parent, f.name
 
@@ -82,7 +83,7 @@ def case_empty_turn(tmp):
     rows = [list(r) for r in DS_DIAL]
     rows[0][2] = "Hi there\n\nGood."
     f = write_csv(tmp / "src" / "dial.csv", DS_DIAL_HEADER, rows)
-    return GenericImporter("dstc11-track4"), f.parent, f.name, 1, "DIALOGUE", "empty utterance 2 of 3", 1
+    return GenericImporter(WIDE_MAPPING), f.parent, f.name, 1, "DIALOGUE", "empty utterance 2 of 3", 1
 
 
 def case_empty_dialogue(tmp):
@@ -134,7 +135,7 @@ def case_missing_column(tmp):
     write_csv(tmp / "src" / "a_good_turn.csv", DS_TURN_HEADER, [list(r) for r in DS_TURN[:1]])
     f = write_csv(tmp / "src" / "b_turn.csv", header, rows)
     return (
-        GenericImporter("dstc11-track4"),
+        GenericImporter(WIDE_MAPPING),
         f.parent,
         f.name,
         "header",
@@ -207,7 +208,7 @@ def test_a_config_over_several_files_hashes_them_all(tmp_path):
     write_csv(src / "part1_turn.csv", DS_TURN_HEADER, [list(r) for r in DS_TURN[:2]])
     write_csv(src / "part2_turn.csv", DS_TURN_HEADER, [list(r) for r in DS_TURN[2:]])
     out = tmp_path / "out"
-    res = GenericImporter("dstc11-track4").build(src, out, show_progress=False)
+    res = GenericImporter(WIDE_MAPPING).build(src, out, show_progress=False)
     assert res.configs == {"dstc11-turn": 3}
     man = manifest(out)
     inputs = [i for i in man["inputs"] if i["config"] == "dstc11-turn"]
@@ -217,8 +218,8 @@ def test_a_config_over_several_files_hashes_them_all(tmp_path):
     with pytest.raises(
         DataValidationError, match=r"part2_turn\.csv, row 1 .*first on row 2 of part1_turn\.csv"
     ):
-        GenericImporter("dstc11-track4").build(src, out, show_progress=False)
+        GenericImporter(WIDE_MAPPING).build(src, out, show_progress=False)
     assert (
-        GenericImporter("dstc11-track4").build(src, out, show_progress=False, skip_invalid=True).fingerprint
+        GenericImporter(WIDE_MAPPING).build(src, out, show_progress=False, skip_invalid=True).fingerprint
         != res.fingerprint
     )

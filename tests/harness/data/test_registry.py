@@ -229,16 +229,17 @@ def test_cli_publish_against_the_stand_in_hub(tmp_path, monkeypatch):
 
 
 def test_cli_imports_with_a_mapping_into_the_registry(tmp_path, monkeypatch):
-    from tests.dataset_builders.importer.test_importer import DS_TURN, DS_TURN_HEADER, write_csv
+    from tests.dataset_builders.importer.test_importer import DS_TURN, DS_TURN_HEADER, WIDE_MAPPING, write_csv
 
     monkeypatch.setenv("DIALEVAL_REGISTRY", str(tmp_path / "reg"))
     write_csv(tmp_path / "src" / "eval_turn.csv", DS_TURN_HEADER, [list(r) for r in DS_TURN])
     r = runner.invoke(
-        app, ["datasets", "build", "import", "--mapping", "dstc11-track4", "--source", str(tmp_path / "src")]
+        app,
+        ["datasets", "build", "import", "--mapping", str(WIDE_MAPPING), "--source", str(tmp_path / "src")],
     )
     assert r.exit_code == 0, r.output
-    assert "dstc11-track4@1.0.0" in r.output
-    path = resolve("dstc11-track4@1.0.0")
+    assert "wide-turn-dial@1.0.0" in r.output
+    path = resolve("wide-turn-dial@1.0.0")
     assert load_dataset(
         str(path), "dstc11-turn", split="test", cache_dir=str(tmp_path / "hf")
     ).num_rows == len(DS_TURN)

@@ -199,8 +199,8 @@ def test_app_b_nan_pairs_excluded_and_counted(xy):
     assert abs(est.value - stats.pearsonr(x[keep], y[keep]).statistic) < TOL
     d = est.to_dict()
     assert d["n_missing"] == 3 and d["ci"] is None
-    with pytest.raises(ValueError, match="no complete"):
-        app_b_correlation([np.nan, 1.0], [1.0, np.nan], "continuous")
+    none = app_b_correlation([np.nan, 1.0], [1.0, np.nan], "continuous").to_dict()
+    assert none["value"] is None and none["n_missing"] == 2 and "no complete" in none["note"]
     with pytest.raises(ValueError, match="length"):
         app_b_correlation([1.0, 2.0], [1.0], "continuous")
 
