@@ -62,9 +62,12 @@ def test_skip_invalid_that_leaves_nothing_is_an_error_naming_why(tmp_path):
     from dataset_builders.base import EmptyBuildError
 
     src = tmp_path / "ComperDial"
-    write_json(src / "ComperDial_turn_level_evaluation.json", [{**r, "score": 9} for r in CD_TURN])
+    # a context that is not a list of utterances breaks the row (an off-scale label would only be an
+    # odd cell: the row stays, with that label missing)
+    write_json(src / "ComperDial_turn_level_evaluation.json", [{**r, "context": 123} for r in CD_TURN])
     with pytest.raises(
-        EmptyBuildError, match=r"(?s)every source row was skipped \(3 skip.*3 x .*(scale|range).*row 1"
+        EmptyBuildError,
+        match=r"(?s)every source row was skipped \(3 skip.*3 x expected a list of utterances.*row 1",
     ):
         GenericImporter("comperdial").build(src, tmp_path / "out", show_progress=False, skip_invalid=True)
     assert not (tmp_path / "out").exists()
