@@ -15,16 +15,16 @@ import traceback
 from collections.abc import Sequence
 from typing import Any
 
-import click
 import typer
 from typer.core import TyperGroup
 
 from harness.cli import chatbot, ls, report, run
-from harness.cli.console import err, error_message, escape
+from harness.cli.console import err, error_line, error_message
 from harness.cli.datasets import datasets_app
 from harness.cli.finetune import finetune_app
 from harness.cli.reproduce import reproduce_app
 from harness.cli.robustness import robustness_app
+from harness.cli.usage import ClickException, UsageError, is_help_request, usage_message
 
 DEBUG_FLAG, DEBUG_ENV = "--debug", "DIALEVAL_DEBUG"
 
@@ -33,11 +33,19 @@ def debug_enabled() -> bool:
     return os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "false", "no", "off")
 
 
+def usage_error(e: BaseException) -> typer.Exit:
+    """Print a command-line usage error as one ``error:`` line; the exit (status 2) to raise."""
+    error_line(usage_message(e))
+    return typer.Exit(2)
+
+
 class GuardedGroup(TyperGroup):
-    """The top-level command group: ``--debug`` anywhere on the line turns on tracebacks, and an
-    exception no command handled becomes one ``error:`` line on stderr (exit 2 for bad input or an
-    unusable file — ``ValueError``/``KeyError``/``OSError`` — else exit 1) with the ``--debug`` hint;
-    with ``--debug`` or ``DIALEVAL_DEBUG=1`` the traceback is printed as well."""
+    """The top-level command group: ``--debug`` anywhere on the line turns on tracebacks; a usage
+    error (unknown option or command, a value of the wrong type, a missing value) is one ``error:``
+    line naming the option and value, exit 2 (:mod:`harness.cli.usage`); an exception no command
+    handled becomes one ``error:`` line on stderr (exit 2 for bad input or an unusable file —
+    ``ValueError``/``KeyError``/``OSError`` — else exit 1) with the ``--debug`` hint; with
+    ``--debug`` or ``DIALEVAL_DEBUG=1`` the traceback is printed as well."""
 
     debug = False
 
@@ -48,20 +56,26 @@ class GuardedGroup(TyperGroup):
             self.debug = True
         return super().main(args, *a, **kw)
 
+    # The group's own options are parsed before invoke (``harness --nosuchflag``).
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:  # type: ignore[override]
+        try:
+            return super().parse_args(ctx, args)
+        except UsageError as e:
+            if is_help_request(e):
+                raise
+            raise usage_error(e) from None
+
     # TyperGroup declares the Context of typer's private click copy (typer._click); the context it
     # passes is the public subclass typer.Context.
     def invoke(self, ctx: typer.Context) -> Any:  # type: ignore[override]
         try:
             return super().invoke(ctx)
-        except (
-            typer.Exit,
-            typer.Abort,
-            click.exceptions.Exit,
-            click.ClickException,
-            click.Abort,
-            KeyboardInterrupt,
-        ):
-            raise
+        except UsageError as e:  # a subcommand's line: parsed inside this invoke
+            if is_help_request(e):
+                raise
+            raise usage_error(e) from None
+        except (typer.Exit, typer.Abort, ClickException, KeyboardInterrupt, BrokenPipeError):
+            raise  # Click shows these itself (a closed pipe: `harness ... --help | head`)
         except Exception as e:  # noqa: BLE001 - the guard: one line instead of a traceback
             debug = self.debug or debug_enabled()
             if debug:
@@ -71,7 +85,7 @@ class GuardedGroup(TyperGroup):
             if not bad_input:
                 what = f"unexpected {type(e).__name__}: {what}"
             hint = "" if debug else f" (rerun with {DEBUG_FLAG} or {DEBUG_ENV}=1 for the traceback)"
-            err.print(f"[bold red]error:[/] {escape(' '.join(what.split()))}{escape(hint)}", highlight=False)
+            error_line(f"{' '.join(what.split())}{hint}")
             raise typer.Exit(2 if bad_input else 1) from None
 
 
@@ -82,6 +96,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    rich_markup_mode=None,  # help text as written: "[topical_chat/]" is not markup
 )
 
 app.command("run")(run.run)

@@ -11,10 +11,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
-from harness.cli.console import console, err, error_message, fail
+from harness.cli.console import command_group, console, err, error_message, fail, styled
 
 LISTINGS = ("tasks", "judges", "backends", "scorers", "datasets")
 
@@ -40,12 +39,12 @@ def ls(
         from harness.judges.loader import DEFAULT_JUDGE
         from harness.spec import JUDGE_KINDS
 
-        t = Table(title=escape("judges (spec: kind:target[@revision][,key=value...], or @FILE.yaml)"))
+        t = Table(title="judges (spec: kind:target[@revision][,key=value...], or @FILE.yaml)")
         for col in ("kind", "example", "notes", "from"):
             t.add_column(col)
         for name, kind, _, origin in JUDGE_KINDS.listing():
             default = " (the default judge)" if DEFAULT_JUDGE.startswith(f"{name}:") else ""
-            t.add_row(name, escape(kind.example), escape(kind.notes + default), escape(origin))
+            t.add_row(name, kind.example, kind.notes + default, origin)
         console.print(t)
     if what in ("all", "backends"):
         from harness.spec import BACKEND_KINDS
@@ -54,7 +53,7 @@ def ls(
         for col in ("kind", "class", "notes", "from"):
             t.add_column(col)
         for name, b, _, origin in BACKEND_KINDS.listing():
-            t.add_row(name, b.backend, escape(b.notes), escape(origin))
+            t.add_row(name, b.backend, b.notes, origin)
         console.print(t)
     if what in ("all", "scorers"):
         from harness.scorers import SCORERS
@@ -64,7 +63,7 @@ def ls(
             t.add_column(col)
         for name, cls, summary, origin in SCORERS.listing():
             params = ", ".join(f.name for f in dataclasses.fields(cls))
-            t.add_row(name, params or "—", escape(summary), escape(origin))
+            t.add_row(name, params or "—", summary, origin)
         console.print(t)
     if what in ("all", "datasets"):
         from harness.data.builders import BUILDERS, get_builder
@@ -75,7 +74,7 @@ def ls(
         for col in ("builder", "version", "license", "registered versions", "from"):
             t.add_column(col)
         for name in sorted(BUILDERS.names()):
-            origin = escape(BUILDERS.origin(name))
+            origin = BUILDERS.origin(name)
             if name == "import":
                 t.add_row(
                     name,
@@ -100,12 +99,12 @@ def validate() -> None:
     n = len(all_tasks())
     if problems:
         for p in problems:
-            err.print(f"[red]✗[/] {p}")
+            err.print(styled("✗", "red", str(p)))
         fail(f"{len(problems)} problem(s) in {n} task definitions", code=1)
-    console.print(f"[green]✓[/] {n} task definitions valid")
+    console.print(styled("✓", "green", f"{n} task definitions valid"))
 
 
-cache_app = typer.Typer(
+cache_app = command_group(
     help="The request cache (SQLite): check a file, or repair it keeping every good row.",
     no_args_is_help=True,
 )
@@ -127,9 +126,7 @@ def cache_check(path: CacheFileArg = None) -> None:
             f"request cache {path}: {rep.problem}; move it aside and start a new one with: harness cache repair {path}",
             1,
         )
-    console.print(
-        f"{escape(str(path))}: {rep.rows} rows · SQLite integrity: {escape('; '.join(rep.sqlite or []))}"
-    )
+    console.print(f"{str(path)}: {rep.rows} rows · SQLite integrity: {'; '.join(rep.sqlite or [])}")
     for label, keys in (
         ("checksum does not match", rep.bad_checksum),
         ("response does not decode", rep.undecodable),
@@ -156,13 +153,13 @@ def cache_repair(path: CacheFileArg = None) -> None:
         fail(str(e))
         return
     console.print(
-        f"{escape(str(path))}: kept {res['kept']} rows, dropped {res['dropped']}; the old file is "
-        f"{escape(res['moved_to'])} (delete it when you no longer need it)"
+        f"{str(path)}: kept {res['kept']} rows, dropped {res['dropped']}; the old file is "
+        f"{res['moved_to']} (delete it when you no longer need it)"
     )
 
 
 # -- harness models -------------------------------------------------------------------------------
-models_app = typer.Typer(
+models_app = command_group(
     help="Models built from packaged weights (materialised once, loaded with from_pretrained)."
 )
 
@@ -215,7 +212,6 @@ def materialize(
         f"{rec.get('model')} → {path}\n  from {src.get('package')} {src.get('package_version')} "
         f"{src.get('file')} (sha256 {str(src.get('sha256'))[:16]}…, {src.get('license')}); load with "
         f"from_pretrained, or {entry.use}",
-        markup=False,
         highlight=False,
     )
 
@@ -226,11 +222,11 @@ def ls_models() -> None:
     from harness.modelstore import MODELS, is_current, materialised, models_dir, name_of_dir
 
     root = models_dir()
-    t = Table(title=escape(f"packaged models (harness models materialize NAME; folder {root})"))
+    t = Table(title=f"packaged models (harness models materialize NAME; folder {root})")
     for col in ("name", "kind", "source", "license", "use", "from"):
         t.add_column(col)
     for name, entry, _, origin in MODELS.listing():
-        t.add_row(name, entry.kind, escape(entry.source), entry.license, escape(entry.use), escape(origin))
+        t.add_row(name, entry.kind, entry.source, entry.license, entry.use, origin)
     console.print(t)
     found = materialised()
     if not found:
@@ -240,4 +236,4 @@ def ls_models() -> None:
         dir_model = name_of_dir(d)  # None: a folder no packaged model owns
         current = is_current(dir_model, d) if dir_model else False
         state = "current" if current else "stale: rerun harness models materialize --force"
-        console.print(f"{d.name}: {rec.get('model')} ({state})", markup=False, highlight=False)
+        console.print(f"{d.name}: {rec.get('model')} ({state})", highlight=False)

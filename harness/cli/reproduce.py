@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
-from harness.cli.console import console, error_message, fail, judge_arg
+from harness.cli.console import command_group, console, error_message, fail, judge_arg
 
-reproduce_app = typer.Typer(
+reproduce_app = command_group(
     help="Reproduce published tables on the real data and print them next to the paper's.",
     no_args_is_help=True,
 )
@@ -99,5 +99,5 @@ def upheld(
     except (ValueError, KeyError, FileNotFoundError) as e:
         fail(error_message(e))
         return
-    console.print(out.tables_md, markup=False, highlight=False, soft_wrap=True)
+    console.print(out.tables_md, highlight=False, soft_wrap=True)
     console.print(f"wrote {out.output_dir / 'results.json'}, features.parquet, tables.md and ensembles/")
