@@ -54,6 +54,8 @@ class GuardedGroup(TyperGroup):
         if DEBUG_FLAG in args:
             args = [x for x in args if x != DEBUG_FLAG]
             self.debug = True
+        if not a and kw.get("prog_name") is None:  # `python -m harness.cli` is the harness command too
+            kw["prog_name"] = "harness"
         return super().main(args, *a, **kw)
 
     # The group's own options are parsed before invoke (``harness --nosuchflag``).
@@ -91,6 +93,7 @@ class GuardedGroup(TyperGroup):
 
 app = typer.Typer(
     cls=GuardedGroup,
+    name="harness",
     help="dialeval-harness: multilingual open-domain dialogue evaluation and meta-evaluation. "
     f"Add {DEBUG_FLAG} to any command (or set {DEBUG_ENV}=1) to see the traceback of an unexpected error.",
     no_args_is_help=True,

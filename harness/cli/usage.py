@@ -100,7 +100,7 @@ def usage_message(e: BaseException) -> str:
     ctx = _context(e)
     where = ctx.command_path if ctx is not None else "harness"
     see = f"see '{where} --help'"
-    message = str(getattr(e, "message", "") or "")
+    message = str(getattr(e, "message", "") or "").replace(". Did you mean", "; did you mean")
     if isinstance(e, MissingParameter):
         name = _option_name(getattr(e, "param", None))
         kind = getattr(getattr(e, "param", None), "param_type_name", "option")
