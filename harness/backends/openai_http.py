@@ -54,7 +54,9 @@ def split_base_url(url: str) -> SplitResult:
         return urlsplit(url)
     except ValueError as e:
         shown = _USERINFO.sub(r"\1", url.strip())  # never the credentials
-        hint = "; write an IPv6 host in matching brackets, e.g. http://[::1]:8000/v1" if "IPv6" in str(e) else ""
+        hint = (
+            "; write an IPv6 host in matching brackets, e.g. http://[::1]:8000/v1" if "IPv6" in str(e) else ""
+        )
         raise ValueError(f"openai backend: base_url {shown!r} is not a valid URL ({e}){hint}") from None
 
 
