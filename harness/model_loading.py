@@ -25,6 +25,7 @@ import re
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 _POOLER_KEY = re.compile(r"(^|\.)pooler\.")
 
@@ -83,10 +84,10 @@ def _takes_pooling_flag(path: str) -> bool:
 
     try:
         config = AutoConfig.from_pretrained(path)
-        cls = MODEL_MAPPING[type(config)]
+        cls: Any = MODEL_MAPPING[type(config)]
     except (OSError, ValueError, KeyError):
         return False
-    return "add_pooling_layer" in inspect.signature(cls.__init__).parameters
+    return "add_pooling_layer" in inspect.signature(cls).parameters
 
 
 def pooler_kwargs(path: str | Path) -> dict[str, bool]:

@@ -15,8 +15,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from harness.cli.app import app
-from harness.cli.usage import BadOptionUsage, NoArgsIsHelpError, usage_error_classes, usage_message
+from harness.cli.app import BadOptionUsage, NoArgsIsHelpError, app, usage_error_classes, usage_message
 
 ROOT = Path(__file__).resolve().parents[3]
 runner = CliRunner()
@@ -149,3 +148,18 @@ def test_the_entry_point_itself_answers_a_usage_error_in_one_line(tmp_path):
         "error: harness run: invalid value 'abc' for --limit: input should be a valid integer, unable to "
         "parse string as an integer (see 'harness run --help')"
     ]
+
+
+def test_the_cli_dependencies_are_pinned_to_what_is_tested():
+    """typer and rich are pinned (pyproject.toml) to the ranges these tests run on: typer's private
+    Click copy is what raises the usage errors, so a typer outside the range may raise others."""
+    import tomllib
+    from importlib.metadata import version
+
+    from packaging.requirements import Requirement
+
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]["dependencies"]
+    pins = {r.name: r.specifier for r in map(Requirement, deps)}
+    for name in ("typer", "rich"):
+        assert pins[name] and any(s.operator == "<" for s in pins[name]), (name, pins[name])
+        assert pins[name].contains(version(name)), (name, version(name), pins[name])
