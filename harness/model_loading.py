@@ -12,7 +12,9 @@ Two things a load used to print:
   report reads as a broken model when nothing is wrong. :func:`pooler_kwargs` loads such a
   checkpoint without the pooler (``add_pooling_layer=False``). A checkpoint that has pooler
   weights (the packaged MiniLM) loads them as before, so nothing is reported either; any other
-  missing or unexpected weight is still reported, as it should be.
+  missing or unexpected weight is still reported, as it should be. Training keeps the pooler (its
+  random initialisation is part of the seeded random stream the LoRA and head weights are drawn
+  from); :func:`quiet_unused_pooler` drops a load report that names nothing but the pooler.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import contextlib
 import functools
 import inspect
 import json
+import logging
 import re
 import warnings
 from collections.abc import Iterator
@@ -28,6 +31,37 @@ from pathlib import Path
 from typing import Any
 
 _POOLER_KEY = re.compile(r"(^|\.)pooler\.")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# where transformers logs its load report (transformers.utils.loading_report.log_state_dict_report)
+_REPORT_LOGGER = "transformers.modeling_utils"
+
+
+class _PoolerOnlyReport(logging.Filter):
+    """Drops a load report whose every row is a pooler weight; lets every other record through."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = _ANSI.sub("", record.getMessage())
+        if "LOAD REPORT" not in text:
+            return True
+        keys = [
+            line.split("|", 1)[0].strip()
+            for line in text.splitlines()[1:]
+            if "|" in line and not line.lstrip().startswith(("Key", "-"))
+        ]
+        return not (keys and all(_POOLER_KEY.search(k) for k in keys))
+
+
+@contextlib.contextmanager
+def quiet_unused_pooler() -> Iterator[None]:
+    """For the block, no transformers load report that names only pooler weights (a pooler the
+    checkpoint lacks, initialised at random and never used); any other report is shown."""
+    log = logging.getLogger(_REPORT_LOGGER)
+    only_pooler = _PoolerOnlyReport()
+    log.addFilter(only_pooler)
+    try:
+        yield
+    finally:
+        log.removeFilter(only_pooler)
 
 
 @contextlib.contextmanager
