@@ -70,4 +70,3 @@ def test_training_and_inference_loads_print_nothing(e5_models, capfd):
     a = train(input_ids=x).last_hidden_state
     b = infer(input_ids=x).last_hidden_state
     assert torch.allclose(a, b, atol=1e-6)  # the hidden states do not depend on the pooler
-
