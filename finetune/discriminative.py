@@ -273,12 +273,12 @@ class DiscriminativeEvaluator:
         meta = read_meta(p)
         head_cfg = meta["head"]
         if meta.get("merged"):
-            enc, tok = load_encoder(str(p / ENCODER_DIR), None)
+            enc, tok = load_encoder(str(p / ENCODER_DIR), None, for_inference=True)
         else:
             from peft import PeftModel
 
             _, base_path = resolve_base_model(meta["base_model"])
-            base, tok = load_encoder(base_path, meta.get("revision"))
+            base, tok = load_encoder(base_path, meta.get("revision"), for_inference=True)
             with quiet_peft():
                 enc = PeftModel.from_pretrained(base, str(p / ADAPTER_DIR), is_trainable=False)
         head = build_head(

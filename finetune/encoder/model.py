@@ -269,12 +269,20 @@ def quiet_peft():
         yield
 
 
-def load_encoder(path: str, revision: str | None):
+def load_encoder(path: str, revision: str | None, *, for_inference: bool = False):
+    """(encoder, tokenizer) of a checkpoint, without transformers' progress bar. ``for_inference``
+    leaves out a pooler the checkpoint lacks (never used: inputs are pooled from the hidden states;
+    see :mod:`harness.model_loading`). Training keeps the default architecture: its freshly
+    initialised pooler draws from the seeded random stream, and the head and LoRA weights drawn
+    after it must stay what the seed gave them; the load report of that pooler is not shown."""
     from transformers import AutoModel, AutoTokenizer
 
-    kw = {"revision": revision} if revision else {}
-    tok = AutoTokenizer.from_pretrained(path, **kw)
-    enc = AutoModel.from_pretrained(path, **kw)
+    from harness.model_loading import pooler_kwargs, quiet_loading, quiet_unused_pooler
+
+    kw: dict[str, Any] = {"revision": revision} if revision else {}
+    with quiet_loading(), quiet_unused_pooler():
+        tok = AutoTokenizer.from_pretrained(path, **kw)
+        enc = AutoModel.from_pretrained(path, **kw, **(pooler_kwargs(path) if for_inference else {}))
     return enc, tok
 
 

@@ -184,7 +184,12 @@ class HFBackend(hf_scoring.SystemRoleFallback, RowDecoding, Backend):
         if self.gguf_file is not None:
             kwargs["gguf_file"] = self.gguf_file
         # a PreTrainedModel of the checkpoint's class, or a PeftModel around it (below)
-        model: Any = AutoModelForCausalLM.from_pretrained(self.load_from, revision=self.revision, **kwargs)
+        from harness.model_loading import quiet_loading
+
+        with quiet_loading():  # no "Loading weights" bar: the run's own bars show its progress
+            model: Any = AutoModelForCausalLM.from_pretrained(
+                self.load_from, revision=self.revision, **kwargs
+            )
         if "device_map" not in kwargs:
             model.to(self.device)
         if self._adapter_dir is not None:

@@ -47,7 +47,6 @@ import os
 import random
 from collections.abc import Callable, Sequence
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
@@ -70,6 +69,7 @@ from harness.backends.openai_http import (
     _top_to_dict,
     parse_retry_after,
     sanitize_base_url,
+    split_base_url,
 )
 from harness.options import check_option
 from harness.types import (
@@ -128,7 +128,7 @@ class OpenAIBackend(Backend):
         super().__init__(model, revision=revision)
         url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
         url = str(url).strip().rstrip("/")
-        parts = urlsplit(url)
+        parts = split_base_url(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(
                 f"openai backend: base_url must be an http(s) URL, got {sanitize_base_url(url)!r}"

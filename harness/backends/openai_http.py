@@ -10,7 +10,7 @@ import re
 import time
 from collections.abc import Iterable
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 import httpx
 import numpy as np
@@ -42,6 +42,22 @@ def _is_retryable(exc: BaseException) -> bool:
     return isinstance(
         exc, _RetryableHTTPError | httpx.TimeoutException | httpx.NetworkError | httpx.RemoteProtocolError
     )
+
+
+_USERINFO = re.compile(r"^([^:/?#]*://)[^/?#]*@")
+
+
+def split_base_url(url: str) -> SplitResult:
+    """``urlsplit`` of a ``base_url``, or a ValueError naming the option and the URL (credentials
+    removed) when urllib cannot split it (``http://[::1/v1``: "Invalid IPv6 URL")."""
+    try:
+        return urlsplit(url)
+    except ValueError as e:
+        shown = _USERINFO.sub(r"\1", url.strip())  # never the credentials
+        hint = (
+            "; write an IPv6 host in matching brackets, e.g. http://[::1]:8000/v1" if "IPv6" in str(e) else ""
+        )
+        raise ValueError(f"openai backend: base_url {shown!r} is not a valid URL ({e}){hint}") from None
 
 
 def sanitize_base_url(url: str) -> str:

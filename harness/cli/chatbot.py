@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from harness.cli.console import console, error_message, fail, judge_arg
@@ -27,7 +26,7 @@ def result_tables(doc: dict[str, Any]) -> list[Table]:
     for k, (model, by_judge) in enumerate(doc["results"].items()):
         info = doc["models"][model]
         t = Table(
-            title=f"{escape(model)} — {doc['run']['n_items']} items, {info['backend']['requests']} "
+            title=f"{model} — {doc['run']['n_items']} items, {info['backend']['requests']} "
             f"generated, {info['generation_cache_hits']} cached",
             title_justify="left",
         )
@@ -40,7 +39,7 @@ def result_tables(doc: dict[str, Any]) -> list[Table]:
             for task, r in by_task.items():
                 ci, vs = r.get("ci"), r.get("vs_first") or {}
                 row = [
-                    escape(judge),
+                    judge,
                     task,
                     _fmt(r["mean"]),
                     f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "—",

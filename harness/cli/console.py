@@ -1,5 +1,10 @@
-"""The CLI's shared output: one console for results, one for errors, :func:`fail`, and
-:func:`frame_table` (a data frame as a rich table)."""
+"""The CLI's shared output: one console for results, one for errors, :func:`fail`, :func:`warn`,
+and :func:`frame_table` (a data frame as a rich table).
+
+Both consoles print text literally: no console markup (``[bold]`` is text) and no emoji codes
+(``a:x:b`` stays ``a:x:b``), so a user's task name, judge spec, path or file content is shown as
+written. Styles come from :class:`rich.text.Text` objects (:func:`styled`), never from markup in
+strings, and no text needs :func:`rich.markup.escape`."""
 
 from __future__ import annotations
 
@@ -8,18 +13,46 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 # Rich assumes 80 columns when output is not a terminal; logs and pipes get room for the tables.
 _WIDTH = None if sys.stdout.isatty() else 140
-console = Console(width=_WIDTH)
-err = Console(stderr=True, soft_wrap=True)
+
+
+def literal_console(**kwargs: Any) -> Console:
+    """A rich Console that prints every string as written (no markup, no emoji codes)."""
+    return Console(markup=False, emoji=False, **kwargs)
+
+
+console = literal_console(width=_WIDTH)
+err = literal_console(stderr=True, soft_wrap=True)
+
+
+def command_group(help: str, **kwargs: Any) -> typer.Typer:
+    """A command group whose help is printed as written: no rich markup (``[topical_chat/]`` in a
+    help text is text) and no emoji codes. The top-level app in :mod:`harness.cli.app` does the same."""
+    return typer.Typer(help=help, rich_markup_mode=None, **kwargs)
+
+
+def styled(label: str, style: str, text: str = "") -> Text:
+    """``label`` in ``style``, then `` text`` as written (e.g. a red ``error:`` before a message)."""
+    return Text.assemble((label, style), f" {text}" if text else "")
+
+
+def error_line(msg: str) -> None:
+    """Print ``error: msg`` on stderr (the message as written)."""
+    err.print(styled("error:", "bold red", msg), highlight=False)
+
+
+def warn(msg: str, label: str = "warning:") -> None:
+    """Print ``warning: msg`` on stderr (the message as written)."""
+    err.print(styled(label, "yellow", msg), highlight=False)
 
 
 def fail(msg: str, code: int = 2) -> None:
     """Print ``error: msg`` on stderr and exit with ``code`` (2 = bad input / failed run)."""
-    err.print(f"[bold red]error:[/] {escape(msg)}")  # messages are text: "[ray]" is not markup
+    error_line(msg)
     raise typer.Exit(code)
 
 
@@ -42,7 +75,7 @@ def judge_arg(value: Any) -> Any:
 def frame_table(title: str, frame: Any) -> Table:
     """A pandas data frame as a rich table: numeric columns right-aligned, floats with three
     decimals, NaN as an em dash."""
-    t = Table(title=escape(title))
+    t = Table(title=Text(title))
     for col in frame.columns:
         t.add_column(str(col), justify="right" if frame[col].dtype.kind in "fiu" else "left")
     for _, row in frame.iterrows():
@@ -53,7 +86,7 @@ def frame_table(title: str, frame: Any) -> Table:
 def _cell(v: Any) -> str:
     if isinstance(v, float):
         return "—" if v != v else f"{v:.3f}"
-    return escape(str(v))
+    return str(v)
 
 
 def error_message(e: BaseException) -> str:
@@ -65,16 +98,20 @@ __all__ = [
     "ExecutorOpt",
     "GpusOpt",
     "WorkersOpt",
+    "command_group",
     "console",
     "err",
+    "error_line",
     "error_message",
-    "escape",
     "executor_config",
     "executor_summary",
     "fail",
     "frame_table",
     "judge_arg",
+    "literal_console",
     "stopped",
+    "styled",
+    "warn",
 ]
 
 
@@ -118,9 +155,7 @@ def executor_summary(executor: dict[str, Any] | None) -> None:
             + f" ({w['node_ip']}, pid {w['pid']})"
             for w in pool["workers"]
         ]
-        console.print(
-            f"ray {pool['role']} {pool['spec']}: " + " · ".join(parts), markup=False, highlight=False
-        )
+        console.print(f"ray {pool['role']} {pool['spec']}: " + " · ".join(parts), highlight=False)
 
 
 def stopped(msg: str, code: int) -> None:

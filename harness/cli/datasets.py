@@ -7,15 +7,15 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from harness.cli.console import (
     ExecutorOpt,
     GpusOpt,
     WorkersOpt,
+    command_group,
     console,
-    err,
     error_message,
     executor_config,
     executor_summary,
@@ -23,9 +23,11 @@ from harness.cli.console import (
     frame_table,
     judge_arg,
     stopped,
+    styled,
+    warn,
 )
 
-datasets_app = typer.Typer(
+datasets_app = command_group(
     help="Versioned benchmark datasets: build into the local registry, list, show, diff, publish to the Hub.",
     no_args_is_help=True,
 )
@@ -157,7 +159,7 @@ def build(
         kept = "no version registered" if output is None else f"{output} is left as it was"
         stopped(f"{e} while building: {kept}; rerun the same command to build it", e.exit_status)
         return
-    t = Table(title=escape(where))
+    t = Table(title=where)
     t.add_column("config")
     t.add_column("rows", justify="right")
     for c, n in res.configs.items():
@@ -165,11 +167,11 @@ def build(
     console.print(t)
     skipped = res.manifest.get("skipped", {}).get("count", 0)
     if skip_invalid or skipped:
-        err.print(f"[yellow]skipped source rows:[/] {skipped} (listed in build_manifest.json)")
+        warn(f"{skipped} (listed in build_manifest.json)", label="skipped source rows:")
     if odd := summary_of(res.manifest.get("odd_cells") or {}):
-        err.print(f"[yellow]odd source cells:[/] {escape(odd)}")
+        warn(odd, label="odd source cells:")
     for w in res.warnings:
-        err.print(f"[yellow]warning:[/] {escape(w)}")
+        warn(w)
     console.print(f"fingerprint {res.fingerprint}")
 
 
@@ -194,7 +196,7 @@ def _run_medal_pipeline(
         stopped(f"{e}: {checkpoint_note(config)}", e.exit_status)
         raise AssertionError from e  # unreachable: stopped exits
     for w in res.warnings:
-        err.print(f"[yellow]warning:[/] {escape(w)}")
+        warn(w)
     executor_summary(executor_info)
     s = res.summary
     console.print(
@@ -203,8 +205,8 @@ def _run_medal_pipeline(
         f"(work dir {res.work_dir})"
     )
     if not s["curation"]["selected"]:
-        err.print(
-            "[yellow]warning:[/] no dialogue could be curated (see the exclusions in the card: unlabelled, "
+        warn(
+            "no dialogue could be curated (see the exclusions in the card: unlabelled, "
             "malformed ...), so there is nothing to annotate"
         )
     elif not res.benchmark:
@@ -222,7 +224,7 @@ def ls(registry: RegistryOpt = None) -> None:
     from harness.data.registry import DatasetRegistry
 
     reg = DatasetRegistry(registry)
-    t = Table(title=escape(f"dataset registry {reg.root}"))
+    t = Table(title=f"dataset registry {reg.root}")
     for col in ("dataset", "versions", "latest", "builder", "configs (rows)", "created"):
         t.add_column(col)
     for name in reg.names():
@@ -254,16 +256,16 @@ def verify(
         return
     report = verify_version(rv)
     if not report.recorded:
-        err.print(
-            f"[yellow]warning:[/] {escape(rv.ref)} has no {CHECKSUMS} (registered before checksums were "
+        warn(
+            f"{rv.ref} has no {CHECKSUMS} (registered before checksums were "
             "recorded): nothing to verify against"
         )
         return
     for problem in report.problems():
-        console.print(f"  {escape(problem)}", highlight=False)
+        console.print(f"  {problem}", highlight=False)
     if not report.ok:
         fail(f"{rv.ref}: {len(report.problems())} file(s) do not match {rv.path / CHECKSUMS}", code=1)
-    console.print(f"{escape(rv.ref)} ({escape(str(rv.path))}): all {report.checked} files match {CHECKSUMS}")
+    console.print(f"{rv.ref} ({str(rv.path)}): all {report.checked} files match {CHECKSUMS}")
 
 
 @datasets_app.command("show")
@@ -289,7 +291,7 @@ def show(
         fail(str(e))
         return
     rel = man.get("release") or {}
-    console.print(f"[bold]{escape(rel.get('name', path.name))}@{rel.get('version', '-')}[/]  {path}")
+    console.print(styled(f"{rel.get('name', path.name)}@{rel.get('version', '-')}", "bold", f" {path}"))
     console.print(
         f"builder {man['builder']['name']} {man['builder']['version']} · created {man.get('created_at')} · "
         f"fingerprint {man.get('fingerprint', '')[:16]} · options {json.dumps(man.get('options', {}))}"
@@ -310,7 +312,7 @@ def show(
     for col in ("config", "file", "source", "sha256"):
         t.add_column(col)
     for i in man["inputs"]:
-        t.add_row(i["config"], i["file"], escape(i["source"]), i["sha256"][:16])
+        t.add_row(i["config"], i["file"], i["source"], i["sha256"][:16])
     console.print(t)
     if man.get("dimensions"):
         t = Table(title="dimensions")
@@ -321,18 +323,16 @@ def show(
         console.print(t)
     for c, entry in man["configs"].items():
         if "counts" in entry:
-            console.print(f"[bold]{c} counts[/]: " + json.dumps(entry["counts"]))
+            console.print(Text.assemble((f"{c} counts", "bold"), ": " + json.dumps(entry["counts"])))
     skipped = man.get("skipped", {"count": 0})
     console.print(f"skipped source rows: {skipped['count']}")
     for r in skipped.get("rows", [])[:20]:
-        console.print(
-            f"  - {escape(str(r['file']))} row {r['row']}, {escape(str(r['field']))}: {escape(r['problem'])}"
-        )
+        console.print(f"  - {str(r['file'])} row {r['row']}, {str(r['field'])}: {r['problem']}")
     from harness.data.cells import summary_of
 
-    console.print(f"odd source cells: {escape(summary_of(man.get('odd_cells') or {}) or 'none')}")
+    console.print(f"odd source cells: {summary_of(man.get('odd_cells') or {}) or 'none'}")
     for w in man.get("warnings", []):
-        err.print(f"[yellow]warning:[/] {escape(w)}")
+        warn(w)
     if not agreement:
         return
     for title, table in agreement_tables(path, man, by=by or []):
@@ -360,9 +360,9 @@ def diff(
         fail(str(e))
         return
     d = diff_versions(pa, pb)
-    console.print(f"[bold]{escape(a)} → {escape(b)}[/]")
+    console.print(styled(f"{a} → {b}", "bold"))
     for line in d["summary"]:
-        console.print(f"  {escape(line)}")
+        console.print(f"  {line}")
     t = Table(title="configs")
     for col in ("config", "rows a", "rows b", "added ids", "removed ids", "changed rows", "changed columns"):
         t.add_column(col)
@@ -509,7 +509,7 @@ def qa(
     ) as e:
         fail(error_message(e))
         return
-    t = Table(title=escape(f"translation QA of {res.qa['dataset']['ref']} (xDial-Eval Table 2 style)"))
+    t = Table(title=f"translation QA of {res.qa['dataset']['ref']} (xDial-Eval Table 2 style)")
     for h in QA_HEADERS:
         t.add_column(h, justify="left" if h == "lang" else "right")
     for row in qa_rows(res.qa):
@@ -517,13 +517,13 @@ def qa(
     console.print(t)
     for k, v in res.qa["methods"].items():
         console.print(
-            f"{k}: {escape(v if isinstance(v, str) else v.get('spec') or v.get('column') or v.get('model') or 'ran')}"
+            f"{k}: {v if isinstance(v, str) else v.get('spec') or v.get('column') or v.get('model') or 'ran'}"
         )
     console.print("flags: " + ", ".join(f"{k} {v}" for k, v in sorted(res.qa["flags"].items())))
     for w in res.warnings:
-        err.print(f"[yellow]warning:[/] {escape(w)}")
+        warn(w)
     if res.new_version:
         console.print(
-            f"flagged copy: {escape(res.new_version)} (columns qa_flagged, translation_qa; the checked version is unchanged)"
+            f"flagged copy: {res.new_version} (columns qa_flagged, translation_qa; the checked version is unchanged)"
         )
-    console.print(f"wrote {escape(str(res.output_dir / 'qa.json'))} and segments.parquet")
+    console.print(f"wrote {str(res.output_dir / 'qa.json')} and segments.parquet")

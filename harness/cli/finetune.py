@@ -8,11 +8,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
-from harness.cli.console import console, fail
+from harness.cli.console import command_group, console, fail
 
-finetune_app = typer.Typer(
+finetune_app = command_group(
     help="Fine-tune evaluators and chatbots with LoRA (accelerate: CPU, one GPU, multi-GPU).",
     no_args_is_help=True,
 )
@@ -37,7 +36,7 @@ def evaluator(
     if "folds" in tr:  # a cross-lingual evaluator: maps, not steps
         auc = {k: v["calibration"].get("turn", {}).get("auc") for k, v in tr["folds"].items()}
         console.print(
-            f"trained {escape(job.name)}: {out['data']['examples']} pairs ({', '.join(out['data']['languages'])}), "
+            f"trained {job.name}: {out['data']['examples']} pairs ({', '.join(out['data']['languages'])}), "
             f"{tr['pairs']} parallel utterances, {len(tr['folds'])} maps (all + one per left-out set) in "
             f"{tr['seconds']:.0f} s; turn-pair AUC of the 'all' map {auc.get('all') or float('nan'):.3f}"
         )
@@ -46,7 +45,7 @@ def evaluator(
             console.print(f"model card {out['card']}")
         return
     console.print(
-        f"trained {escape(job.name)}: {out['data']['examples']} pairs ({', '.join(out['data']['languages'])}), "
+        f"trained {job.name}: {out['data']['examples']} pairs ({', '.join(out['data']['languages'])}), "
         f"{tr['train']['steps']} steps in {tr['train']['wall_seconds']:.0f} s, loss {tr['train']['first_loss']:.3f} → "
         f"{tr['train']['last_loss']:.3f}; held-out accuracy {ev.get('accuracy', float('nan')):.3f}, "
         f"AUC {ev.get('auc', float('nan')):.3f}"
@@ -65,7 +64,7 @@ def _delegate(
     try:
         rc = importlib.import_module(module).main(argv)
     except (ValueError, FileNotFoundError) as e:
-        fail(escape(str(e)))
+        fail(str(e))
         return
     if rc:
         raise typer.Exit(rc)
@@ -169,13 +168,11 @@ def baseline(
             encoder, source, name=name, out=out, n=n, seed=seed, role=role, progress=not quiet
         )
     except (ValueError, FileNotFoundError, ImportError) as e:
-        fail(escape(str(e)))
+        fail(str(e))
         return
     p = bl.provenance
     console.print(
-        f"baseline {escape(bl.name)}: mean of {p['n_texts']} of {p['distinct_utterances']} distinct utterances "
-        f"({escape(source)}), norm {bl.norm:.3f}, vector sha256 {bl.sha256[:16]}…"
+        f"baseline {bl.name}: mean of {p['n_texts']} of {p['distinct_utterances']} distinct utterances "
+        f"({source}), norm {bl.norm:.3f}, vector sha256 {bl.sha256[:16]}…"
     )
-    console.print(
-        f"wrote {escape(str(path))}  ·  judge spec embed:{escape(encoder)},baseline={escape(str(path))}"
-    )
+    console.print(f"wrote {str(path)}  ·  judge spec embed:{encoder},baseline={str(path)}")

@@ -11,10 +11,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
-from harness.cli.console import console, err, error_message, fail
+from harness.cli.console import command_group, console, err, error_message, fail, styled
 
 LISTINGS = ("tasks", "judges", "backends", "scorers", "metrics", "datasets")
 
@@ -43,12 +42,12 @@ def ls(
         from harness.judges.loader import DEFAULT_JUDGE
         from harness.spec import JUDGE_KINDS
 
-        t = Table(title=escape("judges (spec: kind:target[@revision][,key=value...], or @FILE.yaml)"))
+        t = Table(title="judges (spec: kind:target[@revision][,key=value...], or @FILE.yaml)")
         for col in ("kind", "example", "notes", "from"):
             t.add_column(col)
         for name, kind, _, origin in JUDGE_KINDS.listing():
             default = " (the default judge)" if DEFAULT_JUDGE.startswith(f"{name}:") else ""
-            t.add_row(name, escape(kind.example), escape(kind.notes + default), escape(origin))
+            t.add_row(name, kind.example, kind.notes + default, origin)
         console.print(t)
     if what in ("all", "backends"):
         from harness.spec import BACKEND_KINDS
@@ -57,7 +56,7 @@ def ls(
         for col in ("kind", "class", "notes", "from"):
             t.add_column(col)
         for name, b, _, origin in BACKEND_KINDS.listing():
-            t.add_row(name, b.backend, escape(b.notes), escape(origin))
+            t.add_row(name, b.backend, b.notes, origin)
         console.print(t)
     if what in ("all", "scorers"):
         from harness.scorers import SCORERS
@@ -67,7 +66,7 @@ def ls(
             t.add_column(col)
         for name, cls, summary, origin in SCORERS.listing():
             params = ", ".join(f.name for f in dataclasses.fields(cls))
-            t.add_row(name, params or "—", escape(summary), escape(origin))
+            t.add_row(name, params or "—", summary, origin)
         console.print(t)
     if what in ("all", "metrics"):
         from harness.meta.registry import META_METRICS
@@ -81,7 +80,7 @@ def ls(
             better = {True: "higher", False: "lower", None: "—"}[m.higher_is_better]
             rng = "—" if m.value_range is None else f"[{m.value_range[0]:g}, {m.value_range[1]:g}]"
             needs = ", ".join(sorted(n.value for n in m.needs))
-            t.add_row(name, m.level.value, needs, better, rng, escape(m.description), escape(origin))
+            t.add_row(name, m.level.value, needs, better, rng, m.description, origin)
         console.print(t)
     if what in ("all", "datasets"):
         from harness.data.builders import BUILDERS, get_builder
@@ -92,7 +91,7 @@ def ls(
         for col in ("builder", "version", "license", "registered versions", "from"):
             t.add_column(col)
         for name in sorted(BUILDERS.names()):
-            origin = escape(BUILDERS.origin(name))
+            origin = BUILDERS.origin(name)
             if name == "import":
                 t.add_row(
                     name,
@@ -117,12 +116,12 @@ def validate() -> None:
     n = len(all_tasks())
     if problems:
         for p in problems:
-            err.print(f"[red]✗[/] {p}")
+            err.print(styled("✗", "red", str(p)))
         fail(f"{len(problems)} problem(s) in {n} task definitions", code=1)
-    console.print(f"[green]✓[/] {n} task definitions valid")
+    console.print(styled("✓", "green", f"{n} task definitions valid"))
 
 
-cache_app = typer.Typer(
+cache_app = command_group(
     help="The request cache (SQLite): check a file, or repair it keeping every good row.",
     no_args_is_help=True,
 )
@@ -144,9 +143,7 @@ def cache_check(path: CacheFileArg = None) -> None:
             f"request cache {path}: {rep.problem}; move it aside and start a new one with: harness cache repair {path}",
             1,
         )
-    console.print(
-        f"{escape(str(path))}: {rep.rows} rows · SQLite integrity: {escape('; '.join(rep.sqlite or []))}"
-    )
+    console.print(f"{str(path)}: {rep.rows} rows · SQLite integrity: {'; '.join(rep.sqlite or [])}")
     for label, keys in (
         ("checksum does not match", rep.bad_checksum),
         ("response does not decode", rep.undecodable),
@@ -173,13 +170,13 @@ def cache_repair(path: CacheFileArg = None) -> None:
         fail(str(e))
         return
     console.print(
-        f"{escape(str(path))}: kept {res['kept']} rows, dropped {res['dropped']}; the old file is "
-        f"{escape(res['moved_to'])} (delete it when you no longer need it)"
+        f"{str(path)}: kept {res['kept']} rows, dropped {res['dropped']}; the old file is "
+        f"{res['moved_to']} (delete it when you no longer need it)"
     )
 
 
 # -- harness models -------------------------------------------------------------------------------
-models_app = typer.Typer(
+models_app = command_group(
     help="Models built from packaged weights (materialised once, loaded with from_pretrained)."
 )
 
@@ -232,7 +229,6 @@ def materialize(
         f"{rec.get('model')} → {path}\n  from {src.get('package')} {src.get('package_version')} "
         f"{src.get('file')} (sha256 {str(src.get('sha256'))[:16]}…, {src.get('license')}); load with "
         f"from_pretrained, or {entry.use}",
-        markup=False,
         highlight=False,
     )
 
@@ -243,11 +239,11 @@ def ls_models() -> None:
     from harness.modelstore import MODELS, is_current, materialised, models_dir, name_of_dir
 
     root = models_dir()
-    t = Table(title=escape(f"packaged models (harness models materialize NAME; folder {root})"))
+    t = Table(title=f"packaged models (harness models materialize NAME; folder {root})")
     for col in ("name", "kind", "source", "license", "use", "from"):
         t.add_column(col)
     for name, entry, _, origin in MODELS.listing():
-        t.add_row(name, entry.kind, escape(entry.source), entry.license, escape(entry.use), escape(origin))
+        t.add_row(name, entry.kind, entry.source, entry.license, entry.use, origin)
     console.print(t)
     found = materialised()
     if not found:
@@ -257,4 +253,4 @@ def ls_models() -> None:
         dir_model = name_of_dir(d)  # None: a folder no packaged model owns
         current = is_current(dir_model, d) if dir_model else False
         state = "current" if current else "stale: rerun harness models materialize --force"
-        console.print(f"{d.name}: {rec.get('model')} ({state})", markup=False, highlight=False)
+        console.print(f"{d.name}: {rec.get('model')} ({state})", highlight=False)

@@ -9,6 +9,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.text import Text
+
+from harness.cli.console import command_group, error_line, literal_console, warn
+
+# soft-wrapped: paths and URLs stay whole on one line
+out = literal_console(soft_wrap=True)
 
 
 def report_command(
@@ -26,25 +32,21 @@ def report_command(
     no_html: Annotated[bool, typer.Option("--no-html", help="Write only report.md and the PNGs")] = False,
 ) -> None:
     """Compare runs: leaderboard, per-language correlations, issue detection and issue-rate heatmaps."""
-    from rich.console import Console
-    from rich.markup import escape
-
     from harness.report.build import build_report
 
-    out, err = Console(soft_wrap=True), Console(stderr=True, soft_wrap=True)
     try:
         res = build_report(run_dirs, output, title=title, html=not no_html)
     except (ValueError, FileNotFoundError, KeyError, OSError) as e:
-        err.print(f"[bold red]error:[/] {escape(str(e))}")
+        error_line(str(e))
         raise typer.Exit(2) from None
     for w in res.warnings:
-        err.print(f"[yellow]warning:[/] {escape(w)}")
-    out.print(f"wrote {escape(str(res.markdown))}")
+        warn(w)
+    out.print(f"wrote {res.markdown}")
     if res.html is not None:
-        out.print(f"wrote {escape(str(res.html))}")
-    out.print(f"wrote {len(res.figures)} figure(s) to {escape(str(Path(output) / 'figures'))}")
+        out.print(f"wrote {res.html}")
+    out.print(f"wrote {len(res.figures)} figure(s) to {Path(output) / 'figures'}")
     for f in res.figures:
-        out.print(f"  {escape(str(f))}")
+        out.print(f"  {f}")
 
 
 RunArgs = Annotated[
@@ -72,16 +74,12 @@ def view_command(
     title: Annotated[str | None, typer.Option("--title", help="Title of a --bundle (its Space card)")] = None,
 ) -> None:
     """Look at runs in a local web app (read-only): overview, samples browser, compare judges."""
-    from rich.console import Console
-    from rich.markup import escape
-
     from harness.view.data import read_runs
 
-    out, err = Console(soft_wrap=True), Console(stderr=True, soft_wrap=True)
     try:
         loaded = read_runs(runs)
     except (ValueError, FileNotFoundError, OSError) as e:
-        err.print(f"[bold red]error:[/] {escape(str(e))}")
+        error_line(str(e))
         raise typer.Exit(2) from None
     if bundle is not None:
         from harness.view.bundle import write_bundle
@@ -89,14 +87,14 @@ def view_command(
         try:
             res = write_bundle(loaded, bundle, title=title, show_progress=True)
         except (ValueError, OSError) as e:
-            err.print(f"[bold red]error:[/] {escape(str(e))}")
+            error_line(str(e))
             raise typer.Exit(2) from None
         out.print(
-            f"wrote the viewer of {len(res.runs)} run(s) to {escape(str(res.path))}: {res.files} data files, "
+            f"wrote the viewer of {len(res.runs)} run(s) to {res.path}: {res.files} data files, "
             f"{res.bytes / 1e6:.1f} MB, {len(res.comparisons)} comparison(s)"
         )
         out.print(
-            f"open {escape(str((res.path / 'index.html').resolve()))} in a browser, or push the folder to a static Space"
+            f"open {str((res.path / 'index.html').resolve())} in a browser, or push the folder to a static Space"
         )
         return
     from harness.view.server import Viewer, ViewerServer
@@ -105,12 +103,16 @@ def view_command(
     try:
         server = ViewerServer(viewer, host=host, port=port)
     except OSError as e:
-        err.print(f"[bold red]error:[/] {escape(str(e))}")
+        error_line(str(e))
         raise typer.Exit(2) from None
     viewer.warm()  # disagreement / spread / search indexes, in the background
-    out.print(f"harness view: {len(loaded)} run(s) at [bold]{server.url}[/] (read-only; Ctrl+C stops it)")
+    out.print(
+        Text.assemble(
+            f"harness view: {len(loaded)} run(s) at ", (server.url, "bold"), " (read-only; Ctrl+C stops it)"
+        )
+    )
     for r in loaded:
-        out.print(f"  {escape(r.key)}  {escape(r.judge)}  {escape(str(r.path))}")
+        out.print(f"  {r.key}  {r.judge}  {r.path}")
     sys.stdout.flush()  # the URL reaches a pipe or a log before the server blocks
     if open_browser:
         import threading
@@ -126,7 +128,7 @@ def view_command(
     out.print("harness view: stopped")
 
 
-runs_app = typer.Typer(help="Run directories: publish a run to the Hub.", no_args_is_help=True)
+runs_app = command_group(help="Run directories: publish a run to the Hub.", no_args_is_help=True)
 
 
 @runs_app.command("publish")
@@ -148,23 +150,19 @@ def runs_publish(
 ) -> None:
     """Push results.json + samples.parquet (+ a card with the results table) as a Hub dataset, in one
     commit tagged vX.Y.Z (token from $HF_TOKEN)."""
-    from rich.console import Console
-    from rich.markup import escape
-
     from harness.data.hub import PublishError
     from harness.view.publish import publish_run
 
-    out, err = Console(soft_wrap=True), Console(stderr=True, soft_wrap=True)
     try:
         res, info = publish_run(
             run_dir, repo, version, with_transcripts=with_transcripts, private=private, endpoint=endpoint
         )
     except (PublishError, ValueError, FileNotFoundError, OSError) as e:
-        err.print(f"[bold red]error:[/] {escape(str(e))}")
+        error_line(str(e))
         raise typer.Exit(2) from None
     extra = f", {info['items']} transcripts" if info.get("items") is not None else ""
     out.print(
-        f"published run {escape(info['run_id'])} to {res.repo_id} at {res.tag} (commit {res.commit_sha[:12]}), "
+        f"published run {info['run_id']} to {res.repo_id} at {res.tag} (commit {res.commit_sha[:12]}), "
         f"{len(res.files)} files{extra}"
     )
     out.print(

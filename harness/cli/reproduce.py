@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
-from harness.cli.console import console, error_message, fail, judge_arg
+from harness.cli.console import command_group, console, error_message, fail, judge_arg
 
-reproduce_app = typer.Typer(
+reproduce_app = command_group(
     help="Reproduce published tables on the real data and print them next to the paper's.",
     no_args_is_help=True,
 )
@@ -114,8 +114,6 @@ def upheld(
     from harness.data.cells import summary_of
 
     odd = out.results["dataset"].get("odd_cells") or {}
-    console.print(
-        f"odd source cells: {summary_of(odd) or 'none'}", markup=False, highlight=False, soft_wrap=True
-    )
-    console.print(out.tables_md, markup=False, highlight=False, soft_wrap=True)
+    console.print(f"odd source cells: {summary_of(odd) or 'none'}", highlight=False, soft_wrap=True)
+    console.print(out.tables_md, highlight=False, soft_wrap=True)
     console.print(f"wrote {out.output_dir / 'results.json'}, features.parquet, tables.md and ensembles/")

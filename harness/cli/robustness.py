@@ -14,14 +14,16 @@ from harness.cli.console import (
     ExecutorOpt,
     GpusOpt,
     WorkersOpt,
+    command_group,
     console,
     executor_config,
     executor_summary,
     fail,
     judge_arg,
+    warn,
 )
 
-robustness_app = typer.Typer(
+robustness_app = command_group(
     help="Judge robustness: verdict injection through the evaluated dialogue, pairwise position bias.",
     no_args_is_help=True,
 )
@@ -261,6 +263,6 @@ def pairwise_cmd(
             f"majority share {_f(s['mean_majority_share'])}"
         )
     for w in report.warnings:
-        console.print(f"[yellow]warning:[/] {w}")
+        warn(w)
     executor_summary(report.provenance.get("executor"))
     console.print(f"wrote {paths['json']} and {paths['markdown']}")

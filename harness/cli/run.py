@@ -152,7 +152,7 @@ def run(
     for t in rich_tables(res):
         console.print(t)
     for line in alt_notes(res):
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
+        console.print(line, highlight=False, soft_wrap=True)
     b = res.usage.get("backend") or {}
     console.print(
         f"cache: {res.cache.hits} hits, {res.cache.misses} misses · backend requests: {b.get('requests', 0)} · "

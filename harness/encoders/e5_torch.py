@@ -27,7 +27,6 @@ and it windows inputs over 512 tokens where the torch model truncates them (``ma
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -266,20 +265,6 @@ def weights_fingerprint(path: str | Path) -> str:
     return fingerprint(path)
 
 
-@contextlib.contextmanager
-def quiet_transformers():
-    """Silence transformers' load report for the pooler this encoder does not have (mean pooling
-    never uses it)."""
-    from transformers.utils import logging as hf_logging
-
-    level = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()
-    try:
-        yield
-    finally:
-        hf_logging.set_verbosity(level)
-
-
 class TorchE5Encoder(SentenceTransformerEncoder):
     """The materialised multilingual-e5-small through sentence-transformers (``embed:
     multilingual-e5-small,engine=torch``): trainable, runs on any torch device."""
@@ -288,11 +273,6 @@ class TorchE5Encoder(SentenceTransformerEncoder):
         super().__init__(str(materialize_e5() if path is None else path), **kwargs)
         self.name = "multilingual-e5-small"  # the spec name packaged baselines are filed under
         self.prefixes = dict(PROMPTS)
-
-    @property
-    def model(self) -> Any:
-        with quiet_transformers():
-            return super().model
 
     def identity(self) -> dict[str, Any]:
         if self._identity is None:

@@ -79,10 +79,15 @@ class SentenceTransformerEncoder(Encoder):
             t0 = time.perf_counter()
             from sentence_transformers import SentenceTransformer
 
+            from harness.model_loading import pooler_kwargs, quiet_loading
+
             kwargs: dict[str, Any] = {"revision": self.revision} if self.revision else {}
             if self.local_files_only:
                 kwargs["local_files_only"] = True
-            self._model = SentenceTransformer(self.path, device=self.device, **kwargs)
+            if model_kwargs := pooler_kwargs(self.path):  # no unused pooler to initialise and report
+                kwargs["model_kwargs"] = model_kwargs
+            with quiet_loading():
+                self._model = SentenceTransformer(self.path, device=self.device, **kwargs)
             if self.max_seq_length:
                 self._model.max_seq_length = self.max_seq_length
             self._model.encode(["warm-up"], show_progress_bar=False)  # first-call setup, booked as loading

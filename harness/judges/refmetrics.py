@@ -263,6 +263,8 @@ def _load_bert(path: str, revision: str | None, num_layers: int, device: str) ->
     def load():
         from bert_score.utils import get_model, get_tokenizer
 
+        from harness.model_loading import quiet_loading
+
         _locate(path, revision)
         local = path
         if revision is not None:  # bert-score loads by name only: resolve the pinned snapshot
@@ -273,7 +275,8 @@ def _load_bert(path: str, revision: str | None, num_layers: int, device: str) ->
             tokenizer = get_tokenizer(local, use_fast=False)  # as BERTScorer's default
         except (ValueError, OSError, TypeError):  # a model that ships only a fast tokenizer
             tokenizer = get_tokenizer(local, use_fast=True)
-        model = get_model(local, num_layers, all_layers=False)
+        with quiet_loading():
+            model = get_model(local, num_layers, all_layers=False)
         model.to(device)
         if tokenizer.model_max_length > 100_000:  # unset in the tokenizer config: bert-score truncates at it
             tokenizer.model_max_length = min(getattr(model.config, "max_position_embeddings", 512), 512)
@@ -357,8 +360,13 @@ def _load_sentence_transformer(path: str, revision: str | None, device: str) -> 
         from sentence_transformers import SentenceTransformer
 
         _locate(path, revision)
+        from harness.model_loading import pooler_kwargs, quiet_loading
+
         kwargs: dict[str, Any] = {"revision": revision} if revision else {}
-        return SentenceTransformer(path, device=device, **kwargs)
+        if model_kwargs := pooler_kwargs(path):  # no unused pooler to initialise and report
+            kwargs["model_kwargs"] = model_kwargs
+        with quiet_loading():
+            return SentenceTransformer(path, device=device, **kwargs)
 
     return _cached_model(("sentence-transformers", path, revision, None, device), load)
 

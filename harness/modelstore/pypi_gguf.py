@@ -248,23 +248,27 @@ def write_checkpoint(gguf: Path, out: Path) -> dict[str, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
+    from harness.model_loading import quiet_loading
+
     level = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
-    try:
-        tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-        # typed as Any: the loaded model's attributes (hf_quantizer, config) are set below
-        model: Any = AutoModelForCausalLM.from_pretrained(
-            gguf.parent, gguf_file=gguf.name, dtype=torch.float32
-        )
-    finally:
-        hf_logging.set_verbosity(level)
-    # the loaded weights are plain float32 tensors: drop the GGUF quantizer so they save as a checkpoint
-    model.hf_quantizer = None
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    model.config.name_or_path = ""
-    model.save_pretrained(out)
-    tok.save_pretrained(out)
+    # transformers' bars (converting, loading, writing shards) are off: the caller says what happens
+    with quiet_loading():
+        try:
+            tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+            # typed as Any: the loaded model's attributes (hf_quantizer, config) are set below
+            model: Any = AutoModelForCausalLM.from_pretrained(
+                gguf.parent, gguf_file=gguf.name, dtype=torch.float32
+            )
+        finally:
+            hf_logging.set_verbosity(level)
+        # the loaded weights are plain float32 tensors: drop the GGUF quantizer so they save as a checkpoint
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.config.name_or_path = ""
+        model.save_pretrained(out)
+        tok.save_pretrained(out)
     return {
         "architecture": type(model).__name__,
         "parameters": sum(p.numel() for p in model.parameters()),

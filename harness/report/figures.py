@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 from numbers import Real
 from pathlib import Path
@@ -103,7 +104,9 @@ def _pyplot():
 
 def _save(fig, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
+    with warnings.catch_warnings():  # a crowded figure keeps its layout; bbox_inches="tight" still crops
+        warnings.filterwarnings("ignore", message="Tight layout not applied", category=UserWarning)
+        fig.tight_layout()
     fig.savefig(path, dpi=DPI, bbox_inches="tight", facecolor="white")
     _pyplot().close(fig)
     return path

@@ -280,16 +280,17 @@ def qa_rows(qa: Mapping[str, Any]) -> list[list[str]]:
 # -- CLI ----------------------------------------------------------------------------------------
 def rich_tables(results: Results) -> list[Any]:
     """rich Tables of a run's ceilings / soft labels, alt-test and panel sections (empty if none)."""
-    from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
 
     def table(title: str, headers: list[str], rows: list[list[str]]) -> Table:
-        t = Table(title=escape(title), title_justify="left")
+        # Text cells: judge specs ("panel:[hf:a]+[hf:b]") print as written on any console
+        t = Table(title=Text(title), title_justify="left")
         for h in headers:
             left = h in ("task", "lang", "judge", "environment", "annotator", "verdict")
-            t.add_column(escape(h), justify="left" if left else "right")
+            t.add_column(Text(h), justify="left" if left else "right")
         for r in rows:
-            t.add_row(*(escape(str(c)) for c in r))
+            t.add_row(*(Text(str(c)) for c in r))
         return t
 
     out = []

@@ -1,6 +1,6 @@
 """The Hugging Face libraries' own progress bars (``datasets``' "Generating test split",
-``transformers``' "Loading weights", ``huggingface_hub``'s downloads), switched with the run's
-progress setting.
+``huggingface_hub``'s downloads), switched with the run's progress setting (``transformers``'
+"Loading weights" bar is off for every model load anyway: :mod:`harness.model_loading`).
 
 A quiet run (``harness run -q``) shows no progress bars: without this, a cold HF datasets cache
 still printed "Generating test split" on stderr, so a run that then failed wrote more than its one

@@ -70,13 +70,35 @@ def to_mapping(js: JudgeSpec) -> dict[str, Any]:
     return out
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping (YAML would keep the last)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        first: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                seen = key in first
+            except TypeError:  # an unhashable key: the base class says so
+                continue
+            if seen:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"key {key!r} is given twice (first on line {first[key]}); give it once",
+                    key_node.start_mark,
+                )
+            first[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_spec_file(path: str | Path) -> JudgeSpec:
     """The judge described by a YAML (or JSON) file: a mapping (see the module docstring) or a spec string."""
     p = Path(path).expanduser()
     if not p.is_file():
         raise SpecError(f"judge file {str(path)!r} not found (--judge @FILE reads a YAML judge description)")
     try:
-        obj = yaml.safe_load(p.read_text(encoding="utf-8"))
+        obj = yaml.load(p.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader
     except UnicodeDecodeError as e:
         raise SpecError(f"judge file {p}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     except yaml.YAMLError as e:

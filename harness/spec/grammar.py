@@ -138,6 +138,7 @@ class _Parser:
         decoding: dict[str, Any] = {}
         options: dict[str, Any] = {}
         where: dict[str, int] = {}
+        given: dict[str, str] = {}
         for p_lo, p_hi in parts[1:]:
             p_lo, p_hi = self.strip(p_lo, p_hi)
             part = self.text[p_lo:p_hi]
@@ -153,6 +154,9 @@ class _Parser:
                     "recorded in results). Put the key in an environment variable and pass api_key_env=VAR_NAME",
                     p_lo,
                 )
+            if k in given:
+                raise self.error(_twice(raw, k, given[k], part), p_lo)
+            given[k] = part
             where[k] = p_lo
             if k == "stop":
                 decoding[k] = tuple(x for x in str(v).split("|") if x)
@@ -304,6 +308,8 @@ class _Parser:
                     f"'{jk.name}:' options {jk.own_options}",
                     p_lo,
                 )
+            if key in own:
+                raise self.error(_twice(raw, key, f"{key}={own[key]}", piece), p_lo)
             own[key] = coerce(value.strip())
             where[key] = p_lo + 1
 
@@ -375,6 +381,12 @@ class _Parser:
                 got.append(code)
             routes.append((tuple(got), spec))
         return JudgeSpec(kind=jk.name, target=self.text[lo:hi], raw=raw, routes=tuple(routes))
+
+
+def _twice(raw: str, key: str, first: str, second: str) -> str:
+    """The error of an option given twice (``base_url=A,base_url=B``): which one was meant is not
+    for the parser to guess."""
+    return f"judge spec {raw!r}: option {key!r} is given twice ({first!r}, then {second!r}); give it once"
 
 
 def _with_raw(js: JudgeSpec, raw: str) -> JudgeSpec:

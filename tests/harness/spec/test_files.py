@@ -113,6 +113,12 @@ def test_plain_judges_with_typed_options(tmp_path):
         ("kind: hf\ntarget: m\noptions: {stop: ['a|b']}\n", "stop sequences ['a|b'] cannot be written"),
         ("", "is empty"),
         ("- embed:a\n", "expected a mapping with 'kind' or a spec string, got list"),
+        (
+            "kind: openai\ntarget: m\noptions:\n  base_url: http://a/v1\n  base_url: http://b/v1\n",
+            "line 5, column 3: not valid YAML: key 'base_url' is given twice (first on line 4); give it once",
+        ),
+        ("kind: hf\nkind: openai\ntarget: m\n", "key 'kind' is given twice (first on line 1)"),
+        ("{kind: hf, target: m, options: {seed: 1, seed: 2}}\n", "key 'seed' is given twice"),
     ],
 )
 def test_bad_files_name_the_entry(tmp_path, text, fragment):

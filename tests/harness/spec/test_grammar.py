@@ -141,3 +141,29 @@ def test_a_nested_judge_scores_as_its_members_do_alone(tmp_path):
     assert "bylang" in judge.method(task) and "arithmetic mean" in judge.method(task)
     judge.close()
     cache.close()
+
+
+@pytest.mark.parametrize(
+    "spec, option, first, second",
+    [
+        (
+            "openai:m,base_url=http://a/v1,base_url=http://b/v1",
+            "base_url",
+            "base_url=http://a/v1",
+            "base_url=http://b/v1",
+        ),
+        ("hf:m,temperature=0, temperature=1", "temperature", "temperature=0", "temperature=1"),
+        ("hf:m,stop=a,stop=b", "stop", "stop=a", "stop=b"),
+        ("panel:embed:a+embed:b,vote=mean,vote=median", "vote", "vote=mean", "vote=median"),
+        ("panel:[embed:a]+[embed:b],quorum=1,quorum=2", "quorum", "quorum=1", "quorum=2"),
+        ("mean:embed:a,batch_size=2,batch_size=3+embed:b", "batch_size", "batch_size=2", "batch_size=3"),
+        ("bylang:en=[hf:m,seed=1,seed=2];*=embed:a", "seed", "seed=1", "seed=2"),
+    ],
+)
+def test_an_option_given_twice_is_refused(spec, option, first, second):
+    """The last one used to win silently; which was meant is for the user to say."""
+    with pytest.raises(SpecError) as ei:
+        parse_spec(spec)
+    msg = str(ei.value)
+    assert f"option {option!r} is given twice ({first!r}, then {second!r}); give it once" in msg
+    assert ei.value.column == spec.rindex(second) + 1  # the caret points at the second one
