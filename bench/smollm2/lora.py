@@ -39,11 +39,13 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-SHARED = ROOT.parent / "shared" / "data"
+# DIALEVAL_DATA: the folder holding xdial-eval/ and topical-chat/ (default: ../shared/data beside the checkout)
+SHARED = Path(os.environ.get("DIALEVAL_DATA", ROOT.parent / "shared" / "data"))
 # DIALEVAL_BENCH_RESULTS: another folder for the JSON (two parts run at once write two files)
 RESULTS = Path(os.environ.get("DIALEVAL_BENCH_RESULTS", ROOT / "bench" / "results")) / "smollm2_lora.json"
 DOC = ROOT / "docs" / "smollm2.md"
-OUT = ROOT / "bench" / "out" / "smollm2_lora"
+# DIALEVAL_BENCH_OUT: another folder for the adapters, runs and held-out files
+OUT = Path(os.environ.get("DIALEVAL_BENCH_OUT", ROOT / "bench" / "out")) / "smollm2_lora"
 ADAPTER_HOME = ROOT / "finetune" / "evaluators" / "smollm2-xdial-pyes"
 LANGS = ("en", "zh", "es", "de", "fr", "ja", "ko", "hi", "ar", "ru")
 MODEL = "smollm2-135m-instruct"
@@ -279,7 +281,7 @@ def part_chatbot(
     res = json.loads((ev / "results.json").read_text("utf-8"))
     if ship:
         size, shipped = ship_chatbot(out, steps, min(len(train), steps * batch_size))
-    else:  # measured only (e.g. on a lent GPU): the shipped adapter stays the one the docs describe
+    else:  # measured only (e.g. a GPU run): the shipped adapter stays the one the docs describe
         size = sum(f.stat().st_size for f in adapter.iterdir() if f.is_file() and f.name != "README.md")
         shipped = None
     save(
@@ -449,7 +451,7 @@ def markdown(r: dict[str, Any]) -> str:
                 + (f", the last {c['max_context']} turns as context" if c.get("max_context") else "")
                 + "), base vs SFT against the withheld human turn:"
                 if c.get("chatbot_eval")
-                else ". `harness chatbot-eval` base vs SFT: not finished in the session."
+                else ". `harness chatbot-eval` base vs SFT: not finished."
             ),
             "",
         ]

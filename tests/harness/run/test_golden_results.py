@@ -1,5 +1,5 @@
-"""The meta-evaluation numbers of ``harness run`` stay the same as before runs were streamed (issue 24,
-item 9): every statistic of ``results.json`` (correlations, bootstrap CIs, per-dataset / per-language
+"""The meta-evaluation numbers of ``harness run`` stay the same as before runs were streamed:
+every statistic of ``results.json`` (correlations, bootstrap CIs, per-dataset / per-language
 tables, soft labels, ceilings, alt-test, levels, panel, MEDAL issue metrics) and every judged sample
 of a set of runs on the shared data (xDial-Eval, UPHELD) and on synthetic MEDAL data equal the golden
 file ``tests/fixtures/golden/run_results.json``, written by the code before the change
