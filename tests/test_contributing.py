@@ -18,7 +18,18 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = ("CONTRIBUTING.md", "README.md")
 #: words that stand for a value the reader chooses (not a path of the repository)
 PLACEHOLDER = re.compile(r"[<>…]|\b(?:DIR|OUT|RUN|FILE|NAME|SPEC)\b|\.\.\.")
-REPO_TOPS = ("harness", "dataset_builders", "tasks", "finetune", "tests", "bench", "scripts", "docs", "model_cards", ".ci")
+REPO_TOPS = (
+    "harness",
+    "dataset_builders",
+    "tasks",
+    "finetune",
+    "tests",
+    "bench",
+    "scripts",
+    "docs",
+    "model_cards",
+    ".ci",
+)
 
 
 def _command() -> TyperGroup:
@@ -102,7 +113,11 @@ def check_paths(words: list[str]) -> list[str]:
         path = w.split("::", 1)[0].split("=", 1)[-1]
         if PLACEHOLDER.search(path) or path.startswith(("/", "~", "$", "http", "../")):
             continue
-        if path.split("/", 1)[0] in REPO_TOPS and "/" in path or path in ("constraints.txt", "pyproject.toml"):
+        if (
+            path.split("/", 1)[0] in REPO_TOPS
+            and "/" in path
+            or path in ("constraints.txt", "pyproject.toml")
+        ):
             if not (ROOT / path).exists():
                 problems.append(f"{path}: no such file or folder in the repository")
     return problems
@@ -113,15 +128,22 @@ def test_the_command_parser_reads_commands_options_and_paths():
     root = _command()
     assert check_harness(["harness", "datasets", "build", "demo", "--bump", "minor"], root) == []
     assert check_harness(["harness", "models", "materialize|ls"], root) == []
-    assert check_harness(["harness", "datasets", "frobnicate"], root) == ["harness datasets: no subcommand frobnicate"]
-    assert check_harness(["harness", "run", "--no-such-option"], root) == ["harness run: no option --no-such-option"]
+    assert check_harness(["harness", "datasets", "frobnicate"], root) == [
+        "harness datasets: no subcommand frobnicate"
+    ]
+    assert check_harness(["harness", "run", "--no-such-option"], root) == [
+        "harness run: no option --no-such-option"
+    ]
     assert check_paths(["python", "bench/no_such_bench.py"]) == [
         "bench/no_such_bench.py: no such file or folder in the repository"
     ]
     assert check_paths(["bash", "bench/e5/gpu_full.sh", "--source", "DIR"]) == []
     assert check_paths([".venv/bin/python", "-m", "pytest", "-m", "not slow"]) == []
     assert check_paths([".venv/bin/python", "-m", "pytest", "-m", "gpu_only"]) != []
-    assert commands("A=1 bash x.sh --out OUT && python y.py") == [["bash", "x.sh", "--out", "OUT"], ["python", "y.py"]]
+    assert commands("A=1 bash x.sh --out OUT && python y.py") == [
+        ["bash", "x.sh", "--out", "OUT"],
+        ["python", "y.py"],
+    ]
 
 
 @pytest.mark.parametrize("doc", DOCS)

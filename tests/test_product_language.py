@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import re
 import subprocess
-from pathlib import Path
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import NamedTuple
 
 import pytest
@@ -33,7 +33,9 @@ def _p(regex: str, why: str, flags: int = re.IGNORECASE) -> Phrase:
 
 
 PHRASES: dict[str, Phrase] = {
-    "lent": _p(r"\blent\b|\blends? (?:a |an |the )?(?:GPU|H200|machine|device)", "a machine lent for development"),
+    "lent": _p(
+        r"\blent\b|\blends? (?:a |an |the )?(?:GPU|H200|machine|device)", "a machine lent for development"
+    ),
     "lease": _p(r"\blease\b", "a machine lease"),
     "this task": _p(r"\bthis task\b", "the development work item (a harness task is 'the task')"),
     "session": _p(
@@ -42,13 +44,19 @@ PHRASES: dict[str, Phrase] = {
         "a development session",
     ),
     "issue number": _p(r"\bissues? #?\d+", "a development work item by number"),
-    "the issue's": _p(r"\bthe issue's (?:size|goals?|last step)|\bstep \d+[a-z]? of the issue\b", "a work item"),
-    "device tool": _p(r"\bdevice tool\b|`device` tool|\bcan_start_another\b|\bbudget_left", "the device tool"),
+    "the issue's": _p(
+        r"\bthe issue's (?:size|goals?|last step)|\bstep \d+[a-z]? of the issue\b", "a work item"
+    ),
+    "device tool": _p(
+        r"\bdevice tool\b|`device` tool|\bcan_start_another\b|\bbudget_left", "the device tool"
+    ),
     "staging": _p(
         r"\bdevice_stage\b|\bstage_remote\b|\bgpu_runs\.txt\b|(?<![\w.])\.gpu/|/tmp/site\b|\bSTAGED\b|shared/tools/",
         "staging files for a remote machine",
     ),
-    "workplace": _p(r"\bworkplace\b|\bcoordinator\b|\bHELPER-RULES\b|\bother engineers\b", "the development setting"),
+    "workplace": _p(
+        r"\bworkplace\b|\bcoordinator\b|\bHELPER-RULES\b|\bother engineers\b", "the development setting"
+    ),
     "scratch runs": _p(r"\bscratch (?:runs?|experiments?)\b", "unkept development experiments"),
     "this branch": _p(r"\bthis branch\b", "a development branch"),
 }
@@ -76,7 +84,11 @@ ALLOWED: list[Allowed] = [
             "In this task, you will be shown",
             "the MEEP paper's prompt text, quoted verbatim",
         )
-        for path in ("tasks/meep/templates.py", "tests/fixtures/meep_replay.py", "tests/tasks/meep/test_meep_tasks.py")
+        for path in (
+            "tasks/meep/templates.py",
+            "tests/fixtures/meep_replay.py",
+            "tests/tasks/meep/test_meep_tasks.py",
+        )
     ),
     Allowed(
         "harness/run/runner.py",
@@ -141,10 +153,13 @@ def findings(docs: Iterable[tuple[str, str]]) -> list[str]:
 
 def test_no_tracked_file_speaks_of_how_the_software_was_developed():
     files = tracked_files()
-    assert any(p.name == "README.md" for p in files) and len(files) > 100, "the file list is not the repository"
+    assert any(p.name == "README.md" for p in files) and len(files) > 100, (
+        "the file list is not the repository"
+    )
     hits = findings(texts(files))
-    assert not hits, "development talk in the product (rephrase, or add an ALLOWED entry with its reason):\n" + "\n".join(
-        hits
+    assert not hits, (
+        "development talk in the product (rephrase, or add an ALLOWED entry with its reason):\n"
+        + "\n".join(hits)
     )
 
 

@@ -27,7 +27,7 @@
 #
 #   SMOKE=1 bash bench/e5/gpu_full.sh --source ../shared/data --out /tmp/e5-smoke
 set -uo pipefail
-usage() { sed -n '4,5p' "$0" | sed 's/^#  *//'; exit 2; }
+usage() { grep -E '^#   (bash|python) bench/' "$0" | head -n 2 | sed 's/^#  *//' >&2; exit 2; }
 SOURCE= OUT= TURN=e5-poe-turn-full ONLY=
 while [ $# -gt 0 ]; do
   case $1 in

@@ -214,7 +214,12 @@ def main() -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument(
-        "--from", dest="dirs", type=Path, action="append", default=[], help="the --out folder of a gpu_full.sh run"
+        "--from",
+        dest="dirs",
+        type=Path,
+        action="append",
+        default=[],
+        help="the --out folder of a gpu_full.sh run",
     )
     ap.add_argument(
         "--with", dest="runs", type=Path, action="append", default=[], help="a harness run folder"

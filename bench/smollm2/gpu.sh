@@ -30,7 +30,7 @@
 #
 #   SMOKE=1 bash bench/smollm2/gpu.sh --source ../shared/data --out /tmp/smollm2-smoke
 set -uo pipefail
-usage() { sed -n '4,5p' "$0" | sed 's/^#  *//'; exit 2; }
+usage() { grep -E '^#   (bash|python) bench/' "$0" | head -n 2 | sed 's/^#  *//' >&2; exit 2; }
 SOURCE= OUT= MODEL_FILE=
 while [ $# -gt 0 ]; do
   case $1 in

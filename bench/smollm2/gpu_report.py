@@ -123,7 +123,9 @@ def collect(src: Path, cpu_run: Path | None, extra: Path | None = None) -> dict[
     t = Collected(src, extra)
     dial = t.json("llm/xdial-dialogue/results.json")
     if dial is None:
-        raise SystemExit(f"{src}: no xdial-dialogue/results.json (not the --out folder of bench/smollm2/gpu.sh)")
+        raise SystemExit(
+            f"{src}: no xdial-dialogue/results.json (not the --out folder of bench/smollm2/gpu.sh)"
+        )
     env = dial["environment"]
     ev = t.json("llm/results/evaluator_dialeval_adapter.json") or {}
     judge = t.json("llm/results/smollm2_judge.json") or {}
