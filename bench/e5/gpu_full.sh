@@ -22,8 +22,9 @@
 # versions are registered in the usual registry ($DIALEVAL_HOME). Time limits per step, in seconds:
 # TURN_S, DIAL_S (training) and SCORE_S (scoring); default: none.
 #
-# SMOKE=1 runs the same steps on the CPU at toy sizes (256 turn / 128 dialogue pairs, 2 items per
-# set and language, a throwaway registry under --out) to check the data and the script in minutes:
+# SMOKE=1 runs the same steps on the CPU at toy sizes (256 turn / 128 dialogue pairs, batches of 8,
+# 64 tokens, 2 items per set and language, a throwaway registry under --out) to check the data and
+# the script in minutes:
 #
 #   SMOKE=1 bash bench/e5/gpu_full.sh --source ../shared/data --out /tmp/e5-smoke
 set -uo pipefail
@@ -60,12 +61,15 @@ CONF="$OUT/configs"; mkdir -p "$CONF"
 LIMIT=()
 if [ -n "${SMOKE:-}" ]; then
   LIMIT=(--limit 2)
-  export DIALEVAL_HOME="$OUT/home"   # a throwaway registry and request cache
+  # a throwaway registry and request cache; the models folder stays the user's
+  export DIALEVAL_MODELS=${DIALEVAL_MODELS:-$($PY -c "from harness.modelstore import models_dir; print(models_dir())")}
+  export DIALEVAL_HOME="$OUT/home"
 fi
 config() { # name -> $CONF/name.yaml
   local extra=()
   if [ -n "${SMOKE:-}" ]; then
     extra=(-e 's/turn_pairs: [1-9][0-9]*/turn_pairs: 256/' -e 's/dialogue_pairs: [1-9][0-9]*/dialogue_pairs: 128/'
+           -e 's/batch_size: [0-9]*/batch_size: 8/' -e 's/max_length: [0-9]*/max_length: 64/'
            -e 's/publish: {name: \([a-z0-9-]*\), version: [0-9.]*}/publish: {name: \1-smoke, version: 0.0.1}/')
   fi
   sed -e "s#topical-chat:[^\"]*#topical-chat:$SOURCE/topical-chat#" \

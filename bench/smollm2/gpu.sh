@@ -22,7 +22,7 @@
 #
 # --out DIR receives every part's log and JSON (results/), the `harness run` folders of the xDial-Eval
 # runs, the adapters' metadata and parts.txt (each part's exit status and seconds; 124: its time limit
-# ended it). The committed JSON and docs are not touched. Time limits, in seconds: XDIAL_S, EV_S,
+# ended it). The committed JSON, docs and shipped adapters are not touched. Time limits, in seconds: XDIAL_S, EV_S,
 # SFT_S, JUDGE_S, PIPE_S (defaults 480, 520, 420, 420, 480).
 #
 # SMOKE=1 runs the same parts on the CPU at toy sizes (1 item per set, 2 training steps, one
@@ -42,7 +42,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -n "$SOURCE" ] && [ -n "$OUT" ] || { echo "error: --source DIR and --out DIR are required" >&2; usage; }
-SOURCE=$(cd "$SOURCE" 2>/dev/null && pwd) || { echo "error: --source: no such folder" >&2; exit 2; }
+[ -d "$SOURCE" ] || { echo "error: --source $SOURCE: no such folder" >&2; exit 2; }
+SOURCE=$(cd "$SOURCE" && pwd)
 for f in xdial-eval topical-chat personahub/tool.jsonl; do
   [ -e "$SOURCE/$f" ] || { echo "error: --source $SOURCE has no $f (see the header of $0)" >&2; exit 2; }
 done
@@ -98,7 +99,7 @@ JUDGE="$PY bench/smollm2/judge.py medal --source $SRC ${MEDAL[*]} --max-tokens 1
 stamp "parts start"
 : > "$OUT/parts.txt"
 part xdial "$XDIAL_S" "$XDIAL"
-part evaluator "$EV_S" "$PY bench/smollm2/lora.py evaluator ${EV[*]} --only fine-tuned --judge-options ,dtype=float32,batch_size=$BATCH --no-docs"
+part evaluator "$EV_S" "$PY bench/smollm2/lora.py evaluator ${EV[*]} --only fine-tuned --judge-options ,dtype=float32,batch_size=$BATCH --no-ship --no-docs"
 part chatbot "$SFT_S" "DIALEVAL_BENCH_RESULTS=$OUT/chatbot-results $PY bench/smollm2/lora.py chatbot ${SFT[*]} --judges metric:rougeL --no-ship --no-docs"
 part judge "$JUDGE_S" "$JUDGE"
 part pipeline "$PIPE_S" "$PY bench/smollm2/medal.py --config $PIPE --registry $OUT/medal-registry"

@@ -97,6 +97,7 @@ def part_evaluator(
     reuse: bool = False,
     only: tuple[str, ...] = (),
     judge_options: str = "",
+    ship: bool = True,
 ) -> None:
     from finetune.data.generative import example_to_generative
     from finetune.data.selfsup import coherence_pairs, relevance_pairs
@@ -139,11 +140,14 @@ def part_evaluator(
     else:
         meta = train_generative(exs, cfg, out, data, eval_examples=held)
         train_s = time.perf_counter() - t0
-    if ADAPTER_HOME.exists():
-        shutil.rmtree(ADAPTER_HOME)
-    ADAPTER_HOME.mkdir(parents=True)
-    shutil.copytree(out / ADAPTER_DIR, ADAPTER_HOME / "adapter")
-    adapter = ADAPTER_HOME.relative_to(ROOT) / "adapter"
+    if ship:  # the adapter the docs describe, shipped in the repository
+        if ADAPTER_HOME.exists():
+            shutil.rmtree(ADAPTER_HOME)
+        ADAPTER_HOME.mkdir(parents=True)
+        shutil.copytree(out / ADAPTER_DIR, ADAPTER_HOME / "adapter")
+        adapter = ADAPTER_HOME.relative_to(ROOT) / "adapter"
+    else:  # measured only (e.g. a GPU run): scored where it was trained, the shipped one stays
+        adapter = out / ADAPTER_DIR
     src = ["--task", tasks, "--source", str(SHARED / "xdial-eval")]
     src += ["--limit", str(eval_limit)] if eval_limit else []  # 0: the full sets
     runs = OUT / "runs"
@@ -494,14 +498,24 @@ def main() -> None:
     ap.add_argument("--only", default="", help="evaluator: rows to run (zero-shot,fine-tuned,encoder,mean)")
     ap.add_argument("--judge-options", default="", help="evaluator: hf spec suffix, e.g. ',dtype=float32'")
     ap.add_argument("--judges", default=",".join(CHATBOT_JUDGES), help="chatbot: chatbot-eval judges")
-    ap.add_argument("--no-ship", action="store_true", help="chatbot: measure only, leave the shipped adapter")
+    ap.add_argument("--no-ship", action="store_true", help="measure only, leave the shipped adapter")
     ap.add_argument("--no-docs", action="store_true", help="leave docs/smollm2.md as it is")
     a = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     only, judges = tuple(x for x in a.only.split(",") if x), tuple(x for x in a.judges.split(",") if x)
     if a.part == "evaluator":
         limit = 0 if a.eval_full else a.eval_limit or 2
-        part_evaluator(a.steps, a.dialogues, limit, a.batch_size, a.tasks, a.reuse, only, a.judge_options)
+        part_evaluator(
+            a.steps,
+            a.dialogues,
+            limit,
+            a.batch_size,
+            a.tasks,
+            a.reuse,
+            only,
+            a.judge_options,
+            ship=not a.no_ship,
+        )
     elif a.part == "chatbot":
         part_chatbot(
             a.steps, a.eval_limit or 20, a.batch_size, a.max_length, a.max_tokens, judges, ship=not a.no_ship
