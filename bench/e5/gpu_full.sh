@@ -42,7 +42,8 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$SOURCE" ] && [ -n "$OUT" ] || { echo "error: --source DIR and --out DIR are required" >&2; usage; }
 case $ONLY in ""|turn) ;; *) echo "error: --only takes 'turn'" >&2; exit 2 ;; esac
-SOURCE=$(cd "$SOURCE" 2>/dev/null && pwd) || { echo "error: --source: no such folder" >&2; exit 2; }
+[ -d "$SOURCE" ] || { echo "error: --source $SOURCE: no such folder" >&2; exit 2; }
+SOURCE=$(cd "$SOURCE" && pwd)
 for d in xdial-eval topical-chat; do
   [ -d "$SOURCE/$d" ] || { echo "error: --source $SOURCE has no $d/ folder (see the header of $0)" >&2; exit 2; }
 done
@@ -53,7 +54,7 @@ t0=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - t0 ))s] $*"; }
 PY=${PY:-python3}
 export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
-$PY -c "import torch,transformers,peft,accelerate;print('torch',torch.__version__,'cuda',torch.cuda.is_available(),'transformers',transformers.__version__,'peft',peft.__version__,'accelerate',accelerate.__version__)" || exit 4
+$PY -c "import importlib.metadata as m, torch, transformers, peft, accelerate; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), *(f'{p} {m.version(p)}' for p in ('transformers', 'peft', 'accelerate')))" || exit 4
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 
 # The configurations as shipped, with the data read from --source and every output under --out.

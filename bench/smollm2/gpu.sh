@@ -58,7 +58,7 @@ export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 # every bench JSON, adapter and run goes under --out; the bench scripts read the data from --source
 export DIALEVAL_BENCH_RESULTS="$OUT/results" DIALEVAL_BENCH_OUT="$OUT/bench-out" DIALEVAL_DATA="$SOURCE"
 mkdir -p "$OUT/results"
-$PY -c "import torch,transformers,peft,gguf;print('torch',torch.__version__,'cuda',torch.cuda.is_available(),'transformers',transformers.__version__,'peft',peft.__version__,'gguf',gguf.__version__)" || exit 4
+$PY -c "import importlib.metadata as m, torch, transformers, peft, gguf; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), *(f'{p} {m.version(p)}' for p in ('transformers', 'peft', 'gguf')))" || exit 4
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 stamp "materialise"
 "${H[@]}" models materialize smollm2-135m-instruct ${MODEL_FILE:+--source "$MODEL_FILE"} || exit 4

@@ -39,12 +39,11 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-# DIALEVAL_DATA: the folder holding xdial-eval/ and topical-chat/ (default: ../shared/data beside the checkout)
+# DIALEVAL_DATA (xdial-eval/, topical-chat/), DIALEVAL_BENCH_RESULTS (the JSON: two parts run at once
+# write two files) and DIALEVAL_BENCH_OUT (adapters, runs) move the data, the results and the outputs
 SHARED = Path(os.environ.get("DIALEVAL_DATA", ROOT.parent / "shared" / "data"))
-# DIALEVAL_BENCH_RESULTS: another folder for the JSON (two parts run at once write two files)
 RESULTS = Path(os.environ.get("DIALEVAL_BENCH_RESULTS", ROOT / "bench" / "results")) / "smollm2_lora.json"
 DOC = ROOT / "docs" / "smollm2.md"
-# DIALEVAL_BENCH_OUT: another folder for the adapters, runs and held-out files
 OUT = Path(os.environ.get("DIALEVAL_BENCH_OUT", ROOT / "bench" / "out")) / "smollm2_lora"
 ADAPTER_HOME = ROOT / "finetune" / "evaluators" / "smollm2-xdial-pyes"
 LANGS = ("en", "zh", "es", "de", "fr", "ja", "ko", "hi", "ar", "ru")
@@ -505,17 +504,8 @@ def main() -> None:
     only, judges = tuple(x for x in a.only.split(",") if x), tuple(x for x in a.judges.split(",") if x)
     if a.part == "evaluator":
         limit = 0 if a.eval_full else a.eval_limit or 2
-        part_evaluator(
-            a.steps,
-            a.dialogues,
-            limit,
-            a.batch_size,
-            a.tasks,
-            a.reuse,
-            only,
-            a.judge_options,
-            ship=not a.no_ship,
-        )
+        args = (a.steps, a.dialogues, limit, a.batch_size, a.tasks, a.reuse, only, a.judge_options)
+        part_evaluator(*args, ship=not a.no_ship)
     elif a.part == "chatbot":
         part_chatbot(
             a.steps, a.eval_limit or 20, a.batch_size, a.max_length, a.max_tokens, judges, ship=not a.no_ship
