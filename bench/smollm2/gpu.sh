@@ -25,8 +25,9 @@
 # ended it). The committed JSON, docs and shipped adapters are not touched. Time limits, in seconds: XDIAL_S, EV_S,
 # SFT_S, JUDGE_S, PIPE_S (defaults 480, 520, 420, 420, 480).
 #
-# SMOKE=1 runs the same parts on the CPU at toy sizes (1 item per set, 2 training steps, one
-# language in the pipeline) to check the data and the script:
+# SMOKE=1 runs the same parts on the CPU, one after another with one torch thread each, at toy sizes
+# (English only, 1 item per set, 2 training steps, 16-token MEDAL verdicts) to check the data and
+# the script:
 #
 #   SMOKE=1 bash bench/smollm2/gpu.sh --source ../shared/data --out /tmp/smollm2-smoke
 set -uo pipefail
@@ -65,12 +66,15 @@ stamp "materialise"
 
 if [ -z "${SMOKE:-}" ]; then
   EV=(--steps 600 --batch-size 16 --dialogues 3000 --eval-full); SFT=(--steps 300 --batch-size 8 --eval-limit 100)
-  LIMIT=(); MEDAL=(--n 5 --per-language 10); PAIRS=5; BATCH=64; SUBSET=20; SCENES=10; LANGUAGES=
+  LIMIT=(); MEDAL=(--n 5 --per-language 10 --max-tokens 192); PAIRS=5; BATCH=64; SUBSET=20; SCENES=10; LANGUAGES=
   XDIAL_S=${XDIAL_S:-480}; EV_S=${EV_S:-520}; SFT_S=${SFT_S:-420}; JUDGE_S=${JUDGE_S:-420}; PIPE_S=${PIPE_S:-480}
 else
-  EV=(--steps 2 --batch-size 2 --dialogues 20 --eval-limit 1); SFT=(--steps 2 --batch-size 2 --eval-limit 2)
-  LIMIT=(--limit 1); MEDAL=(--n 1 --per-language 1); PAIRS=1; BATCH=8; SUBSET=1; SCENES=2; LANGUAGES=en
+  EV=(--steps 2 --batch-size 2 --dialogues 20 --eval-limit 1 --tasks xdial-eval-dialogue)
+  SFT=(--steps 2 --batch-size 2 --eval-limit 2)
+  LIMIT=(--limit 1 --language en); MEDAL=(--n 1 --per-language 1 --max-tokens 16); PAIRS=1; BATCH=8; SUBSET="1 --language en"
+  SCENES=2; LANGUAGES=en
   XDIAL_S=900; EV_S=900; SFT_S=900; JUDGE_S=900; PIPE_S=900
+  export OMP_NUM_THREADS=1   # one torch thread per process: the parts run one after another on the CPU
   # a throwaway registry and request cache; the models folder stays the user's
   export DIALEVAL_MODELS=${DIALEVAL_MODELS:-$($PY -c "from harness.modelstore import models_dir; print(models_dir())")}
   export DIALEVAL_HOME="$OUT/home"
@@ -85,9 +89,9 @@ J="hf:smollm2-135m-instruct,dtype=float32,batch_size=$BATCH"
 
 part() { # name seconds command: one part (a bash command line), its own log, its time limit
   local name=$1 secs=$2; shift 2
-  ( s=$(date +%s); timeout "$secs" bash -c "$1" > "$OUT/$name.log" 2>&1; rc=$?
-    echo "$name rc=$rc $(( $(date +%s) - s ))s" | tee -a "$OUT/parts.txt" ) &
-  PIDS+=($!)
+  run_part() { s=$(date +%s); timeout "$secs" bash -c "$1" > "$OUT/$name.log" 2>&1; rc=$?
+    echo "$name rc=$rc $(( $(date +%s) - s ))s" | tee -a "$OUT/parts.txt"; }
+  if [ -n "${SMOKE:-}" ]; then run_part "$1"; else run_part "$1" & PIDS+=($!); fi  # at once on a GPU
 }
 PIDS=()
 R="${H[*]} run --judge $J --source $SRC --quiet"
@@ -95,7 +99,7 @@ R="${H[*]} run --judge $J --source $SRC --quiet"
 # level (the subset's items come from the request cache)
 XDIAL="$R --task xdial-eval-dialogue ${LIMIT[*]} -o $OUT/xdial-dialogue && $R --task xdial-eval --limit $SUBSET -o $OUT/xdial-limit20"
 XDIAL="$XDIAL && $R --task xdial-eval-turn ${LIMIT[*]} -o $OUT/xdial-turn"
-JUDGE="$PY bench/smollm2/judge.py medal --source $SRC ${MEDAL[*]} --max-tokens 192 && $PY bench/smollm2/judge.py pairwise --source $SRC --pairs $PAIRS ${SMOKE:+--pair-languages en}"
+JUDGE="$PY bench/smollm2/judge.py medal --source $SRC ${MEDAL[*]} && $PY bench/smollm2/judge.py pairwise --source $SRC --pairs $PAIRS ${SMOKE:+--pair-languages en}"
 stamp "parts start"
 : > "$OUT/parts.txt"
 part xdial "$XDIAL_S" "$XDIAL"
@@ -103,7 +107,7 @@ part evaluator "$EV_S" "$PY bench/smollm2/lora.py evaluator ${EV[*]} --only fine
 part chatbot "$SFT_S" "DIALEVAL_BENCH_RESULTS=$OUT/chatbot-results $PY bench/smollm2/lora.py chatbot ${SFT[*]} --judges metric:rougeL --no-ship --no-docs"
 part judge "$JUDGE_S" "$JUDGE"
 part pipeline "$PIPE_S" "$PY bench/smollm2/medal.py --config $PIPE --registry $OUT/medal-registry"
-wait "${PIDS[@]}"   # not a bare `wait`: it would also wait for the log's tee (process substitution)
+[ ${#PIDS[@]} -eq 0 ] || wait "${PIDS[@]}"   # not a bare `wait`: it would also wait for the log's tee
 stamp "parts done"
 cat "$OUT/parts.txt"
 cp "$OUT/chatbot-results/smollm2_lora.json" "$OUT/results/smollm2_lora_chatbot.json" 2>/dev/null
