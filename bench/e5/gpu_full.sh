@@ -24,7 +24,7 @@
 #
 # SMOKE=1 runs the same steps on the CPU at toy sizes (256 turn / 128 dialogue pairs, batches of 8,
 # 64 tokens, 2 items per set and language, a throwaway registry under --out) to check the data and
-# the script in minutes:
+# the script without a GPU:
 #
 #   SMOKE=1 bash bench/e5/gpu_full.sh --source ../shared/data --out /tmp/e5-smoke
 set -uo pipefail
