@@ -214,7 +214,9 @@ def run(config: Path, registry: Path, build: bool = True) -> dict[str, Any]:
     ][:3]
     cur = summary.get("curation") or {}
     return {
-        "config": str(config.resolve().relative_to(ROOT)),
+        "config": str(
+            config.resolve().relative_to(ROOT) if config.resolve().is_relative_to(ROOT) else config
+        ),
         "name": cfg.name,
         "first_turn_decoding": cfg.generation.first_turn.model_dump(mode="json"),
         "user_judge_decoding": cfg.generation.user_judge.model_dump(mode="json"),
