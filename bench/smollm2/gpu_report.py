@@ -222,7 +222,8 @@ def _cpu_subset() -> dict[str, Any] | None:
 
 def markdown(r: dict[str, Any]) -> str:
     lines = [
-        f"**On one {r['device']}** ({r['date']}, `bash bench/smollm2/gpu.sh --source DIR --out DIR`; "
+        f"**On {'one ' + r['device'] if r['device'] != 'none' else 'a machine without CUDA (SMOKE=1)'}** "
+        f"({r['date']}, `bash bench/smollm2/gpu.sh --source DIR --out DIR`; "
         f"torch {r['libraries'].get('torch')}, transformers "
         f"{r['libraries'].get('transformers')}, peft {r['libraries'].get('peft')}). The parts ran at once; "
         "each had a time limit (seconds; rc 124 = stopped at its limit). The P(Yes) runs are float32 "
@@ -342,13 +343,19 @@ def main() -> int:
     ap.add_argument("--cpu-subset", type=Path, help="harness run folder of the CPU's --limit 20 subset")
     ap.add_argument("--write-docs", action="store_true")
     ap.add_argument("--docs-only", action="store_true", help="render the committed JSON")
+    ap.add_argument(
+        "--results", type=Path, help="write the JSON here instead (a trial run; not with --write-docs)"
+    )
     args = ap.parse_args()
+    if args.results is not None and (args.write_docs or args.docs_only):
+        ap.error("--write-docs / --docs-only render the committed JSON: leave out --results")
+    path = args.results or RESULTS
     if not args.docs_only:
         if args.src is None:
             ap.error("--from DIR (or --docs-only)")
         res = collect(args.src, args.cpu_subset, args.extra)
-        RESULTS.write_text(json.dumps(res, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    res = json.loads(RESULTS.read_text("utf-8"))
+        path.write_text(json.dumps(res, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    res = json.loads(path.read_text("utf-8"))
     print(markdown(res))
     if args.write_docs or args.docs_only:
         write_blocks("bench.smollm2.gpu_report", res)
