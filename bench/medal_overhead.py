@@ -51,7 +51,7 @@ def markdown(r: dict) -> str:
 
 
 def sentence(r: dict) -> str:
-    """README.md / docs/medal-pipeline.md: one sentence."""
+    """docs/features.md / docs/medal-pipeline.md: one sentence."""
     return (
         f"The harness's own cost per request (prompt building, request cache, parsing, checkpoints, "
         f"bookkeeping) is {r['overhead_ms_per_request']:.2f} ms, far below model latency "

@@ -1,4 +1,4 @@
-"""Benchmark: the multilingual results table (issue 16) — every judge on every shared xDial-Eval set,
+"""Benchmark: the multilingual results table — every judge on every shared xDial-Eval set,
 all 10 languages, full size, turn and dialogue level, through `harness run`.
 
     python bench/multilingual_table.py [--source ../shared/data/xdial-eval] [--out bench/out/multilingual]
@@ -95,8 +95,8 @@ PAPER = {
 }
 
 
-#: the LoRA-tuned E5 cross-encoders (issue 23): the best shipped evaluator per level (turn: the
-#: full-data one trained on a lent GPU, 0.265 against the CPU-trained e5-poe-turn's 0.109)
+#: the LoRA-tuned E5 cross-encoders: the best shipped evaluator per level (turn: the
+#: full-data one trained on a GPU, 0.265 against the CPU-trained e5-poe-turn's 0.109)
 LORA = {"turn": "evaluator:e5-poe-turn-full", "dialogue": "evaluator:e5-fined-dial"}
 
 #: a row's judge: one spec for both levels, or one per level (level -> spec)
@@ -345,8 +345,8 @@ def _lang_name(code: str) -> str:
 
 
 def goals(r: dict) -> str:
-    """docs/finetuning.md: the goals of issue 16 (default and cross-lingual judges) and issue 23 (E5
-    LoRA evaluators and their ensembles) against the table's numbers, met or not."""
+    """docs/finetuning.md: the project's goals for the default and cross-lingual judges and for the E5
+    LoRA evaluators and their ensembles, against the table's numbers, met or not."""
     runs = r["runs"]
 
     def per(name: str, level: str, metric: str = "pearson") -> dict[str, float]:

@@ -1,7 +1,7 @@
 """Benchmark: xDial-Eval P(Yes) through our `hf` judge vs lm-evaluation-harness's HF model, side by side.
 
     python bench/peer_lmeval.py [--source ../shared/data/xdial-eval] [--n 600] [--batch-size 16]
-                                [--repeats 5] [--threads 1] [--lmeval-python /work/venvs/lmeval/bin/python]
+                                [--repeats 5] [--threads 1] [--lmeval-python .venv-lmeval/bin/python]
 
 Same requests on both sides: turn-level xDial-Eval items (all 10 languages, a fixed random sample),
 rendered with the xdial-eval-turn prompt and the model's chat template, labels "Yes"/"No"; the same
@@ -23,12 +23,12 @@ Goal: ours >= 1.0x lm-eval's items/s with max |ΔP(Yes)| <= 1e-4 (exit 1 on a mi
 
 One-time setup of the lm-eval venv (torch pinned to the repo's CPU wheel)::
 
-    python3 -m venv /work/venvs/lmeval
-    /work/venvs/lmeval/bin/pip install -c constraints.txt "lm_eval[hf]>=0.4,<0.5"
+    python3 -m venv .venv-lmeval
+    .venv-lmeval/bin/pip install -c constraints.txt "lm_eval[hf]>=0.4,<0.5"
 
 Appends its run to bench/results/peer_lmeval.json (committed; the last ``KEEP`` runs, each with the
 load average at its start) and, with ``--write-docs``, renders the runs table of bench/README.md and
-the summary sentence of README.md from it (``--docs-only`` rewrites them from the committed JSON);
+the summary sentence of docs/features.md from it (``--docs-only`` rewrites them from the committed JSON);
 the full detail goes to ``--out`` (bench/out/, git-ignored).
 """
 
@@ -48,7 +48,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SOURCE = ROOT.parent / "shared" / "data" / "xdial-eval"
-DEFAULT_LMEVAL_PYTHON = Path("/work/venvs/lmeval/bin/python")
+DEFAULT_LMEVAL_PYTHON = ROOT / ".venv-lmeval" / "bin" / "python"
 LABELS = ("Yes", "No")
 RESULTS = ROOT / "bench" / "results" / "peer_lmeval.json"
 MODULE = "bench.peer_lmeval"
@@ -82,7 +82,7 @@ def markdown(r: dict) -> str:
 
 
 def sentence(r: dict) -> str:
-    """README.md: one sentence about the last run."""
+    """docs/features.md: one sentence about the last run."""
     last = r["runs"][-1]
     return (
         f"On CPU our `hf` P(Yes) judge scores xDial-Eval at {last['ratio']:.2f}× the items/s of "
@@ -188,7 +188,7 @@ def main() -> None:
     if not args.lmeval_python.is_file():
         sys.exit(
             f"lm-eval venv python not found: {args.lmeval_python}; one-time setup: python3 -m venv "
-            '/work/venvs/lmeval && /work/venvs/lmeval/bin/pip install -c constraints.txt "lm_eval[hf]>=0.4,<0.5"'
+            '.venv-lmeval && .venv-lmeval/bin/pip install -c constraints.txt "lm_eval[hf]>=0.4,<0.5"'
         )
 
     import torch

@@ -194,7 +194,7 @@ class TaskSpec:
         return out
 
     def human_rating(self, item: Mapping[str, Any]) -> float | None:
-        """The human score this task correlates with: the per-item mean of the task dimension's
+        """The human score the task correlates with: the per-item mean of the task dimension's
         labels (``aggregates``) when the item carries several dimensions, else ``rating``."""
         for agg in item.get("aggregates") or []:
             if agg.get("dimension") == self.dimension and agg.get("mean") is not None:

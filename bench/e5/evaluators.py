@@ -1,4 +1,4 @@
-"""The E5 LoRA evaluators (issue 23): the hyper-parameter search on validation pairs carved from the
+"""The E5 LoRA evaluators: the hyper-parameter search on validation pairs carved from the
 training material, and the shipped evaluators' training records, as one generated docs table.
 
     .venv/bin/python bench/e5/evaluators.py [--sweep] [--write-docs] [--docs-only] [--results PATH]

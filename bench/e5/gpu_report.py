@@ -1,8 +1,8 @@
-"""The E5 evaluators' full-data GPU run (issue 23), next to the CPU-trained ones, as a docs table.
+"""The E5 evaluators' full-data GPU run, next to the CPU-trained ones, as a docs table.
 
     .venv/bin/python bench/e5/gpu_report.py --from DIR [--from DIR ...] [--write-docs] [--docs-only]
 
-Each ``DIR`` is what one ``bench/e5/gpu_full.sh`` run on a lent GPU brought back (its ``$OUT``):
+Each ``DIR`` is the ``--out`` folder of one ``bash bench/e5/gpu_full.sh --source DATA --out DIR`` run:
 ``<name>.tgz`` (the trained adapter folder and its card), ``results-<name>.json`` (``harness run`` of
 the adapter on the full xDial-Eval sets of its level, scored on the GPU) and ``gpu_full.log``. A later
 ``DIR`` replaces an earlier one's entries of the same evaluator. Per evaluator: training pairs, steps,
@@ -131,8 +131,8 @@ def _cells(langs: dict[str, Any], metric: str) -> list[str]:
 def markdown(res: dict[str, Any]) -> str:
     ev = res.get("evaluators") or {}
     lines = [
-        f"**Full-data configurations on a lent GPU** ({res.get('date', '?')}; "
-        f"`bash bench/e5/gpu_full.sh` on one {res.get('device') or 'GPU'}, bf16, scored there on the full sets)",
+        f"**Full-data configurations on one {res.get('device') or 'GPU'}** (bf16, {res.get('date', '?')}, "
+        "`bash bench/e5/gpu_full.sh --source DIR --out DIR`; scored there on the full sets)",
         "",
         "| evaluator | level | training pairs | batch | steps | layers adapted | training loop | pairs/s | "
         "validation AUC | accuracy |",
@@ -183,7 +183,7 @@ def _mean(langs: dict[str, Any]) -> float:
 
 
 def sentence(res: dict[str, Any]) -> str:
-    """One line for the README: the GPU-trained turn evaluator and the best ensemble with it."""
+    """One line for docs/features.md: the GPU-trained turn evaluator and the best ensemble with it."""
     ev = res.get("evaluators") or {}
     turn = [(n, r) for n, r in ev.items() if r["level"] == "turn"]
     if not turn:
@@ -192,7 +192,7 @@ def sentence(res: dict[str, Any]) -> str:
     langs = r["xdial"]["languages"]
     low = min((x for x in LANGS if x in langs), key=lambda x: langs[x]["pearson"]["value"])
     out = (
-        f"Trained on a lent {res.get('device') or 'GPU'} on 3.3x the pairs with all 12 layers adapted "
+        f"Trained on one {res.get('device') or 'GPU'} (bf16) on 3.3x the pairs with all 12 layers adapted "
         f"(`finetune/configs/{name}.yaml`, {r['train_s']:.0f} s of training), the turn-level cross-encoder "
         f"`evaluator:{name}` reaches **{_mean(langs):.3f}** turn-level Pearson over the 10 languages "
         f"(lowest {langs[low]['pearson']['value']:.3f}, {low})"
@@ -214,7 +214,12 @@ def main() -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument(
-        "--from", dest="dirs", type=Path, action="append", default=[], help="a gpu_full.sh $OUT folder"
+        "--from",
+        dest="dirs",
+        type=Path,
+        action="append",
+        default=[],
+        help="the --out folder of a gpu_full.sh run",
     )
     ap.add_argument(
         "--with", dest="runs", type=Path, action="append", default=[], help="a harness run folder"
@@ -240,7 +245,7 @@ def main() -> int:
             "evaluators": evaluators,
         }
     else:
-        ap.error("--from DIR (a folder bench/e5/gpu_full.sh wrote on the GPU machine) or --keep is required")
+        ap.error("--from DIR (the --out folder of bench/e5/gpu_full.sh) or --keep is required")
     res["cpu"] = _cpu_rows()
     res["runs"] = [{**run_row(r), "machine": machine()} for r in args.runs]
     print(markdown(res))

@@ -1,4 +1,4 @@
-"""Speed of the E5 LoRA evaluators (issue 23, step 5), each against its raw counterpart in one run.
+"""Speed of the E5 LoRA evaluators, each against its raw counterpart in one run.
 
     .venv/bin/python bench/e5/speed.py [--config finetune/configs/e5-poe-turn.yaml] [--steps 30]
                                        [--evaluator finetune/evaluators/e5-poe-turn] [--limit 40]

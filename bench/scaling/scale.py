@@ -1,4 +1,4 @@
-"""Benchmark: how `harness datasets build` and `harness run` grow with the item count (issue 24, item 9).
+"""Benchmark: how `harness datasets build` and `harness run` grow with the item count.
 
     python bench/scaling/scale.py [--sizes 10000,100000,1000000] [--bootstrap 1000] [--write-docs]
     python bench/scaling/scale.py --docs-only          # rewrite the docs table from bench/results/scale.json
@@ -15,7 +15,7 @@ language's script, ratings random), then, each in its own child process:
 It records each child's wall time, CPU time and peak RSS (``os.wait4``: ``ru_utime + ru_stime`` and
 ``ru_maxrss``, the child's own high-water mark, file-backed pages included), the machine's load
 average while it ran, the run's items/s and its per-phase timings (results.json), and
-prints the growth side by side — ratios to the smallest size — with the issue's goals: peak RSS of
+prints the growth side by side — ratios to the smallest size — with the goals: peak RSS of
 the run ≤ 1.5 GB at 1M items and ≤ 2× the 10k figure, time per item flat (≤ 1.3× from 10k to 1M).
 "Time per item" is the run's item-proportional work (results.json's total time less loading the
 judge: reading the items, scoring, writing samples, meta-evaluation); the end-to-end wall time, which
@@ -274,7 +274,7 @@ def markdown(r: dict) -> str:
         )
     lines += [
         "",
-        "Goals (issue 24): "
+        "Goals: "
         + "; ".join(f"{k}: **{'met' if v else 'not met'}**" for k, v in r["summary"]["goals"].items())
         + ".",
     ]

@@ -1,16 +1,17 @@
-"""Issue 26's GPU run (bench/smollm2/gpu.sh on a lent GPU) as a docs table, next to the CPU's numbers.
+"""The GPU run of the SmolLM2 paths (bench/smollm2/gpu.sh) as a docs table, next to the CPU's numbers.
 
-    .venv/bin/python bench/smollm2/gpu_report.py --from DIR --cpu-subset RUN [--write-docs] [--docs-only]
+    .venv/bin/python bench/smollm2/gpu_report.py --from DIR [--extra DIR] --cpu-subset RUN [--write-docs]
+    .venv/bin/python bench/smollm2/gpu_report.py --docs-only
 
-``DIR`` holds what the run brought back: ``llm.tgz`` (``scripts/device_stage.py collect``: the $OUT of
-bench/smollm2/gpu.sh — each part's log and time, the ``harness run`` folders of the xDial-Eval P(Yes)
-runs, the JSON of bench/smollm2/lora.py, judge.py and medal.py as they ran there, the adapters'
-metadata) and, optionally, ``extra.tgz`` (``harness run`` folders made afterwards on the same machine:
-``zs-turn60`` / ``ft-turn60`` — zero-shot and LoRA-tuned P(Yes) on ``--limit 60`` of the turn-level
-sets — and ``ft-dial``, the LoRA-tuned evaluator on the full dialogue-level sets). ``RUN`` is a
-``harness run`` of the CPU's subset on this machine (``--judge hf:smollm2-135m-instruct,dtype=float32
---task xdial-eval --limit 20``: served by the request cache, i.e. the CPU's own scores); the report
-compares the two devices item by item on it.
+``--from DIR`` is the ``--out`` folder of ``bash bench/smollm2/gpu.sh`` (each part's log and time, the
+``harness run`` folders of the xDial-Eval P(Yes) runs, the JSON of bench/smollm2/lora.py, judge.py and
+medal.py as they ran there, the adapters' metadata). ``--extra DIR`` optionally holds ``harness run``
+folders made afterwards on the same GPU machine: ``zs-turn60`` / ``ft-turn60`` (zero-shot and
+LoRA-tuned P(Yes) on ``--limit 60`` of the turn-level sets) and ``ft-dial`` (the LoRA-tuned evaluator on
+the full dialogue-level sets). ``RUN`` is a ``harness run`` of the CPU's subset on the CPU machine
+(``--judge hf:smollm2-135m-instruct,dtype=float32 --task xdial-eval --limit 20``: served by the request
+cache of bench/smollm2/judge.py's run, i.e. the CPU's own scores); the report compares the two devices
+item by item on it.
 
 Writes bench/results/smollm2_gpu.json (the docs block ``smollm2_gpu`` of docs/smollm2.md).
 """
@@ -18,11 +19,9 @@ Writes bench/results/smollm2_gpu.json (the docs block ``smollm2_gpu`` of docs/sm
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import re
 import sys
-import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -34,29 +33,33 @@ LANGS = ("en", "zh", "es", "de", "fr", "ja", "ko", "hi", "ar", "ru")
 TASKS = {"xdial-eval-turn": "turn", "xdial-eval-dialogue": "dialogue"}
 
 
-class Tarballs:
-    """The members of the brought-back tarballs, by path below their top folder (``llm/…``, ``./…``)."""
+class Collected:
+    """The files of a gpu.sh ``--out`` folder (names ``llm/<path>``) and of the optional folder of
+    further runs (names ``extra/<path>``)."""
 
-    def __init__(self, paths: list[Path]) -> None:
-        self.files: dict[str, bytes] = {}
-        for p in paths:
-            with tarfile.open(p) as tf:
-                prefix = "extra/" if p.name.startswith("extra") else ""
-                for m in tf.getmembers():
-                    f = tf.extractfile(m) if m.isfile() else None
-                    if f is not None:
-                        self.files[prefix + m.name.removeprefix("./")] = f.read()
+    def __init__(self, out: Path, extra: Path | None = None) -> None:
+        self.roots = {"llm": out, **({"extra": extra} if extra is not None else {})}
+
+    def path(self, name: str) -> Path | None:
+        prefix, _, rest = name.partition("/")
+        root = self.roots.get(prefix)
+        return root / rest if root is not None and (root / rest).is_file() else None
 
     def json(self, name: str) -> Any:
-        return json.loads(self.files[name].decode("utf-8")) if name in self.files else None
+        p = self.path(name)
+        return json.loads(p.read_text("utf-8")) if p is not None else None
 
     def text(self, name: str) -> str:
-        return self.files.get(name, b"").decode("utf-8", "replace")
+        p = self.path(name)
+        return p.read_text("utf-8", "replace") if p is not None else ""
 
     def parquet(self, name: str) -> Any:
         import pandas as pd
 
-        return pd.read_parquet(io.BytesIO(self.files[name]))
+        p = self.path(name)
+        if p is None:
+            raise FileNotFoundError(name)
+        return pd.read_parquet(p)
 
 
 def _run(doc: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -88,8 +91,8 @@ def _run(doc: dict[str, Any] | None) -> dict[str, Any] | None:
     return out
 
 
-def _device_agreement(t: Tarballs, cpu_run: Path | None) -> dict[str, Any] | None:
-    if cpu_run is None or "llm/xdial-limit20/samples.parquet" not in t.files:
+def _device_agreement(t: Collected, cpu_run: Path | None) -> dict[str, Any] | None:
+    if cpu_run is None or t.path("llm/xdial-limit20/samples.parquet") is None:
         return None
     import pandas as pd
 
@@ -105,7 +108,7 @@ def _device_agreement(t: Tarballs, cpu_run: Path | None) -> dict[str, Any] | Non
         "max_abs_diff": float(d.max()),
         "mean_abs_diff": float(d.mean()),
         "cpu_run": "harness run --judge hf:smollm2-135m-instruct,dtype=float32 --task xdial-eval --limit 20 "
-        "(this machine, from the request cache of the CPU run in bench/results/smollm2_judge.json)",
+        "(the CPU machine, from the request cache of the CPU run in bench/results/smollm2_judge.json)",
     }
 
 
@@ -116,12 +119,12 @@ def _parts(text: str) -> dict[str, dict[str, int]]:
     }
 
 
-def collect(src: Path, cpu_run: Path | None) -> dict[str, Any]:
-    t = Tarballs([p for p in (src / "llm.tgz", src / "extra.tgz") if p.is_file()])
+def collect(src: Path, cpu_run: Path | None, extra: Path | None = None) -> dict[str, Any]:
+    t = Collected(src, extra)
     dial = t.json("llm/xdial-dialogue/results.json")
     if dial is None:
         raise SystemExit(
-            f"{src}/llm.tgz: no llm/xdial-dialogue/results.json (not a bench/smollm2/gpu.sh run)"
+            f"{src}: no xdial-dialogue/results.json (not the --out folder of bench/smollm2/gpu.sh)"
         )
     env = dial["environment"]
     ev = t.json("llm/results/evaluator_dialeval_adapter.json") or {}
@@ -219,8 +222,9 @@ def _cpu_subset() -> dict[str, Any] | None:
 
 def markdown(r: dict[str, Any]) -> str:
     lines = [
-        f"**On a lent GPU** ({r['date']}; `bash bench/smollm2/gpu.sh` on one {r['device']}, staged by "
-        f"`scripts/device_stage.py`; torch {r['libraries'].get('torch')}, transformers "
+        f"**On {'one ' + r['device'] if r['device'] != 'none' else 'a machine without CUDA (SMOKE=1)'}** "
+        f"({r['date']}, `bash bench/smollm2/gpu.sh --source DIR --out DIR`; "
+        f"torch {r['libraries'].get('torch')}, transformers "
         f"{r['libraries'].get('transformers')}, peft {r['libraries'].get('peft')}). The parts ran at once; "
         "each had a time limit (seconds; rc 124 = stopped at its limit). The P(Yes) runs are float32 "
         "(`dtype=float32`, to compare with the CPU); the other parts use the hf backend's default on CUDA, bf16:",
@@ -334,17 +338,24 @@ def main() -> int:
     from bench.docs_tables import write_blocks
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--from", dest="src", type=Path, help="folder with llm.tgz (and extra.tgz)")
+    ap.add_argument("--from", dest="src", type=Path, help="the --out folder of bench/smollm2/gpu.sh")
+    ap.add_argument("--extra", type=Path, help="harness run folders made afterwards on the GPU machine")
     ap.add_argument("--cpu-subset", type=Path, help="harness run folder of the CPU's --limit 20 subset")
     ap.add_argument("--write-docs", action="store_true")
     ap.add_argument("--docs-only", action="store_true", help="render the committed JSON")
+    ap.add_argument(
+        "--results", type=Path, help="write the JSON here instead (a trial run; not with --write-docs)"
+    )
     args = ap.parse_args()
+    if args.results is not None and (args.write_docs or args.docs_only):
+        ap.error("--write-docs / --docs-only render the committed JSON: leave out --results")
+    path = args.results or RESULTS
     if not args.docs_only:
         if args.src is None:
             ap.error("--from DIR (or --docs-only)")
-        res = collect(args.src, args.cpu_subset)
-        RESULTS.write_text(json.dumps(res, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    res = json.loads(RESULTS.read_text("utf-8"))
+        res = collect(args.src, args.cpu_subset, args.extra)
+        path.write_text(json.dumps(res, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    res = json.loads(path.read_text("utf-8"))
     print(markdown(res))
     if args.write_docs or args.docs_only:
         write_blocks("bench.smollm2.gpu_report", res)

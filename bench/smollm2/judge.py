@@ -36,7 +36,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 DEFAULT_SOURCE = ROOT.parent / "shared" / "data" / "xdial-eval"
-RESULTS = ROOT / "bench" / "results" / "smollm2_judge.json"
+# DIALEVAL_BENCH_RESULTS: another folder for the JSON (a trial or GPU run; the docs are then left alone)
+BENCH_RESULTS = os.environ.get("DIALEVAL_BENCH_RESULTS")
+RESULTS = Path(BENCH_RESULTS or ROOT / "bench" / "results") / "smollm2_judge.json"
 DOC = ROOT / "docs" / "smollm2.md"
 LANGS = ("en", "zh", "es", "de", "fr", "ja", "ko", "hi", "ar", "ru")
 MODEL = "smollm2-135m-instruct"
@@ -465,7 +467,10 @@ def main() -> None:
     if args.part != "docs":
         section = "medal_guided" if args.server else args.part.replace("-", "_")
         print(json.dumps(load().get(section), indent=1, ensure_ascii=False)[:3000])
-    write_docs(load())
+    if BENCH_RESULTS:
+        print(f"wrote {RESULTS} (docs/smollm2.md left as it is: it shows the committed JSON)")
+    else:
+        write_docs(load())
 
 
 if __name__ == "__main__":

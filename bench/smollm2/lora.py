@@ -39,11 +39,12 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-SHARED = ROOT.parent / "shared" / "data"
-# DIALEVAL_BENCH_RESULTS: another folder for the JSON (two parts run at once write two files)
+# DIALEVAL_DATA (xdial-eval/, topical-chat/), DIALEVAL_BENCH_RESULTS (the JSON: two parts run at once
+# write two files) and DIALEVAL_BENCH_OUT (adapters, runs) move the data, the results and the outputs
+SHARED = Path(os.environ.get("DIALEVAL_DATA", ROOT.parent / "shared" / "data"))
 RESULTS = Path(os.environ.get("DIALEVAL_BENCH_RESULTS", ROOT / "bench" / "results")) / "smollm2_lora.json"
 DOC = ROOT / "docs" / "smollm2.md"
-OUT = ROOT / "bench" / "out" / "smollm2_lora"
+OUT = Path(os.environ.get("DIALEVAL_BENCH_OUT", ROOT / "bench" / "out")) / "smollm2_lora"
 ADAPTER_HOME = ROOT / "finetune" / "evaluators" / "smollm2-xdial-pyes"
 LANGS = ("en", "zh", "es", "de", "fr", "ja", "ko", "hi", "ar", "ru")
 MODEL = "smollm2-135m-instruct"
@@ -95,6 +96,7 @@ def part_evaluator(
     reuse: bool = False,
     only: tuple[str, ...] = (),
     judge_options: str = "",
+    ship: bool = True,
 ) -> None:
     from finetune.data.generative import example_to_generative
     from finetune.data.selfsup import coherence_pairs, relevance_pairs
@@ -137,11 +139,14 @@ def part_evaluator(
     else:
         meta = train_generative(exs, cfg, out, data, eval_examples=held)
         train_s = time.perf_counter() - t0
-    if ADAPTER_HOME.exists():
-        shutil.rmtree(ADAPTER_HOME)
-    ADAPTER_HOME.mkdir(parents=True)
-    shutil.copytree(out / ADAPTER_DIR, ADAPTER_HOME / "adapter")
-    adapter = ADAPTER_HOME.relative_to(ROOT) / "adapter"
+    if ship:  # the adapter the docs describe, shipped in the repository
+        if ADAPTER_HOME.exists():
+            shutil.rmtree(ADAPTER_HOME)
+        ADAPTER_HOME.mkdir(parents=True)
+        shutil.copytree(out / ADAPTER_DIR, ADAPTER_HOME / "adapter")
+        adapter = ADAPTER_HOME.relative_to(ROOT) / "adapter"
+    else:  # measured only (e.g. a GPU run): scored where it was trained, the shipped one stays
+        adapter = out / ADAPTER_DIR
     src = ["--task", tasks, "--source", str(SHARED / "xdial-eval")]
     src += ["--limit", str(eval_limit)] if eval_limit else []  # 0: the full sets
     runs = OUT / "runs"
@@ -279,7 +284,7 @@ def part_chatbot(
     res = json.loads((ev / "results.json").read_text("utf-8"))
     if ship:
         size, shipped = ship_chatbot(out, steps, min(len(train), steps * batch_size))
-    else:  # measured only (e.g. on a lent GPU): the shipped adapter stays the one the docs describe
+    else:  # measured only (e.g. a GPU run): the shipped adapter stays the one the docs describe
         size = sum(f.stat().st_size for f in adapter.iterdir() if f.is_file() and f.name != "README.md")
         shipped = None
     save(
@@ -449,7 +454,7 @@ def markdown(r: dict[str, Any]) -> str:
                 + (f", the last {c['max_context']} turns as context" if c.get("max_context") else "")
                 + "), base vs SFT against the withheld human turn:"
                 if c.get("chatbot_eval")
-                else ". `harness chatbot-eval` base vs SFT: not finished in the session."
+                else ". `harness chatbot-eval` base vs SFT: not finished."
             ),
             "",
         ]
@@ -492,14 +497,15 @@ def main() -> None:
     ap.add_argument("--only", default="", help="evaluator: rows to run (zero-shot,fine-tuned,encoder,mean)")
     ap.add_argument("--judge-options", default="", help="evaluator: hf spec suffix, e.g. ',dtype=float32'")
     ap.add_argument("--judges", default=",".join(CHATBOT_JUDGES), help="chatbot: chatbot-eval judges")
-    ap.add_argument("--no-ship", action="store_true", help="chatbot: measure only, leave the shipped adapter")
+    ap.add_argument("--no-ship", action="store_true", help="measure only, leave the shipped adapter")
     ap.add_argument("--no-docs", action="store_true", help="leave docs/smollm2.md as it is")
     a = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     only, judges = tuple(x for x in a.only.split(",") if x), tuple(x for x in a.judges.split(",") if x)
     if a.part == "evaluator":
         limit = 0 if a.eval_full else a.eval_limit or 2
-        part_evaluator(a.steps, a.dialogues, limit, a.batch_size, a.tasks, a.reuse, only, a.judge_options)
+        args = (a.steps, a.dialogues, limit, a.batch_size, a.tasks, a.reuse, only, a.judge_options)
+        part_evaluator(*args, ship=not a.no_ship)
     elif a.part == "chatbot":
         part_chatbot(
             a.steps, a.eval_limit or 20, a.batch_size, a.max_length, a.max_tokens, judges, ship=not a.no_ship

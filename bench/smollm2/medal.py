@@ -39,7 +39,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 CONFIG = ROOT / "dataset_builders" / "medal_pipeline" / "configs" / "smollm2.yaml"
-RESULTS = ROOT / "bench" / "results" / "smollm2_medal.json"
+# DIALEVAL_BENCH_RESULTS: another folder for the JSON (a trial or GPU run; the docs are then left alone)
+BENCH_RESULTS = os.environ.get("DIALEVAL_BENCH_RESULTS")
+RESULTS = Path(BENCH_RESULTS or ROOT / "bench" / "results") / "smollm2_medal.json"
 DOC = ROOT / "docs" / "smollm2.md"
 TABLE2 = (
     "dialogues",
@@ -212,7 +214,9 @@ def run(config: Path, registry: Path, build: bool = True) -> dict[str, Any]:
     ][:3]
     cur = summary.get("curation") or {}
     return {
-        "config": str(config.resolve().relative_to(ROOT)),
+        "config": str(
+            config.resolve().relative_to(ROOT) if config.resolve().is_relative_to(ROOT) else config
+        ),
         "name": cfg.name,
         "first_turn_decoding": cfg.generation.first_turn.model_dump(mode="json"),
         "user_judge_decoding": cfg.generation.user_judge.model_dump(mode="json"),
@@ -398,6 +402,9 @@ def main() -> None:
         results.setdefault("runs", {})[r["name"]] = r
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
         RESULTS.write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    if BENCH_RESULTS:
+        print(f"wrote {RESULTS} (docs/smollm2.md left as it is: it shows the committed JSON)")
+        return
     from bench.docs_tables import write_blocks
 
     write_blocks("bench.smollm2.medal", json.loads(RESULTS.read_text("utf-8")))

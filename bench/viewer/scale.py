@@ -2,7 +2,7 @@
 per item, the transcripts in a dataset directory beside it), served by the real viewer on 127.0.0.1
 and queried over HTTP the way the page does.
 
-Goals (issue 27): the first page of the samples browser in < 1 s, a filter or a sort in < 2 s.
+Goals: the first page of the samples browser in < 1 s, a filter or a sort in < 2 s.
 Every row of the table is one HTTP request to the running server (JSON included), timed from a
 fresh viewer process-state: new DuckDB connection, no derived index in memory, three times: the first
 open of the run (its indexes building in the background), a reopening (indexes read from the cache)

@@ -2,7 +2,7 @@
 dialogue and returns, as JSON (Table 11), eight binary issue labels (Table 1) + ``other`` + an
 overall 1–5 score.
 
-Meta-evaluation (§5.3, App. E.2) — computed by ``harness run`` for this task:
+Meta-evaluation (§5.3, App. E.2) — computed by ``harness run`` for the ``medal`` task:
 
 * overall quality: Pearson and Spearman (p-values, bootstrap CIs) against the mean human overall
   score, per language, averaged over languages and pooled ("Combined");

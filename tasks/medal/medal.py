@@ -36,7 +36,7 @@ Keyword arguments:
         reasoning judge (32,768-token budget)
     languages: language code per item (default "en")
     batch_size: items per judge call (default 16); cache_path: request-cache SQLite file (default: none)
-    human_labels: optional, per item {dimension: {annotator: value}} (issues 0/1, "overall" 1-5)
+    human_labels: optional, per item {dimension: {annotator: value}} (issue labels 0 or 1, "overall" 1-5)
     n_bootstrap: bootstrap resamples for 95% CIs (default 1000); seed (default 0)
 Returns:
     overall (list of float|None), labels (list of {dimension: 0|1|None}), parse_failures,

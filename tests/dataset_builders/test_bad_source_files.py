@@ -1,4 +1,4 @@
-"""Decoding and size problems in builders' source files (issue 24, item 3): bytes that are not
+"""Decoding and size problems in builders' source files: bytes that are not
 UTF-8 are named by file, row and column and skipped (counted) with ``--skip-invalid``; cells over
 the csv module's 128 KiB default are read; files with lone-CR line endings read like LF files."""
 

@@ -1,4 +1,4 @@
-"""Property-based tests (hypothesis) of the builders' readers (issue 24): any xDial-Eval CSV, UPHELD
+"""Property-based tests (hypothesis) of the builders' readers: any xDial-Eval CSV, UPHELD
 annotator CSV or importer CSV/TSV/JSONL/JSON file — any cell text, bytes that are not UTF-8, lone CRs,
 stray quotes, wrong field counts — ends in records or a :class:`DataValidationError` naming the file
 (with ``skip_invalid``, in records and counted skips), never another exception; a build writes only

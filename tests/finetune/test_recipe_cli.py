@@ -300,7 +300,7 @@ def test_card_states_how_the_base_was_made_what_was_frozen_and_the_training_time
 )
 def test_shipped_training_configurations_load(config):
     """Every configuration under finetune/configs (the CPU ones, and the GPU ones bench/e5/gpu_full.sh
-    runs) is a valid job whose output and card stay inside the repository."""
+    runs with its own output paths) is a valid job whose output and card stay inside the repository."""
     from finetune.recipe import EvaluatorJob
 
     job = EvaluatorJob.load(config)

@@ -1,4 +1,4 @@
-"""The request cache checks itself (issue 24, item 2): a file that is not a usable cache is one clear
+"""The request cache checks itself: a file that is not a usable cache is one clear
 error naming it and the way out; every value carries a checksum, so a changed or undecodable value
 is a miss plus a warning, never a silent answer; schema-1 files are migrated; ``harness cache
 check|repair`` report on and repair a file."""

@@ -1,4 +1,4 @@
-"""Property-based tests (hypothesis) of the request cache (issue 24): any bytes stored come back
+"""Property-based tests (hypothesis) of the request cache: any bytes stored come back
 unchanged; any corruption of the file is either harmless or a :class:`CacheError` naming it; a
 changed value is never returned."""
 

@@ -1,6 +1,6 @@
 """A model a spec names is located before anything loads: an ``hf:`` / ``embed:`` model that is not
 local, not cached and cannot be downloaded now is one clear error within seconds — not a minute of
-download retries ending in a transformers traceback (issue 24, item 8)."""
+download retries ending in a transformers traceback."""
 
 from __future__ import annotations
 

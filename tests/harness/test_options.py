@@ -1,5 +1,5 @@
 """Every judge / backend / decoding option is checked for its type and range, and the CLI turns a bad
-one into one ``error:`` line with exit status 2 (issue 24, item 4)."""
+one into one ``error:`` line with exit status 2."""
 
 from __future__ import annotations
 

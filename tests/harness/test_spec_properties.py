@@ -1,4 +1,4 @@
-"""Property-based tests (hypothesis) of the judge-spec parser and the option checks (issue 24):
+"""Property-based tests (hypothesis) of the judge-spec parser and the option checks:
 any string is a parsed spec or a :class:`SpecError` — never another exception — and a parsed spec
 survives a round trip; any option value is accepted within its range or refused naming it."""
 

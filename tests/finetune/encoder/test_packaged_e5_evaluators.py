@@ -1,4 +1,4 @@
-"""The shipped multilingual LoRA evaluators (issue 23): `evaluator:e5-poe-turn` (turn level) and
+"""The shipped multilingual LoRA evaluators: `evaluator:e5-poe-turn` (turn level) and
 `evaluator:e5-fined-dial` (dialogue level) load through the real path (the materialised torch E5 +
 the PEFT adapter + head, hash-checked), record what they were trained on without local paths, and
 tell a real continuation / dialogue from a broken one in several languages."""
@@ -40,7 +40,7 @@ def _turn_items(lang: str, ctx: str, good: str, bad: str) -> list[dict]:
 
 
 #: name -> (data version, frozen lower layers, largest size in bytes): the CPU-trained evaluators adapt
-#: the top 4 layers; e5-poe-turn-full (trained on a lent H200, issue 23) adapts all 12
+#: the top 4 layers; e5-poe-turn-full (trained on a GPU: bench/e5/gpu_full.sh) adapts all 12
 SHIPPED = {
     "e5-poe-turn": ("1.0.0", 8, 5_000_000),
     "e5-fined-dial": ("1.0.0", 8, 5_000_000),

@@ -1,4 +1,4 @@
-"""The CLI on its bad-input corpus (tests/fixtures/bad_inputs/cli.yaml, issue 24): every bad command
+"""The CLI on its bad-input corpus (tests/fixtures/bad_inputs/cli.yaml): every bad command
 line exits with status 2 and one ``error:`` line — never a traceback — and writes nothing outside
 the test's folder; the top-level guard turns an unexpected exception into one line with a
 ``--debug`` hint, and ``--debug`` / ``DIALEVAL_DEBUG=1`` show the traceback."""

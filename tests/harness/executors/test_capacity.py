@@ -7,7 +7,7 @@ CPU1 = {"CPU": 1.0, "GPU": 0.0}
 
 def test_one_shared_pool_fits_where_a_pool_per_member_did_not():
     # the default bylang judge on a 2-CPU machine with --workers 2: one pool of both encoders fits,
-    # a pool per route (issue 24) needs twice the CPUs
+    # a pool per route would need twice the CPUs
     assert shortfall([PoolNeed(2, CPU1)], [], {"CPU": 2.0}) is None
     msg = shortfall([PoolNeed(2, CPU1), PoolNeed(2, CPU1)], [], {"CPU": 2.0})
     assert msg == (

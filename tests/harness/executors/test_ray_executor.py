@@ -126,8 +126,8 @@ def _close(a, b, path="results"):
 
 
 def test_the_default_judge_runs_on_one_pool_of_two_workers_like_local(ray_cluster, tmp_path):
-    """Issue 24: the bylang default judge asked for a pool per route (2 pools × 2 workers × 1 CPU on
-    this 2-CPU cluster) and hung. Both encoders now live on every worker of one pool."""
+    """The bylang default judge runs on one pool (both encoders on every worker): a pool per route
+    (2 pools × 2 workers × 1 CPU) would not fit this 2-CPU cluster and would hang."""
     local = run(_cfg(DEFAULT_JUDGE, tmp_path, "local"))
     on_ray = run(
         _cfg(DEFAULT_JUDGE, tmp_path, "ray", executor=ExecutorConfig("ray", workers=2, startup_timeout_s=120))

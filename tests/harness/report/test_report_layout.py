@@ -1,4 +1,4 @@
-"""What a reader of `harness report` saw at once (issue 27): run labels, the alt-test figure's size
+"""What a reader of `harness report` sees at once: run labels, the alt-test figure's size
 and legend, long judge names, tables wider than the page."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Typed records (issue 25, item 4): the results document, sample rows and items as pydantic models,
+"""Typed records: the results document, sample rows and items as pydantic models,
 their shipped JSON Schemas, validation on write and read, the typed reader and the 1.x migration."""
 
 from __future__ import annotations

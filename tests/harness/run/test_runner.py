@@ -162,7 +162,7 @@ def test_embedded_default_judge_on_demo(tmp_path):
     )
     from harness.judges import DEFAULT_JUDGE
 
-    # the multilingual default (issue 16): packaged E5 for every language, the English MiniLM for en
+    # the multilingual default: packaged E5 for every language, the English MiniLM for en
     assert out.results["judge"]["spec"] == DEFAULT_JUDGE
     routes = out.results["judge"]["identity"]["routes"]
     assert routes["en"]["fingerprint"] and routes["*"]["weights_sha256"]

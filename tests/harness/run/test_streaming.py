@@ -1,4 +1,4 @@
-"""Streaming runs (issue 24, item 9): items are read a record batch at a time, samples appended to
+"""Streaming runs: items are read a record batch at a time, samples appended to
 samples.parquet in row groups, statistics computed from the file one task at a time — and none of the
 chunk sizes changes a number. (Peak memory and time per item at 10k–1M items: bench/scaling/scale.py.)"""
 

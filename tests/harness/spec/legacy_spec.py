@@ -1,4 +1,4 @@
-"""The judge-spec parser as it was before issue 25 (three hand-written parsers: plain, ``mean:`` /
+"""The judge-spec parser as it was before the recursive grammar (three hand-written parsers: plain, ``mean:`` /
 ``panel:`` members split on ``+``, ``bylang:`` routes split on ``;``), kept verbatim as the oracle
 of the compatibility tests: every spec it parses must parse to the same judge with the recursive
 grammar of :mod:`harness.spec.grammar` (test_compat.py, beside it). Do not change it."""

@@ -1,4 +1,4 @@
-"""Every judge spec that parsed before issue 25 parses to the same judge with the recursive grammar:
+"""Every judge spec that parsed with the old hand-written parsers parses to the same judge with the recursive grammar:
 each example in README.md and docs/*.md (and the default judge, and each kind's ``harness ls``
 example), checked against the old parser kept as an oracle (tests/harness/spec/legacy_spec.py), and
 random specs (hypothesis) with the same outcome from both; every parsed spec survives a round trip

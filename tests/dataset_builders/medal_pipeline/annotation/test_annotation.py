@@ -323,7 +323,7 @@ BAD_CSV = [
         "empty label",
     ),
     (
-        "issue 2",
+        "issue label 2",
         lambda rows: [*rows[:2], {**rows[2], "incoherent": "2"}, *rows[3:]],
         "row 3 ",
         "incoherent",
