@@ -15,11 +15,12 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from harness.cli.app import BadOptionUsage, NoArgsIsHelpError, app, usage_error_classes, usage_message
+from harness.cli.app import app
+from harness.cli.usage import BadOptionUsage, NoArgsIsHelpError, usage_error_classes, usage_message
 
 ROOT = Path(__file__).resolve().parents[3]
 runner = CliRunner()
-cli_app = importlib.import_module("harness.cli.app")  # the module (harness.cli.app is also the Typer app)
+cli_usage = importlib.import_module("harness.cli.usage")
 
 # (command line, what the error line must contain)
 PROBES: list[tuple[list[str], list[str]]] = [
@@ -102,13 +103,13 @@ def test_every_usage_error_class_is_answered_in_one_line(monkeypatch):
     """Each usage error class of typer's Click is raised by some probe above and answered by the
     one-line handler; a Click upgrade that adds a class makes this test name it."""
     seen: set[type] = set()
-    real = cli_app.usage_message
+    real = cli_usage.usage_message
 
     def spy(e):
         seen.add(type(e))
         return real(e)
 
-    monkeypatch.setattr(cli_app, "usage_message", spy)
+    monkeypatch.setattr(cli_usage, "usage_message", spy)
     for args, _ in PROBES:
         assert runner.invoke(app, args).exit_code == 2
     reachable = usage_error_classes() - {NoArgsIsHelpError}
