@@ -48,7 +48,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +55,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from harness import interrupt
 from harness.run.document import (  # noqa: F401  (re-exported: the typed reader and the names)
     RESULTS_FILE,
     SAMPLES_FILE,
@@ -101,15 +101,14 @@ SAMPLE_SCHEMA = pa.schema(
 
 
 def _atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``path`` through a temporary file renamed into place. The temporary name carries its
+    owner (:func:`harness.interrupt.temp_name`): a hard stop removes it, and one left by a killed
+    writer (kill -9) is swept by the next write."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
+    interrupt.sweep(path.parent, f".{path.name}.*")
+    with interrupt.tracked(path.parent / interrupt.temp_name(f".{path.name}.")) as tmp:
+        tmp.write_bytes(data)
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _json_safe(obj: Any) -> Any:
@@ -137,14 +136,9 @@ def write_results(
         check_sample_row(row)
     table = pa.Table.from_pandas(frame, schema=SAMPLE_SCHEMA, preserve_index=False)
     samples_path = out / SAMPLES_FILE
-    fd, tmp = tempfile.mkstemp(dir=out, prefix=".samples.", suffix=".parquet")
-    os.close(fd)
-    try:
+    with interrupt.tracked(out / interrupt.temp_name(".samples.", ".parquet")) as tmp:
         pq.write_table(table, tmp)
         os.replace(tmp, samples_path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return write_results_json(out, {**results, "samples": samples_info(samples_path)}), samples_path
 
 
