@@ -16,6 +16,7 @@ import pytest
 
 from harness.data.builders import build_dataset, get_builder
 from harness.data.registry import DatasetRegistry
+from tests.fixtures.demo_source import write_demo_source
 
 ROOT = Path(__file__).resolve().parents[3]
 N_ROWS = 15000  # a build of a few seconds: long enough to be caught in the middle
@@ -23,18 +24,7 @@ N_ROWS = 15000  # a build of a few seconds: long enough to be caught in the midd
 
 @pytest.fixture(scope="module")
 def source(tmp_path_factory) -> Path:
-    src = tmp_path_factory.mktemp("build_signals")
-    with (src / "turn.jsonl").open("w", encoding="utf-8") as f:
-        for i in range(N_ROWS):
-            item = {
-                "item": f"t{i // 2:05d}",
-                "language": "en" if i % 2 == 0 else "de",
-                "context": [f"I planted {i} tomatoes.", "How are they doing?", f"Day {i}: first flowers."],
-                "response": f"Flowers after {i} days is a good sign.",
-                "rating": float(1 + (i // 2) % 5),
-            }
-            f.write(json.dumps(item) + "\n")
-    return src
+    return write_demo_source(tmp_path_factory.mktemp("build_signals"), N_ROWS)
 
 
 def _build(*args: str) -> subprocess.Popen[str]:

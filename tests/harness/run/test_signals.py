@@ -21,6 +21,7 @@ from datasets import load_dataset
 from harness.data.builders import build_dataset
 from harness.run.results import load_results
 from harness.run.runner import RunConfig, run
+from tests.fixtures.demo_source import write_demo_source
 
 ROOT = Path(__file__).resolve().parents[3]
 N_ITEMS = 1000
@@ -30,18 +31,7 @@ N_ITEMS = 1000
 def dataset(tmp_path_factory) -> Path:
     """A built demo-format dataset of 1,000 turn-level items (500 English, 500 German)."""
     root = tmp_path_factory.mktemp("signals")
-    src = root / "src"
-    src.mkdir()
-    with (src / "turn.jsonl").open("w", encoding="utf-8") as f:
-        for i in range(N_ITEMS):
-            item = {
-                "item": f"t{i // 2:04d}",
-                "language": "en" if i % 2 == 0 else "de",
-                "context": [f"I planted {i} tomatoes.", "How are they doing?", f"Day {i}: first flowers."],
-                "response": f"Flowers after {i} days is a good sign for the harvest.",
-                "rating": float(1 + (i // 2) % 5),
-            }
-            f.write(json.dumps(item) + "\n")
+    src = write_demo_source(root / "src", N_ITEMS)
     out = root / "dataset"
     build_dataset("demo", src, out, show_progress=False)
     return out
