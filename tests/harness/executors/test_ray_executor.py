@@ -159,7 +159,10 @@ def test_composite_llm_judges_share_one_pool_and_match_local(ray_cluster, tmp_pa
     (pool,) = on_ray.results["executor"]["pools"]
     assert pool["role"] == "backend" and [m["requests"] for m in pool["members"]] == [16, 16]
     assert pool["resources_per_worker"] == {"num_cpus": 1.0, "num_gpus": 0.0}
-    assert sorted(w["requests"] for w in pool["workers"]) == [16, 16]  # both workers, both members
+    # shards go to whichever worker is free, so the split between the two depends on timing: both
+    # took part, and together they served every request of both members
+    per_worker = [w["requests"] for w in pool["workers"]]
+    assert len(per_worker) == 2 and min(per_worker) > 0 and sum(per_worker) == 32
 
 
 def test_a_resource_shortfall_is_an_immediate_error_with_the_arithmetic(ray_cluster, tmp_path, replay_file):
