@@ -90,12 +90,6 @@ ALLOWED: list[Allowed] = [
             "tests/tasks/meep/test_meep_tasks.py",
         )
     ),
-    Allowed(
-        "harness/run/runner.py",
-        "this task",
-        "the judge cannot do this task",
-        "a harness task (the product's concept), not a work item",
-    ),
 ]
 
 

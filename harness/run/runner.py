@@ -380,7 +380,7 @@ def _score_tasks(
                         with interrupt.cancellable():
                             verdicts = judge.score(spec, batch)
                     except (LogprobsUnavailableError, BackendConfigError):
-                        raise  # the judge cannot do this task / is misconfigured: a usage error, not a resume
+                        raise  # a judge that cannot score the task's items, or a misconfigured one: a usage error, not a resume
                     except BackendError as e:
                         log.error("task %s: scoring stopped at item %d: %s", spec.name, done, e)
                         failure = {"task": spec.name, "item": done, "error": f"{type(e).__name__}: {e}"}
