@@ -5,6 +5,11 @@ at any phase, and the published dataset (see tests/fixtures/medal_pipeline.py fo
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -339,44 +344,37 @@ def test_cli_builds_versions_and_imports_annotations(tmp_path):
     assert "medal" in json.dumps(results)
 
 
-def test_sigkill_mid_generation_then_rerun_completes_identically(run, tmp_path):
-    """A real kill (SIGKILL, no cleanup) of the CLI while it generates; the same command resumes."""
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    _, _, reference, _ = run
+def _build_cmd(tmp_path: Path) -> tuple[list[str], dict[str, str]]:
+    """The CLI command (and its environment) of a replay MEDAL build into ``tmp_path/out``."""
     cfg_path = write_replay_config(tmp_path, delay=0.01)
-    cmd = [
-        sys.executable,
-        "-c",
-        "from harness.cli import main; main()",
-        "datasets",
-        "build",
-        "medal",
-        "--config",
-        str(cfg_path),
-        "--output",
-        str(tmp_path / "out"),
-        "-q",
-    ]
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    state_file = tmp_path / "work" / "state.json"
+    cmd = [sys.executable, "-m", "harness.cli", "datasets", "build", "medal", "--config", str(cfg_path)]
+    cmd += ["--output", str(tmp_path / "out"), "-q"]
+    return cmd, {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
+
+
+def _signal_at_step(proc: subprocess.Popen, state_file: Path, sig: int, step_at: int = 14) -> int | None:
+    """Send ``sig`` once the build's checkpoint reaches ``step_at``; the step it was sent at, or None
+    when the build ended first."""
     deadline = time.time() + 120
-    killed_at = None
     while time.time() < deadline and proc.poll() is None:
         try:
             step = json.loads(state_file.read_text("utf-8"))["step"]
         except (FileNotFoundError, ValueError, KeyError):
             step = 0
-        if step >= 14:
-            proc.send_signal(signal.SIGKILL)
-            killed_at = step
-            break
+        if step >= step_at:
+            proc.send_signal(sig)
+            return step
         time.sleep(0.02)
+    return None
+
+
+def test_sigkill_mid_generation_then_rerun_completes_identically(run, tmp_path):
+    """A real kill (SIGKILL, no cleanup) of the CLI while it generates; the same command resumes."""
+    _, _, reference, _ = run
+    cmd, env = _build_cmd(tmp_path)
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    state_file = tmp_path / "work" / "state.json"
+    killed_at = _signal_at_step(proc, state_file, signal.SIGKILL)
     proc.wait(timeout=60)
     assert killed_at is not None, "the run finished before it could be killed"
     assert proc.returncode == -signal.SIGKILL
@@ -393,42 +391,11 @@ def test_sigkill_mid_generation_then_rerun_completes_identically(run, tmp_path):
 def test_sigterm_mid_generation_stops_at_a_checkpoint_then_rerun_completes_identically(run, tmp_path):
     """SIGTERM (as `timeout` or a job scheduler sends it) while the CLI generates: exit 143 at the
     next checkpoint, no temporary file, nothing built; the same command resumes from it."""
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
     _, _, reference, _ = run
-    cfg_path = write_replay_config(tmp_path, delay=0.01)
-    cmd = [
-        sys.executable,
-        "-m",
-        "harness.cli",
-        "datasets",
-        "build",
-        "medal",
-        "--config",
-        str(cfg_path),
-        "--output",
-        str(tmp_path / "out"),
-        "-q",
-    ]
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
+    cmd, env = _build_cmd(tmp_path)
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     state_file = tmp_path / "work" / "state.json"
-    deadline = time.time() + 120
-    signalled_at = None
-    while time.time() < deadline and proc.poll() is None:
-        try:
-            step = json.loads(state_file.read_text("utf-8"))["step"]
-        except (FileNotFoundError, ValueError, KeyError):
-            step = 0
-        if step >= 14:
-            proc.send_signal(signal.SIGTERM)
-            signalled_at = step
-            break
-        time.sleep(0.02)
+    signalled_at = _signal_at_step(proc, state_file, signal.SIGTERM)
     _, stderr = proc.communicate(timeout=60)
     assert signalled_at is not None, "the run finished before it could be signalled"
     assert proc.returncode == 143, stderr
