@@ -23,7 +23,7 @@ import warnings
 from collections import Counter
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import Literal, TypeAlias
 
 import krippendorff
 import numpy as np
@@ -337,11 +337,11 @@ class AgreementReport:
     fleiss: FleissResult
     buckets: dict[str, int]
 
-    def to_dict(self) -> dict[str, Any]:
-        """Flat, JSON-friendly dict (NaN becomes ``None``)."""
+    def to_dict(self) -> dict[str, object]:
+        """Flat, JSON-friendly dict of numbers, the level and the notes (NaN becomes ``None``)."""
         cohen = asdict(self.cohen)
         cohen.pop("pair_kappas")
-        out: dict[str, Any] = {
+        out: dict[str, object] = {
             "level": self.level,
             "n_items": self.n_items,
             "n_annotators": self.n_annotators,
@@ -433,18 +433,21 @@ def agreement_table(
         raise ValueError(f"'by' may not contain 'dimension', 'item', 'annotator' or 'value': {by}")
     if df.empty:
         raise ValueError("no ratings given (empty input)")
-    levels: dict[Any, str] = dict(dimension_levels or {})
+    levels = dict(dimension_levels or {})
     for level in [default_level, *levels.values()]:
         _check_level(level)
-    opts: dict[str, Any] = {"tolerance": tolerance, "weights": weights, "min_shared": min_shared}
-    rows: list[dict[str, Any]] = []
+
+    def report_of(ratings: pd.DataFrame, level: str) -> AgreementReport:
+        return agreement_report(ratings, level, tolerance=tolerance, weights=weights, min_shared=min_shared)
+
+    rows: list[dict[str, object]] = []
     for dimension, dim_df in df.groupby("dimension", sort=True):
         level = levels.get(dimension, default_level)
         if by:
             for keys, group in dim_df.groupby(by, sort=True, dropna=False):
                 group_keys = dict(zip(by, keys if isinstance(keys, tuple) else (keys,), strict=True))
                 try:
-                    report = agreement_report(group, level, **opts)
+                    report = report_of(group, level)
                 except ValueError as exc:
                     raise ValueError(f"dimension {dimension!r}, group {group_keys}: {exc}") from exc
                 rows.append({"dimension": dimension, **group_keys, **report.to_dict()})
@@ -452,7 +455,7 @@ def agreement_table(
         else:
             pooled = dim_df
         try:
-            report = agreement_report(pooled, level, **opts)
+            report = report_of(pooled, level)
         except ValueError as exc:
             raise ValueError(f"dimension {dimension!r}: {exc}") from exc
         rows.append({"dimension": dimension, **dict.fromkeys(by, ALL), **report.to_dict()})

@@ -38,13 +38,19 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
+import pandas as pd
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
+
+from harness.meta.jsonable import to_json
+
+if TYPE_CHECKING:
+    from harness.meta.metric import JSON
 
 SCORINGS = ("accuracy", "neg_rmse")
 SCALES = ("raw", "zscore", "rank", "discretize")
@@ -97,22 +103,23 @@ class AltTestResult:
     def tested(self) -> list[AnnotatorResult]:
         return [a for a in self.annotators if a.skipped is None]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, JSON]:
         d = asdict(self)
         d["annotators"] = {
             a["annotator"]: {k: v for k, v in a.items() if k != "annotator"} for a in d["annotators"]
         }
-        return _finite(d)
+        return {k: _finite(v) for k, v in d.items()}
 
 
-def _finite(o: Any) -> Any:
+def _finite(o: object) -> JSON:
+    """The JSON of a result, every non-finite float None."""
     if isinstance(o, dict):
         return {k: _finite(v) for k, v in o.items()}
     if isinstance(o, list):
         return [_finite(v) for v in o]
     if isinstance(o, float) and not math.isfinite(o):
         return None
-    return o
+    return to_json(o)
 
 
 def one_sided_p(diffs: Sequence[float], epsilon: float) -> tuple[float, float]:
@@ -227,7 +234,7 @@ def finish(results: Sequence[AltTestResult]) -> None:
             r.passed = r.omega >= 0.5
 
 
-def _natural(s: str) -> tuple[Any, ...]:
+def _natural(s: str) -> tuple[int | str, ...]:
     import re
 
     return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", s))
@@ -302,8 +309,8 @@ def choose(
 
 # -- harness run: per task, one environment per dataset × language ---------------------------------
 def alt_test_from_samples(
-    samples: Any,
-    info: Mapping[str, Any],
+    samples: pd.DataFrame,
+    info: Mapping[str, object],
     judge_range: tuple[float, float] | None,
     *,
     epsilon: float = 0.15,
@@ -311,25 +318,28 @@ def alt_test_from_samples(
     scale: str = "auto",
     scoring: str | None = None,
     score_column: str = "score",
-) -> dict[str, Any]:
+) -> dict[str, JSON]:
     """The alt-test of one task's samples (``human_labels`` / ``human_dimension`` columns): one
     environment per dataset × language, BY over every annotator comparison of the task together (the
     paper's FAQ on several environments); ``omega`` per environment and how many pass."""
-    from harness.meta.soft_labels import annotator_frame
+    from harness.meta.soft_labels import annotator_frame, label_scale_json, read_label_scale
 
     labels = annotator_frame(samples)
+    label_scale = read_label_scale(info)
     if scale == "auto":
-        mode, auto_scoring = choose(info["scale"], judge_range, (info["min"], info["max"]))
+        mode, auto_scoring = choose(
+            label_scale["scale"], judge_range, (label_scale["min"], label_scale["max"])
+        )
     else:
         mode, auto_scoring = scale, ("accuracy" if scale == "discretize" else "neg_rmse")
     scoring = scoring or auto_scoring
-    head = {
+    head: dict[str, JSON] = {
         "epsilon": epsilon,
         "q": q,
         "scale": mode,
         "scoring": scoring,
-        "judge_range": judge_range,
-        "label_scale": dict(info),
+        "judge_range": [*judge_range] if judge_range is not None else None,
+        "label_scale": label_scale_json(label_scale),
         "min_instances": MIN_INSTANCES,
     }
     if labels.empty:
@@ -342,11 +352,11 @@ def alt_test_from_samples(
         lab = labels[(labels["dataset"] == ds) & (labels["language"] == lang)]
         unit = ds + "\x1f" + sub["id"].astype(str)
         judge = dict(zip(unit, pd_num(sub[score_column]), strict=True))
-        humans: dict[str, dict[Any, float]] = {}
+        humans: dict[str, dict[Hashable, float | None]] = {}
         for a, u, v in zip(lab["annotator"], lab["unit"], lab["value"], strict=True):
             humans.setdefault(a, {})[u] = v
         try:
-            j, h = rescale(judge, humans, mode, judge_range=judge_range, levels=info.get("levels"))
+            j, h = rescale(judge, humans, mode, judge_range=judge_range, levels=label_scale["levels"])
         except ValueError as e:
             return {**head, "skipped": str(e)}
         res = alt_test(j, h, scoring=scoring, epsilon=epsilon, q=q, correct=False)
@@ -366,12 +376,13 @@ def alt_test_from_samples(
     }
 
 
-def pd_num(values: Any) -> list[float | None]:
+def pd_num(values: Iterable[object]) -> list[float | None]:
+    """Scores as floats, None where a value is missing or not a number."""
     out = []
     for v in values:
         try:
-            f = float(v)
-        except (TypeError, ValueError):
+            f = float(v) if isinstance(v, int | float | str | np.integer | np.floating) else math.nan
+        except ValueError:
             f = math.nan
         out.append(None if math.isnan(f) else f)
     return out

@@ -21,8 +21,7 @@ some label the paper does not name. Ours is the documented union above.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -33,15 +32,15 @@ LEVELS: tuple[str, ...] = ("all", "plurality", "majority", "full")
 _RANK = {"plurality": 1, "majority": 2, "full": 3}
 
 
-def _labels(value: Any) -> list[Any]:
+def _labels(value: object) -> list[float | None]:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return []
-    if isinstance(value, str | bytes) or not hasattr(value, "__iter__"):
+    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
         raise ValueError(f"expected a list of label values per item, got {value!r}")
     return list(value)
 
 
-def _missing(v: Any) -> bool:
+def _missing(v: object) -> bool:
     return v is None or (isinstance(v, float | np.floating) and math.isnan(v))
 
 
@@ -80,7 +79,7 @@ def bucket_accuracy(
         for lvl, rank in _RANK.items():
             if lvl == bucket or (nested and _RANK[bucket] >= rank):
                 hits[lvl].append(hit)
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, object]] = []
     prev = math.nan
     for lvl in LEVELS:
         acc = float(np.mean(hits[lvl])) if hits[lvl] else math.nan
@@ -107,10 +106,10 @@ def bucket_table(
     preds = dict(predictions) if isinstance(predictions, Mapping) else {c: c for c in predictions}
     if not preds:
         raise ValueError("no prediction columns given")
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, object]] = []
     for name, col in preds.items():
         acc = bucket_accuracy(frame, col, labels_col, nested=nested).set_index("bucket")
-        row: dict[str, Any] = {"metric": name}
+        row: dict[str, object] = {"metric": name}
         for lvl in LEVELS:
             row[lvl] = acc.at[lvl, "accuracy"]
             if lvl != "all":

@@ -24,18 +24,113 @@ import math
 import string
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, NotRequired, TypedDict
 
 import numpy as np
 import pandas as pd
 from sklearn.metrics import accuracy_score, confusion_matrix, precision_recall_fscore_support
 from statsmodels.stats.contingency_tables import mcnemar
 
-CEILING_NAMES: tuple[str, ...] = ("f1_pos", "f1_neg", "precision", "recall", "accuracy")
-METRIC_NAMES: tuple[str, ...] = (*CEILING_NAMES, "predicted_positive", "reference_positive")
+from harness.meta.jsonable import to_json
+
+if TYPE_CHECKING:
+    from harness.meta.metric import JSON
+
+RateName = Literal["f1_pos", "f1_neg", "precision", "recall", "accuracy"]
+MetricName = Literal[
+    "f1_pos", "f1_neg", "precision", "recall", "accuracy", "predicted_positive", "reference_positive"
+]
+CEILING_NAMES: tuple[RateName, ...] = ("f1_pos", "f1_neg", "precision", "recall", "accuracy")
+METRIC_NAMES: tuple[MetricName, ...] = (*CEILING_NAMES, "predicted_positive", "reference_positive")
 EXACT_BELOW = 25  # McNemar: exact binomial test when fewer discordant pairs than this, else chi-square
 ZeroDivision = float | str
 Labels = Sequence[float | int | None] | np.ndarray
+
+
+class BinaryMetrics(TypedDict):
+    """:func:`binary_metrics` of one prediction against one reference."""
+
+    f1_pos: float
+    f1_neg: float
+    precision: float
+    recall: float
+    accuracy: float
+    predicted_positive: int
+    reference_positive: int
+    n: int
+    note: NotRequired[str]
+
+
+class MetricMeans(TypedDict):
+    """Every metric of :data:`METRIC_NAMES` averaged over several references (NaN: none defined)."""
+
+    f1_pos: float
+    f1_neg: float
+    precision: float
+    recall: float
+    accuracy: float
+    predicted_positive: float
+    reference_positive: float
+
+
+class AnnotatorAveraged(MetricMeans):
+    """:func:`annotator_averaged`: the means, the item counts and each reference's metrics."""
+
+    n: int
+    parse_failures: int
+    per_annotator: dict[str, BinaryMetrics]
+
+
+class HumanCeiling(MetricMeans):
+    """:func:`human_ceiling`: the means over ordered annotator pairs and each pair's metrics."""
+
+    n: int
+    per_pair: dict[str, BinaryMetrics]
+
+
+class McNemarTest(TypedDict):
+    """One McNemar test of :func:`mcnemar_vs_human`; ``table`` is its 2x2 table."""
+
+    statistic: float
+    p_value: float
+    significant: bool
+    exact: bool
+    n: int
+    table: list[list[int]]
+
+
+class McNemarComparison(McNemarTest):
+    """A test with what it compares: ``reference``/``human`` sets and their accuracies
+    (``kind="correctness"``), or the human set and both sides' positives (``kind="labels"``)."""
+
+    reference: NotRequired[str]
+    human: str
+    judge_accuracy: NotRequired[float]
+    human_accuracy: NotRequired[float]
+    judge_positive: NotRequired[int]
+    human_positive: NotRequired[int]
+
+
+class McNemarResult(TypedDict):
+    """:func:`mcnemar_vs_human`: every test, the smallest p-value and whether any is significant."""
+
+    tests: dict[str, McNemarComparison]
+    alpha: float
+    kind: str | None
+    p_value: float | None
+    significant: bool
+
+
+class StabilityStats(TypedDict):
+    """Repeated-run consistency of one dimension (:func:`stability`); undefined values are None."""
+
+    mean_item_std: float | None
+    rate_std: float | None
+    n_items: int
+    n_runs: int
+    flip_rate: float | None
+    run_means: list[float | None]
 
 
 def _binary_array(values: Labels, what: str) -> np.ndarray:
@@ -73,7 +168,7 @@ def _nanmean(values: Sequence[float] | np.ndarray) -> float:
     return float(arr.mean()) if arr.size else math.nan
 
 
-def binary_metrics(reference: Labels, predicted: Labels, zero_division: ZeroDivision = 0.0) -> dict[str, Any]:
+def binary_metrics(reference: Labels, predicted: Labels, zero_division: ZeroDivision = 0.0) -> BinaryMetrics:
     """Binary classification metrics of ``predicted`` against ``reference`` (0/1; NaN = missing).
 
     Items missing on either side are dropped. Returns ``f1_pos`` / ``f1_neg`` (F1 of label 1 / label 0),
@@ -87,9 +182,18 @@ def binary_metrics(reference: Labels, predicted: Labels, zero_division: ZeroDivi
     keep = ~np.isnan(ref) & ~np.isnan(pred)
     y_true, y_pred = ref[keep].astype(int), pred[keep].astype(int)
     if not keep.any():
-        rates = dict.fromkeys(CEILING_NAMES, math.nan)
-        note = "undefined: no item is labelled on both sides"
-        return {**rates, "predicted_positive": 0, "reference_positive": 0, "n": 0, "note": note}
+        nan = math.nan
+        return {
+            "f1_pos": nan,
+            "f1_neg": nan,
+            "precision": nan,
+            "recall": nan,
+            "accuracy": nan,
+            "predicted_positive": 0,
+            "reference_positive": 0,
+            "n": 0,
+            "note": "undefined: no item is labelled on both sides",
+        }
     prec, rec, f1, _ = precision_recall_fscore_support(
         y_true, y_pred, labels=[0, 1], average=None, zero_division=zero_division
     )
@@ -105,9 +209,26 @@ def binary_metrics(reference: Labels, predicted: Labels, zero_division: ZeroDivi
     }
 
 
+def _means(rows: Sequence[BinaryMetrics]) -> MetricMeans:
+    """Each metric's mean over ``rows``, NaN values left out."""
+
+    def mean(key: MetricName) -> float:
+        return _nanmean([m[key] for m in rows])
+
+    return {
+        "f1_pos": mean("f1_pos"),
+        "f1_neg": mean("f1_neg"),
+        "precision": mean("precision"),
+        "recall": mean("recall"),
+        "accuracy": mean("accuracy"),
+        "predicted_positive": mean("predicted_positive"),
+        "reference_positive": mean("reference_positive"),
+    }
+
+
 def annotator_averaged(
     judge: Labels, annotations: Mapping[str, Labels], zero_division: ZeroDivision = 0.0
-) -> dict[str, Any]:
+) -> AnnotatorAveraged:
     """Judge vs each annotation set as reference in turn, every metric averaged over the sets.
 
     Only sets sharing >= 1 item with the judge enter the mean (and ``per_annotator``); NaN metric values
@@ -119,18 +240,19 @@ def annotator_averaged(
     pred, refs = _prepare(judge, annotations)
     per = {name: binary_metrics(ref, pred, zero_division) for name, ref in refs.items()}
     per = {name: m for name, m in per.items() if m["n"] > 0}
-    out: dict[str, Any] = {key: _nanmean([m[key] for m in per.values()]) for key in METRIC_NAMES}
     has_human = _label_counts(refs, pred.size) > 0
     judged = ~np.isnan(pred)
-    out["n"] = int((judged & has_human).sum())
-    out["parse_failures"] = int((~judged & has_human).sum())
-    out["per_annotator"] = per
-    return out
+    return {
+        **_means(list(per.values())),
+        "n": int((judged & has_human).sum()),
+        "parse_failures": int((~judged & has_human).sum()),
+        "per_annotator": per,
+    }
 
 
 def human_ceiling(
     annotations: Mapping[str, Labels], zero_division: ZeroDivision = 0.0
-) -> dict[str, Any] | None:
+) -> HumanCeiling | None:
     """Human performance: every ordered pair (A as prediction, B as reference) of distinct sets, averaged.
 
     Over both orders F1+ and accuracy are symmetric while precision and recall swap, so their means
@@ -147,13 +269,14 @@ def human_ceiling(
     pairs = {key: m for key, m in pairs.items() if m["n"] > 0}
     if not pairs:
         return None
-    out: dict[str, Any] = {key: _nanmean([m[key] for m in pairs.values()]) for key in METRIC_NAMES}
-    out["n"] = int((_label_counts(refs, next(iter(refs.values())).size) >= 2).sum())
-    out["per_pair"] = pairs
-    return out
+    return {
+        **_means(list(pairs.values())),
+        "n": int((_label_counts(refs, next(iter(refs.values())).size) >= 2).sum()),
+        "per_pair": pairs,
+    }
 
 
-def _mcnemar_entry(table: np.ndarray, alpha: float) -> dict[str, Any]:
+def _mcnemar_entry(table: np.ndarray, alpha: float) -> McNemarTest:
     exact = bool(table[0, 1] + table[1, 0] < EXACT_BELOW)
     res = mcnemar(table, exact=exact, correction=True)
     p_value = float(res.pvalue)
@@ -167,7 +290,7 @@ def _mcnemar_entry(table: np.ndarray, alpha: float) -> dict[str, Any]:
     }
 
 
-def mcnemar_vs_human(judge: Labels, annotations: Mapping[str, Labels], alpha: float = 0.05) -> dict[str, Any]:
+def mcnemar_vs_human(judge: Labels, annotations: Mapping[str, Labels], alpha: float = 0.05) -> McNemarResult:
     """McNemar's test of the judge against a human annotator (MEDAL Fig. 5), via statsmodels.
 
     ``kind="correctness"`` (>= 2 sets): for each reference set R and each other set H, over items labelled
@@ -183,7 +306,7 @@ def mcnemar_vs_human(judge: Labels, annotations: Mapping[str, Labels], alpha: fl
     """
     pred, refs = _prepare(judge, annotations)
     names = list(refs)
-    tests: dict[str, dict[str, Any]] = {}
+    tests: dict[str, McNemarComparison] = {}
     kind = "correctness" if len(names) >= 2 else ("labels" if names else None)
     if kind == "correctness":
         for ref_name, human_name in itertools.permutations(names, 2):
@@ -264,32 +387,17 @@ def bootstrap_metric_ci(
         for key, arr in zip(METRIC_NAMES, values, strict=True):
             stacked[key].append(np.where(count > 0, np.asarray(arr, dtype=float), np.nan))
     tail = (1.0 - confidence) / 2.0
-    for key, rows in stacked.items():
+    for name, rows in stacked.items():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN replicate columns
             reps = np.nanmean(np.vstack(rows), axis=0)
         reps = reps[~np.isnan(reps)]
         if reps.size >= max(10, n_bootstrap / 2):
-            out[key] = [float(np.quantile(reps, tail)), float(np.quantile(reps, 1.0 - tail))]
+            out[name] = [float(np.quantile(reps, tail)), float(np.quantile(reps, 1.0 - tail))]
     return out
 
 
-def _json_safe(value: Any) -> Any:
-    """Plain-Python copy: numpy scalars → int/float/bool, NaN → None, tuples/arrays → lists."""
-    if isinstance(value, Mapping):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | np.ndarray):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, bool | np.bool_):
-        return bool(value)
-    if isinstance(value, int | np.integer):
-        return int(value)
-    if isinstance(value, float | np.floating):
-        return None if math.isnan(value) else float(value)
-    return value
-
-
-def _mapping(cell: Any, item: Any, column: str) -> Mapping[str, Any] | None:
+def _mapping(cell: object, item: object, column: str) -> Mapping[str, object] | None:
     """Decode a dict / JSON-string cell; ``None``/NaN/empty string → ``None`` (e.g. unparsable judge output)."""
     if isinstance(cell, str):
         cell = json.loads(cell) if cell.strip() else None
@@ -300,7 +408,7 @@ def _mapping(cell: Any, item: Any, column: str) -> Mapping[str, Any] | None:
     return cell
 
 
-def _binary_value(value: Any, item: Any, dimension: str, who: str) -> float:
+def _binary_value(value: object, item: object, dimension: str, who: str) -> float:
     if value is None or (isinstance(value, float | np.floating) and math.isnan(value)):
         return math.nan
     if isinstance(value, bool | np.bool_ | int | np.integer | float | np.floating) and value in (0, 1):
@@ -344,17 +452,19 @@ def _group_report(
     judge: dict[str, np.ndarray],
     humans: dict[str, dict[str, np.ndarray]],
     mask: np.ndarray,
-    boot: dict[str, Any],
+    boot: _Bootstrap,
     alpha: float,
     zero_division: ZeroDivision,
-) -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
-    macro: dict[str, list[float]] = {"f1_pos": [], "f1_neg": []}
+) -> dict[str, dict[str, JSON]]:
+    out: dict[str, Mapping[str, object]] = {}
+    macro: dict[Literal["f1_pos", "f1_neg"], list[float]] = {"f1_pos": [], "f1_neg": []}
     for d, labels in judge.items():
         pred = labels[mask]
         slots = {s: arr[mask] for s, arr in humans[d].items() if (~np.isnan(arr[mask])).any()}
         avg = annotator_averaged(pred, slots, zero_division)
-        ci = bootstrap_metric_ci(pred, slots, zero_division=zero_division, **boot)
+        ci = bootstrap_metric_ci(
+            pred, slots, boot.n_bootstrap, boot.confidence, boot.seed, zero_division=zero_division
+        )
         for name in METRIC_NAMES:
             out[f"{d}/{name}"] = {
                 "value": avg[name],
@@ -363,11 +473,11 @@ def _group_report(
                 "parse_failures": avg["parse_failures"],
                 "per_annotator": {slot: m[name] for slot, m in avg["per_annotator"].items()},
             }
-        ceiling = human_ceiling(slots, zero_division) or {}
+        ceiling = human_ceiling(slots, zero_division)
         out[f"{d}/human_ceiling"] = {
-            "value": ceiling.get("f1_pos"),
-            **{name: ceiling.get(name) for name in CEILING_NAMES},
-            "n": ceiling.get("n", 0),
+            "value": ceiling["f1_pos"] if ceiling else None,
+            **{name: ceiling[name] if ceiling else None for name in CEILING_NAMES},
+            "n": ceiling["n"] if ceiling else 0,
         }
         test = mcnemar_vs_human(pred, slots, alpha)
         out[f"{d}/mcnemar"] = {"value": test["p_value"], **test}
@@ -376,7 +486,14 @@ def _group_report(
                 values.append(avg[key])
     for key, values in macro.items():
         out[f"macro/{key}"] = {"value": _nanmean(values), "ci": None, "n_dimensions": len(values)}
-    return _json_safe(out)
+    return {key: {k: to_json(v, nan_is_null=True) for k, v in e.items()} for key, e in out.items()}
+
+
+@dataclass(frozen=True)
+class _Bootstrap:
+    n_bootstrap: int
+    confidence: float
+    seed: int
 
 
 def issue_detection(
@@ -388,7 +505,7 @@ def issue_detection(
     language_order: Sequence[str] | None = None,
     alpha: float = 0.05,
     zero_division: ZeroDivision = 0.0,
-) -> dict[str, dict[str, dict[str, Any]]]:
+) -> dict[str, dict[str, dict[str, JSON]]]:
     """Per-language (and pooled ``"all"``) issue-detection report of one judge, MEDAL §5.3 style.
 
     ``samples``: one row per judged item with ``language``, ``item_id``, ``judge_labels`` (dict or JSON
@@ -424,32 +541,34 @@ def issue_detection(
     order += sorted(present - set(order))
     groups = {lang: languages == lang for lang in order}
     groups["all"] = np.ones(len(frame), dtype=bool)
-    boot = {"n_bootstrap": n_bootstrap, "confidence": confidence, "seed": seed}
+    boot = _Bootstrap(n_bootstrap, confidence, seed)
     return {
         name: _group_report(judge, humans, mask, boot, alpha, zero_division) for name, mask in groups.items()
     }
 
 
-def _stability_stats(matrix: pd.DataFrame) -> dict[str, Any]:
+def _defined(x: float) -> float | None:
+    return None if math.isnan(x) else float(x)
+
+
+def _stability_stats(matrix: pd.DataFrame) -> StabilityStats:
     values = matrix.to_numpy(dtype=float)
     eligible = values[(~np.isnan(values)).sum(axis=1) >= 2]
     run_means = [float(np.nanmean(col)) for col in values.T if (~np.isnan(col)).any()]
     flips = np.nanmax(eligible, axis=1) != np.nanmin(eligible, axis=1) if eligible.size else np.array([])
-    return _json_safe(
-        {
-            "mean_item_std": _nanmean(np.nanstd(eligible, axis=1)) if eligible.size else math.nan,
-            "rate_std": float(np.std(run_means)) if len(run_means) >= 2 else math.nan,
-            "n_items": int(eligible.shape[0]),
-            "n_runs": int(values.shape[1]),
-            "flip_rate": _nanmean(flips),
-            "run_means": run_means,
-        }
-    )
+    return {
+        "mean_item_std": _defined(_nanmean(np.nanstd(eligible, axis=1))) if eligible.size else None,
+        "rate_std": _defined(float(np.std(run_means))) if len(run_means) >= 2 else None,
+        "n_items": int(eligible.shape[0]),
+        "n_runs": int(values.shape[1]),
+        "flip_rate": _defined(_nanmean(flips)),
+        "run_means": [_defined(m) for m in run_means],
+    }
 
 
 def stability(
     runs: Sequence[pd.DataFrame], dimensions: Sequence[str], score_column: str | None = "score"
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, StabilityStats]:
     """Repeated-run consistency of a judge (MEDAL Table 3), per issue dimension and ``"overall"``.
 
     Each run has ``item_id``, ``judge_labels`` (as in :func:`issue_detection`) and ``score_column`` (the

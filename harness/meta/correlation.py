@@ -15,7 +15,7 @@ import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import NotRequired, TypedDict
 
 import numpy as np
 import numpy.typing as npt
@@ -23,6 +23,51 @@ import pandas as pd
 from scipy import stats
 
 METHODS = ("pearson", "spearman", "kendall")
+
+
+class CorrelationEntry(TypedDict):
+    """A correlation as ``results.json`` writes it (:meth:`CorrelationEstimate.to_dict`): an
+    undefined value, p-value or CI bound is None; ``note`` says why, or what was left out."""
+
+    value: float | None
+    p_value: float | None
+    ci: list[float | None] | None
+    n: int
+    note: NotRequired[str]
+
+
+class DatasetCorrelation(CorrelationEntry):
+    """One dataset × language of :func:`meta_evaluate`: the correlation over the parsed items."""
+
+    parse_failures: int
+    n_total: int
+
+
+class LanguageCorrelation(TypedDict):
+    """A language's correlation: the mean over its datasets (each under ``per_dataset``)."""
+
+    value: float | None
+    ci: list[float] | None
+    n: int
+    n_datasets: int
+    parse_failures: int
+    per_dataset: dict[str, DatasetCorrelation]
+    note: NotRequired[str]
+
+
+class OverallCorrelation(TypedDict):
+    """The ``all`` entry: the mean over the languages."""
+
+    value: float | None
+    ci: list[float] | None
+    n: int
+    n_languages: int
+    parse_failures: int
+    note: NotRequired[str]
+
+
+#: :meth:`MetaEvaluation.to_dict`: language (and ``all``) -> method -> entry
+CorrelationTable = dict[str, dict[str, LanguageCorrelation] | dict[str, OverallCorrelation]]
 
 
 @dataclass
@@ -33,8 +78,8 @@ class CorrelationEstimate:
     ci: tuple[float, float] | None = None
     note: str | None = None  # why the value is undefined (NaN -> None in to_dict), or what was left out
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def to_dict(self) -> CorrelationEntry:
+        out: CorrelationEntry = {
             "value": _clean(self.value),
             "p_value": _clean(self.p_value),
             "ci": [_clean(self.ci[0]), _clean(self.ci[1])] if self.ci else None,
@@ -144,11 +189,13 @@ def _dataset_rng(seed: int, dataset: str) -> np.random.Generator:
 class MetaEvaluation:
     """Nested result: language → metric → summary, with per-dataset breakdowns."""
 
-    by_language: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
-    overall: dict[str, dict[str, Any]] = field(default_factory=dict)
+    by_language: dict[str, dict[str, LanguageCorrelation]] = field(default_factory=dict)
+    overall: dict[str, OverallCorrelation] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {**self.by_language, "all": self.overall}
+    def to_dict(self) -> CorrelationTable:
+        out: CorrelationTable = {**self.by_language}
+        out["all"] = self.overall
+        return out
 
 
 def meta_evaluate(
@@ -181,7 +228,7 @@ def meta_evaluate(
     datasets = sorted(df["dataset"].unique())
     # replicate arrays: (dataset, language, method) -> (B,)
     reps: dict[tuple[str, str, str], np.ndarray] = {}
-    per_ds: dict[tuple[str, str, str], dict[str, Any]] = {}
+    per_ds: dict[tuple[str, str, str], DatasetCorrelation] = {}
     for ds in datasets:
         for lang in languages:
             sub = df[(df["dataset"] == ds) & (df["language"] == lang)].sort_values("item_id")
@@ -234,8 +281,7 @@ def meta_evaluate(
             if value is None:
                 out.by_language[lang][m]["note"] = "undefined in every dataset (see per_dataset notes)"
     for m in methods:
-        vals = [out.by_language[lang][m]["value"] for lang in languages]
-        vals = [v for v in vals if v is not None]
+        vals = [v for lang in languages if (v := out.by_language[lang][m]["value"]) is not None]
         ci = None
         rs = [lang_reps[(lang, m)] for lang in languages if (lang, m) in lang_reps]
         if rs and len(rs) == len(languages):

@@ -13,22 +13,28 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from harness.meta.correlation import _replicates, correlation, percentile_ci
+from harness.meta.correlation import CorrelationEntry, _replicates, correlation, percentile_ci
+from harness.meta.soft_labels import label_records
 
 
-def human_labels_json(item: Mapping[str, Any]) -> str | None:
+class PooledCorrelation(CorrelationEntry):
+    """:func:`pooled_correlations`: a correlation over every language's items pooled."""
+
+    parse_failures: int
+
+
+def human_labels_json(item: Mapping[str, object]) -> str | None:
     """Every human label of an item as JSON ``{dimension: {annotator: value}}`` (record order)."""
-    out: dict[str, dict[str, Any]] = {}
-    for lab in item.get("labels") or []:
+    out: dict[str, dict[str, object]] = {}
+    for lab in label_records(item.get("labels")):
         dim = lab.get("dimension")
         if dim is None:
             continue
-        out.setdefault(dim, {})[str(lab.get("annotator"))] = lab.get("value")
+        out.setdefault(str(dim), {})[str(lab.get("annotator"))] = lab.get("value")
     return json.dumps(out, ensure_ascii=False) if out else None
 
 
@@ -45,14 +51,14 @@ def label_parse_failures(samples: pd.DataFrame, dimensions: Sequence[str]) -> di
 
 def pooled_correlations(
     samples: pd.DataFrame, methods: Sequence[str], n_bootstrap: int, confidence: float, seed: int
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, PooledCorrelation]:
     """Correlation of score and human rating over all languages pooled, with a bootstrap CI."""
     df = samples.copy()
     df["score"] = pd.to_numeric(df["score"], errors="coerce")
     valid = df[df["score"].notna() & df["human"].notna()].sort_values(["language", "item_id"])
     x = valid["score"].to_numpy(np.float64)
     y = valid["human"].to_numpy(np.float64)
-    out = {}
+    out: dict[str, PooledCorrelation] = {}
     idx = None
     if n_bootstrap > 0 and len(valid) >= 3:
         idx = np.random.default_rng(seed).integers(0, len(valid), size=(n_bootstrap, len(valid)))

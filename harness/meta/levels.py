@@ -11,15 +11,65 @@ the per-language value as the mean over datasets (as :func:`harness.meta.correla
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import NotRequired, TypedDict
 
 import numpy as np
 import pandas as pd
 
-from harness.meta.correlation import _replicates, correlation, percentile_ci
+from harness.meta.correlation import CorrelationEntry, _replicates, correlation, percentile_ci
 
 KEYS = {"dialogue": ["system", "dialogue_id"], "system": ["system"]}
+
+
+class LevelCorrelationEntry(CorrelationEntry):
+    """One dataset × language of :func:`level_correlations`: the correlation over the groups."""
+
+    parse_failures: int  # items whose judge score failed
+    groups: int
+
+
+class LanguageMean(TypedDict):
+    """A language's entry of :func:`aggregate`: the mean over its datasets (each under ``per_dataset``)."""
+
+    value: float | None
+    ci: list[float | None] | None
+    n: int
+    n_datasets: int
+    parse_failures: int
+    per_dataset: dict[str, Mapping[str, object]]
+    note: NotRequired[str]
+
+
+class OverallMean(TypedDict):
+    """The ``all`` entry of :func:`aggregate`: the mean over the languages."""
+
+    value: float | None
+    ci: list[float | None] | None
+    n: int
+    n_languages: int
+    parse_failures: int
+    note: NotRequired[str]
+
+
+#: :func:`aggregate`: language (and ``all``) -> entry key -> entry
+MeanTable = dict[str, dict[str, LanguageMean] | dict[str, OverallMean]]
+
+
+def _ci(entry: Mapping[str, object]) -> list[float | None] | None:
+    """An entry's ``[low, high]`` (a tuple becomes a list, as results.json writes it)."""
+    ci = entry.get("ci")
+    if isinstance(ci, tuple):
+        return list(ci)
+    return ci if isinstance(ci, list) else None
+
+
+def _number(entry: Mapping[str, object], key: str) -> float | None:
+    """A numeric field of an entry, None when it is missing or not a number."""
+    x = entry.get(key)
+    if isinstance(x, np.integer | np.floating):
+        return float(x)
+    return x if isinstance(x, int | float) and not isinstance(x, bool) else None
 
 
 def level_frame(samples: pd.DataFrame, level: str) -> pd.DataFrame:
@@ -37,46 +87,49 @@ def level_frame(samples: pd.DataFrame, level: str) -> pd.DataFrame:
 
 
 def aggregate(
-    per_group: dict[tuple[str, str], dict[str, dict[str, Any]]],
-) -> dict[str, dict[str, dict[str, Any]]]:
+    per_group: Mapping[tuple[str, str], Mapping[str, Mapping[str, object]]],
+) -> MeanTable:
     """Per-(dataset, language) entries ``{value, ci, n, parse_failures, ...}`` -> per language (mean over
     datasets, each dataset's entry under ``per_dataset``; the CI is kept when one dataset makes the
     language) and ``"all"`` (mean over languages; the CI kept for a single language), as
     :func:`harness.meta.correlation.meta_evaluate` averages."""
-    langs: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
+    langs: dict[str, dict[str, dict[str, Mapping[str, object]]]] = {}
     for (ds, lang), entries in per_group.items():
         for key, e in entries.items():
             langs.setdefault(str(lang), {}).setdefault(key, {})[str(ds)] = e
-    out: dict[str, dict[str, dict[str, Any]]] = {}
+    out: dict[str, dict[str, LanguageMean]] = {}
     for lang, metrics in langs.items():
         out[lang] = {}
         for key, by_ds in metrics.items():
-            vals = [e["value"] for e in by_ds.values() if e.get("value") is not None]
+            vals = [v for e in by_ds.values() if (v := _number(e, "value")) is not None]
             out[lang][key] = {
                 "value": float(np.mean(vals)) if vals else None,
-                "ci": next(iter(by_ds.values())).get("ci") if len(by_ds) == 1 else None,
-                "n": int(sum(e.get("n") or 0 for e in by_ds.values())),
+                "ci": _ci(next(iter(by_ds.values()))) if len(by_ds) == 1 else None,
+                "n": int(sum(_number(e, "n") or 0 for e in by_ds.values())),
                 "n_datasets": len(vals),
-                "parse_failures": int(sum(e.get("parse_failures") or 0 for e in by_ds.values())),
+                "parse_failures": int(sum(_number(e, "parse_failures") or 0 for e in by_ds.values())),
                 "per_dataset": by_ds,
             }
             if not vals:
                 out[lang][key]["note"] = "undefined in every dataset (see per_dataset)"
-    if out:
-        out["all"] = {}
-        for key in dict.fromkeys(k for m in out.values() for k in m):
-            have = [lang for lang in langs if key in out[lang]]
-            vals = [out[lang][key]["value"] for lang in have if out[lang][key]["value"] is not None]
-            out["all"][key] = {
-                "value": float(np.mean(vals)) if vals else None,
-                "ci": out[have[0]][key]["ci"] if len(have) == 1 else None,
-                "n": int(sum(out[lang][key]["n"] for lang in have)),
-                "n_languages": len(vals),
-                "parse_failures": int(sum(out[lang][key]["parse_failures"] for lang in have)),
-            }
-            if not vals:
-                out["all"][key]["note"] = "undefined in every language"
-    return out
+    if not out:
+        return {}
+    overall: dict[str, OverallMean] = {}
+    for key in dict.fromkeys(k for m in out.values() for k in m):
+        have = [lang for lang in langs if key in out[lang]]
+        vals = [v for lang in have if (v := out[lang][key]["value"]) is not None]
+        overall[key] = {
+            "value": float(np.mean(vals)) if vals else None,
+            "ci": out[have[0]][key]["ci"] if len(have) == 1 else None,
+            "n": int(sum(out[lang][key]["n"] for lang in have)),
+            "n_languages": len(vals),
+            "parse_failures": int(sum(out[lang][key]["parse_failures"] for lang in have)),
+        }
+        if not vals:
+            overall[key]["note"] = "undefined in every language"
+    table: MeanTable = {**out}
+    table["all"] = overall
+    return table
 
 
 def level_correlations(
@@ -86,10 +139,10 @@ def level_correlations(
     n_bootstrap: int = 1000,
     confidence: float = 0.95,
     seed: int = 0,
-) -> dict[str, dict[str, dict[str, Any]]]:
+) -> MeanTable:
     """``{language: {"<level>/<metric>": entry}}`` plus ``"all"`` (mean over languages). ``samples``:
     one task's rows with ``dataset``, ``language``, ``score``, ``human`` and the level's keys."""
-    per_group: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+    per_group: dict[tuple[str, str], dict[str, LevelCorrelationEntry]] = {}
     for level in levels:
         if any(k not in samples.columns or samples[k].isna().all() for k in KEYS[level]):
             continue  # no system / dialogue ids in this data: nothing to aggregate
@@ -106,7 +159,7 @@ def level_correlations(
                 est = correlation(x, y, m)
                 if idx is not None:
                     est.ci = percentile_ci(_replicates(x, y, idx, m), confidence)
-                entry = {
+                entry: LevelCorrelationEntry = {
                     **est.to_dict(),
                     "parse_failures": int(frame["score"].isna().sum()),
                     "groups": len(frame),

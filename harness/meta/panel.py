@@ -32,16 +32,43 @@ import itertools
 import json
 import math
 import warnings
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
 from harness.meta.agreement import krippendorff_alpha
-from harness.meta.correlation import correlation, meta_evaluate
+from harness.meta.correlation import CorrelationTable, correlation, meta_evaluate
+from harness.meta.jsonable import to_json
 from harness.meta.panel_vote import vote
+
+if TYPE_CHECKING:
+    from harness.meta.metric import JSON
+
+
+class JudgeAlpha(TypedDict):
+    """:func:`judge_alpha`: Krippendorff's α among judges on binned scores."""
+
+    value: float | None
+    n_items: int
+    grid: float
+    note: NotRequired[str]
+
+
+class JudgeErrorCorrelation(TypedDict):
+    """:func:`error_correlations`: the members' pairwise error correlations and what they imply."""
+
+    pairs: dict[str, float | None]
+    mean: float | None
+    effective_judges: float | None
+    n_judges: int
+    note: NotRequired[str]
+
+
+#: an alt-test of one judge's scores: (samples with its ``score``, its score range) -> the section
+AltTestRunner = Callable[[pd.DataFrame, "tuple[float, float] | None"], "dict[str, JSON]"]
 
 
 def member_scores(samples: pd.DataFrame, names: Sequence[str], key: str = "normalised") -> pd.DataFrame:
@@ -65,7 +92,7 @@ def effective_judges(k: int, rho: float | None) -> float | None:
 ALPHA_GRID = 21  # values binned to a 0.05 grid: krippendorff builds a values x values matrix per unit
 
 
-def judge_alpha(matrix: pd.DataFrame, ranks: bool = False) -> dict[str, Any]:
+def judge_alpha(matrix: pd.DataFrame, ranks: bool = False) -> JudgeAlpha:
     """Krippendorff's α (interval) among the columns of ``matrix`` (judges) over its rows (items).
 
     The ``krippendorff`` package builds a V × V coincidence matrix per unit (V = distinct values), which
@@ -87,7 +114,7 @@ def judge_alpha(matrix: pd.DataFrame, ranks: bool = False) -> dict[str, Any]:
     long = binned.reset_index(drop=True).stack().reset_index()
     long.columns = ["item", "annotator", "value"]
     res = krippendorff_alpha(long, level="interval")
-    out: dict[str, Any] = {
+    out: JudgeAlpha = {
         "value": None if math.isnan(res.value) else res.value,
         "n_items": res.n_items,
         "grid": 1 / (ALPHA_GRID - 1),
@@ -97,7 +124,7 @@ def judge_alpha(matrix: pd.DataFrame, ranks: bool = False) -> dict[str, Any]:
     return out
 
 
-def error_correlations(matrix: pd.DataFrame, human: pd.Series) -> dict[str, Any]:
+def error_correlations(matrix: pd.DataFrame, human: pd.Series) -> JudgeErrorCorrelation:
     """Pairwise correlation of the members' residuals after regressing each on the human rating."""
     h = pd.to_numeric(human, errors="coerce")
     resid = pd.DataFrame(index=matrix.index, columns=matrix.columns, dtype=float)
@@ -116,7 +143,7 @@ def error_correlations(matrix: pd.DataFrame, human: pd.Series) -> dict[str, Any]
         pairs[f"{a} | {b}"] = None if math.isnan(r) else r
     vals = [v for v in pairs.values() if v is not None]
     rho = float(np.mean(vals)) if vals else None
-    out: dict[str, Any] = {
+    out: JudgeErrorCorrelation = {
         "pairs": pairs,
         "mean": rho,
         "effective_judges": effective_judges(matrix.shape[1], rho),
@@ -136,8 +163,34 @@ def revote(matrix: pd.DataFrame, how: str, quorum: int) -> pd.Series:
     return pd.Series(out, index=matrix.index, dtype=float)
 
 
-def _all(meta: Mapping[str, Any], metric: str) -> float | None:
-    return ((meta.get("all") or {}).get(metric) or {}).get("value")
+def _all(meta: CorrelationTable, metric: str) -> float | None:
+    entry = meta.get("all", {}).get(metric)
+    return entry["value"] if entry else None
+
+
+def _alt_test_runner(options: Mapping[str, object]) -> AltTestRunner:
+    """The alt-test with ``options`` (``info``, ``epsilon``, ``q``, ``scale`` of
+    :func:`harness.meta.alt_test.alt_test_from_samples`), checked once."""
+    from harness.meta.alt_test import alt_test_from_samples
+
+    info, epsilon, q, scale = (options.get(k) for k in ("info", "epsilon", "q", "scale"))
+    unknown = sorted(set(options) - {"info", "epsilon", "q", "scale"})
+    if (
+        unknown
+        or not isinstance(info, Mapping)
+        or not isinstance(epsilon, int | float)
+        or not isinstance(q, int | float)
+        or not isinstance(scale, str)
+    ):
+        raise ValueError(
+            "the panel's alt-test options are info (a label scale), epsilon and q (numbers) and scale "
+            f"(a name); got {dict(options)!r}"
+        )
+
+    def run(samples: pd.DataFrame, judge_range: tuple[float, float] | None) -> dict[str, JSON]:
+        return alt_test_from_samples(samples, info, judge_range, epsilon=epsilon, q=q, scale=scale)
+
+    return run
 
 
 def panel_report(
@@ -152,8 +205,8 @@ def panel_report(
     n_bootstrap: int = 1000,
     confidence: float = 0.95,
     seed: int = 0,
-    alt_test: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+    alt_test: Mapping[str, object] | None = None,
+) -> dict[str, JSON]:
     """Everything above for one task's ``samples`` (``human`` column = the human rating).
     ``alt_test``: keyword arguments of :func:`harness.meta.alt_test.alt_test_from_samples` (``info``,
     ``epsilon``, ``q``, ``scale``) to run it per member and for the panel; None = not run."""
@@ -161,30 +214,33 @@ def panel_report(
     norm = member_scores(samples, names, "normalised")
     raw = member_scores(samples, names, "score")
 
-    def meta(scores: pd.Series) -> dict[str, Any]:
+    def meta(scores: pd.Series) -> CorrelationTable:
         return meta_evaluate(
             samples.assign(score=scores), methods, n_bootstrap, confidence, seed, language_order
         ).to_dict()
 
     panel_meta = meta(pd.to_numeric(samples["score"], errors="coerce"))
-    out: dict[str, Any] = {
-        "members": {n: {"results": meta(raw[n]), "failures": int(raw[n].isna().sum())} for n in names},
-        "panel": {
-            "results": panel_meta,
-            "failures": int(pd.to_numeric(samples["score"], errors="coerce").isna().sum()),
-            "vote": how,
-            "quorum": quorum,
+    panel: dict[str, JSON] = {
+        "results": to_json(panel_meta),
+        "failures": int(pd.to_numeric(samples["score"], errors="coerce").isna().sum()),
+        "vote": how,
+        "quorum": quorum,
+    }
+    out: dict[str, JSON] = {
+        "members": {
+            n: {"results": to_json(meta(raw[n])), "failures": int(raw[n].isna().sum())} for n in names
         },
-        "alpha": judge_alpha(norm),
-        "alpha_rank": judge_alpha(norm, ranks=True),
-        "error_correlation": error_correlations(norm, samples["human"]),
+        "panel": panel,
+        "alpha": to_json(judge_alpha(norm)),
+        "alpha_rank": to_json(judge_alpha(norm, ranks=True)),
+        "error_correlation": to_json(error_correlations(norm, samples["human"])),
         "n_items": int(len(samples)),
     }
     fallbacks = 0
     for cell in samples["extra"]:
         fallbacks += bool(isinstance(cell, str) and json.loads(cell).get("fallback"))
-    out["panel"]["majority_fallbacks"] = fallbacks
-    loo: dict[str, Any] = {}
+    panel["majority_fallbacks"] = fallbacks
+    loo: dict[str, JSON] = {}
     if len(names) > 2:
         for n in names:
             rest = [x for x in names if x != n]
@@ -200,16 +256,13 @@ def panel_report(
             }
     out["leave_one_out"] = loo or "needs at least 3 members"
     if alt_test is not None:
-        from harness.meta.alt_test import alt_test_from_samples
-
-        per = {}
+        run_alt_test = _alt_test_runner(alt_test)
+        per: dict[str, JSON] = {}
         for k, n in enumerate(names):
             rk = ranges[k] if ranges is not None else None
             rng = (rk[0], rk[1]) if rk is not None else None  # None: per-item (bylang:)
-            per[n] = alt_test_from_samples(samples.assign(score=raw[n]), judge_range=rng, **alt_test)
-        per["panel"] = alt_test_from_samples(
-            samples, judge_range=(0.0, 1.0) if ranges is not None else None, **alt_test
-        )
+            per[n] = run_alt_test(samples.assign(score=raw[n]), rng)
+        per["panel"] = run_alt_test(samples, (0.0, 1.0) if ranges is not None else None)
         out["alt_test"] = per
     return out
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict, Unpack
 
 import numpy as np
 import numpy.typing as npt
@@ -34,7 +34,15 @@ from scipy.stats.contingency import association, crosstab
 from sklearn.model_selection import KFold
 
 from harness.meta.agreement import winning_label
-from harness.meta.correlation import CorrelationEstimate, _clean, _replicates, correlation, percentile_ci
+from harness.meta.correlation import (
+    CorrelationEntry,
+    CorrelationEstimate,
+    _clean,
+    _replicates,
+    correlation,
+    percentile_ci,
+)
+from harness.meta.soft_labels import as_float, label_records
 
 SCALES: tuple[str, ...] = ("binary", "likert", "continuous")
 APP_B_METHODS: tuple[str, ...] = ("pearson", "spearman", "kendall", "point_biserial", "cramers_v")
@@ -43,12 +51,60 @@ BINNINGS: tuple[str, ...] = ("width", "quantile", "none")
 _AUTO = {"binary": "point_biserial", "likert": "cramers_v", "continuous": "pearson"}
 
 
+class AppBEntry(CorrelationEntry):
+    """:meth:`AppBEstimate.to_dict`: the correlation, the pairs left out and the coefficient used."""
+
+    n_missing: int
+    method: str
+
+
+class FoldEntry(AppBEntry):
+    """One held-out fold of :func:`cv_fold_correlations`."""
+
+    fold: int
+
+
+class CvFolds(TypedDict):
+    """:func:`cv_fold_correlations`: each fold's correlation and their mean and spread."""
+
+    folds: list[FoldEntry]
+    mean: float | None
+    std: float | None
+    n_folds: int
+
+
+class SystemCorrelation(CorrelationEntry):
+    """One method of :func:`system_level`: the correlation over systems and the rows left out."""
+
+    n_missing: int
+    n_missing_system: int
+    n_items: int
+
+
+class AppBOptions(TypedDict, total=False):
+    """Options of :func:`app_b_correlation` that :func:`item_level` passes on."""
+
+    lo: float
+    hi: float
+    binning: str
+    bias_correction: bool
+    confidence: float
+
+
+class FoldOptions(AppBOptions, total=False):
+    """Options of :func:`app_b_correlation` that :func:`cv_fold_correlations` passes on."""
+
+    n_bootstrap: int
+
+
 # --------------------------------------------------------------------------- input checks
 def _missing(a: np.ndarray) -> np.ndarray:
     return np.asarray(pd.isna(a), dtype=bool)
 
 
-def _pair(x: Any, y: Any, *, numeric: bool = True, allow_nan: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def _pair(
+    x: npt.ArrayLike, y: npt.ArrayLike, *, numeric: bool = True, allow_nan: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     """Arrays of x and y; ValueError on empty input, different lengths, or (unless allowed) NaN."""
     xa = np.asarray(x, dtype=np.float64 if numeric else None)
     ya = np.asarray(y, dtype=np.float64 if numeric else None)
@@ -137,7 +193,7 @@ def _bergsma(chi2: float, n: int, r: int, c: int) -> float:
 
 # --------------------------------------------------------------------------- discretisation
 def discretize(
-    scores: npt.ArrayLike, levels: Sequence[Any], *, lo: float = 0.0, hi: float = 1.0
+    scores: npt.ArrayLike, levels: Sequence[object], *, lo: float = 0.0, hi: float = 1.0
 ) -> np.ndarray:
     """Map scores onto ``levels`` by ``k = len(levels)`` equal-width bins over ``[lo, hi]``.
 
@@ -156,7 +212,7 @@ def discretize(
     return out
 
 
-def discretize_quantile(scores: Sequence[float], levels: Sequence[Any]) -> np.ndarray:
+def discretize_quantile(scores: Sequence[float] | np.ndarray, levels: Sequence[object]) -> np.ndarray:
     """Equal-frequency alternative to :func:`discretize` (``pd.qcut`` into ``len(levels)`` bins).
 
     NaN stays NaN. ValueError when ties make bin edges coincide (use :func:`discretize` then).
@@ -172,7 +228,7 @@ def discretize_quantile(scores: Sequence[float], levels: Sequence[Any]) -> np.nd
     return out
 
 
-def _level_array(levels: Sequence[Any]) -> np.ndarray:
+def _level_array(levels: Sequence[object]) -> np.ndarray:
     """Levels as a float array when all are numeric, else an object array (both can hold NaN)."""
     levels = list(levels)
     if not levels:
@@ -182,7 +238,11 @@ def _level_array(levels: Sequence[Any]) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- bootstrap
-_VECTORISED: dict[Callable[..., Any], str] = {pearson: "pearson", spearman: "spearman", kendall: "kendall"}
+_VECTORISED: dict[Callable[[npt.ArrayLike, npt.ArrayLike], CorrelationEstimate], str] = {
+    pearson: "pearson",
+    spearman: "spearman",
+    kendall: "kendall",
+}
 
 
 def bootstrap_ci(
@@ -227,16 +287,19 @@ class AppBEstimate:
     ci: tuple[float, float] | None = None
     note: str | None = None  # why the value is undefined
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> AppBEntry:
         ci = [_clean(self.ci[0]), _clean(self.ci[1])] if self.ci else None
-        out: dict[str, Any] = {
+        out: AppBEntry = {
             "value": _clean(self.value),
             "p_value": _clean(self.p_value),
             "ci": ci,
             "n": self.n,
+            "n_missing": self.n_missing,
+            "method": self.method,
         }
-        out |= {"n_missing": self.n_missing, "method": self.method}
-        return out | ({"note": self.note} if self.note else {})
+        if self.note:
+            out["note"] = self.note
+        return out
 
 
 def resolve_method(scale: str, method: str = "auto") -> str:
@@ -256,7 +319,7 @@ def app_b_correlation(
     scale: str,
     *,
     method: str = "auto",
-    levels: Sequence[Any] | None = None,
+    levels: Sequence[object] | None = None,
     lo: float = 0.0,
     hi: float = 1.0,
     binning: str = "width",
@@ -316,18 +379,18 @@ def app_b_correlation(
 
 
 # --------------------------------------------------------------------------- human side
-def _as_list(x: Any) -> list[Any]:
+def _as_list(x: object) -> list[Mapping[str, object]]:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return []
-    return list(x)
+    return label_records(list(x) if isinstance(x, np.ndarray) else x)
 
 
-def _is_missing(v: Any) -> bool:
+def _is_missing(v: object) -> bool:
     return v is None or (isinstance(v, float | np.floating) and math.isnan(v))
 
 
 def human_targets(
-    records: pd.DataFrame | Sequence[Mapping[str, Any]],
+    records: pd.DataFrame | Sequence[Mapping[str, object]],
     dimension: str,
     target: str = "mean",
     *,
@@ -353,7 +416,7 @@ def human_targets(
     if not recs:
         raise ValueError("no records given (empty input)")
     base = ["id", "item_id", "dataset", "system", *keep]
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, object]] = []
     n_missing = n_dropped = n_tied = 0
     for rec in recs:
         rid = rec.get("id")
@@ -363,9 +426,12 @@ def human_targets(
         ok = [lab for lab in labs if not _is_missing(lab.get("value"))]
         n_missing += len(labs) - len(ok)
         head = {c: rec.get(c) for c in base}
-        values = [float(lab["value"]) for lab in ok]
+        values = [as_float(lab["value"], "a label value") for lab in ok]
         if target == "rows":
-            rows += [{**head, "annotator": lab.get("annotator"), "human": float(lab["value"])} for lab in ok]
+            rows += [
+                {**head, "annotator": lab.get("annotator"), "human": as_float(lab["value"], "a label value")}
+                for lab in ok
+            ]
             continue
         if target == "mean":
             human = float(np.mean(values)) if values else None
@@ -373,7 +439,8 @@ def human_targets(
             agg = next((a for a in _as_list(rec.get("aggregates")) if a.get("dimension") == dimension), None)
             if agg is None:
                 raise ValueError(f"record {rid!r} has no aggregates entry for dimension {dimension!r}")
-            human = None if _is_missing(agg.get("aggregate")) else float(agg["aggregate"])
+            aggregate = agg.get("aggregate")
+            human = None if _is_missing(aggregate) else as_float(aggregate, "an aggregate")
         else:
             human = winning_label(values)
             n_tied += int(human is None and len(values) > 0)
@@ -403,11 +470,11 @@ def item_level(
     human_col: str = "human",
     scale: str = "continuous",
     method: str | Sequence[str] = "auto",
-    levels: Sequence[Any] | None = None,
+    levels: Sequence[object] | None = None,
     n_bootstrap: int = 1000,
     seed: int = 0,
-    **options: Any,
-) -> dict[str, dict[str, Any]]:
+    **options: Unpack[AppBOptions],
+) -> dict[str, dict[str, object]]:
     """Item-level :func:`app_b_correlation` of ``frame[score_col]`` vs ``frame[human_col]``.
 
     ``method`` is one name or several; ``options`` go to :func:`app_b_correlation` (``lo``, ``hi``,
@@ -416,10 +483,12 @@ def item_level(
     """
     _need(frame, [score_col, human_col])
     methods = [method] if isinstance(method, str) else list(method)
-    kw = {"levels": levels, "n_bootstrap": n_bootstrap, "seed": seed, **options}
     x, y = frame[score_col].to_numpy(), frame[human_col].to_numpy()
-    ests = [app_b_correlation(x, y, scale, method=m, **kw) for m in methods]
-    return {e.method: e.to_dict() for e in ests}
+    ests = [
+        app_b_correlation(x, y, scale, method=m, levels=levels, n_bootstrap=n_bootstrap, seed=seed, **options)
+        for m in methods
+    ]
+    return {e.method: dict(e.to_dict()) for e in ests}
 
 
 def system_level(
@@ -431,7 +500,7 @@ def system_level(
     n_bootstrap: int = 1000,
     seed: int = 0,
     confidence: float = 0.95,
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, SystemCorrelation]:
     """System-level correlations (ComperDial fn. 9): per-system means of metric and human, then r/rho/tau.
 
     Rows with a missing score or human value are excluded (``n_missing``) before averaging, so both
@@ -467,7 +536,7 @@ def system_level(
             idx = g[rng.integers(0, g.size, size=(n_bootstrap, g.size))]
             reps_x[:, j] = score[idx].mean(axis=1)
             reps_y[:, j] = human[idx].mean(axis=1)
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, SystemCorrelation] = {}
     for m in methods:
         est = correlation(sx, sy, m)
         if reps_x is not None and reps_y is not None:
@@ -489,12 +558,12 @@ def cv_fold_correlations(
     human_col: str = "human",
     scale: str = "continuous",
     method: str = "auto",
-    levels: Sequence[Any] | None = None,
+    levels: Sequence[object] | None = None,
     n_splits: int = 5,
     seed: int = 0,
     group_col: str | None = None,
-    **options: Any,
-) -> dict[str, Any]:
+    **options: Unpack[FoldOptions],
+) -> CvFolds:
     """UPHELD App. B.2 "5-fold cross-validation results on a 20 % held-out set" for one metric.
 
     ``KFold(n_splits, shuffle=True, random_state=seed)`` over the rows (or, with ``group_col``, over
@@ -510,7 +579,7 @@ def cv_fold_correlations(
         codes, uniq = pd.factorize(frame[group_col], use_na_sentinel=False)
         splits = [np.flatnonzero(np.isin(codes, t)) for _, t in kf.split(np.arange(len(uniq)))]
     scores, labels = frame[score_col].to_numpy(), frame[human_col].to_numpy()
-    folds: list[dict[str, Any]] = []
+    folds: list[FoldEntry] = []
     for i, test in enumerate(splits):
         est = app_b_correlation(scores[test], labels[test], scale, method=method, levels=levels, **options)
         folds.append({"fold": i, **est.to_dict()})

@@ -33,8 +33,8 @@ from __future__ import annotations
 import json
 import math
 import warnings
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, MutableMapping, Sequence
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -42,25 +42,59 @@ from scipy import stats
 
 from harness.meta.agreement import agreement_bucket
 from harness.meta.correlation import _replicates, correlation, meta_evaluate, percentile_ci
+from harness.meta.jsonable import to_json
 from harness.meta.levels import aggregate
+
+if TYPE_CHECKING:
+    from harness.meta.metric import JSON
 
 HIGH_AGREEMENT = ("full", "majority")
 PROB_FLOOR = 1e-12
 
 
-def item_dimension(dimension: str, item: Mapping[str, Any]) -> str | None:
+class LabelScale(TypedDict):
+    """The label scale of a dimension (:func:`label_scale`)."""
+
+    scale: str  # binary / likert / continuous
+    min: float
+    max: float
+    levels: list[float]  # the label values of a discrete scale; empty for a continuous one
+
+
+def label_records(value: object) -> list[Mapping[str, object]]:
+    """An item's ``labels`` (or ``aggregates``) field as its records; None or empty: none."""
+    if not value:
+        return []
+    if not isinstance(value, Iterable) or isinstance(value, str | bytes | Mapping):
+        raise ValueError(f"expected a list of label records, got {value!r}")
+    records = list(value)
+    bad = next((r for r in records if not isinstance(r, Mapping)), None)
+    if bad is not None:
+        raise ValueError(f"a label record must be a mapping, got {bad!r}")
+    return records
+
+
+def as_float(value: object, what: str) -> float:
+    """A number read from a record or table (a label value, a scale bound) as a float."""
+    if isinstance(value, int | float | str | np.integer | np.floating):
+        return float(value)
+    raise ValueError(f"{what} must be a number, got {value!r}")
+
+
+def item_dimension(dimension: str, item: Mapping[str, object]) -> str | None:
     """The dimension an item's human rating comes from: the task's when the item has labels or
     aggregates of it, else the item's headline ``dimension`` (e.g. CPDScore ``overall`` on UPHELD)."""
-    dims = {lab.get("dimension") for lab in item.get("labels") or []}
-    dims |= {a.get("dimension") for a in item.get("aggregates") or []}
-    return dimension if dimension in dims else (item.get("dimension") or None)
+    dims = {lab.get("dimension") for lab in label_records(item.get("labels"))}
+    dims |= {a.get("dimension") for a in label_records(item.get("aggregates"))}
+    headline = item.get("dimension")
+    return dimension if dimension in dims else (str(headline) if headline else None)
 
 
-def item_distribution(item: Mapping[str, Any], dimension: str | None) -> str | None:
+def item_distribution(item: Mapping[str, object], dimension: str | None) -> str | None:
     """JSON ``{label value: share}`` of the item's labels of ``dimension`` (missing labels left out)."""
     vals = [
-        float(lab["value"])
-        for lab in item.get("labels") or []
+        as_float(lab["value"], "a label value")
+        for lab in label_records(item.get("labels"))
         if lab.get("dimension") == dimension and lab.get("value") is not None
     ]
     if not vals:
@@ -88,14 +122,14 @@ def annotator_frame(samples: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["unit", "dataset", "language", "annotator", "value"])
 
 
-def label_info(dim_table: Mapping[str, Any] | None, values: Sequence[float]) -> dict[str, Any]:
+def label_scale(dim_table: Mapping[str, object] | None, values: Sequence[float]) -> LabelScale:
     """Scale (binary / likert / continuous), range and levels of a dimension: from the dataset's
     dimension table when given, else inferred from the observed labels."""
     obs = sorted({float(v) for v in values})
     if dim_table:
         lo, hi, scale = (
-            float(dim_table["min"]),
-            float(dim_table["max"]),
+            as_float(dim_table["min"], "the dimension's min"),
+            as_float(dim_table["max"], "the dimension's max"),
             str(dim_table.get("scale", "likert")),
         )
     else:
@@ -113,8 +147,32 @@ def label_info(dim_table: Mapping[str, Any] | None, values: Sequence[float]) -> 
     return {"scale": scale, "min": lo, "max": hi, "levels": [float(x) for x in levels]}
 
 
+def label_info(dim_table: Mapping[str, object] | None, values: Sequence[float]) -> dict[str, object]:
+    """:func:`label_scale` as a plain mapping (``scale``, ``min``, ``max``, ``levels``), the form
+    results.json notes and the alt-test options carry; :func:`read_label_scale` reads it back."""
+    return dict(label_scale(dim_table, values))
+
+
+def read_label_scale(info: Mapping[str, object]) -> LabelScale:
+    """A label scale given as a mapping (:func:`label_info`), checked."""
+    levels = info.get("levels") or []
+    if not isinstance(levels, Sequence) or isinstance(levels, str):
+        raise ValueError(f"a label scale's levels must be a list of numbers, got {levels!r}")
+    return {
+        "scale": str(info["scale"]),
+        "min": as_float(info["min"], "the label scale's min"),
+        "max": as_float(info["max"], "the label scale's max"),
+        "levels": [as_float(v, "a label level") for v in levels],
+    }
+
+
+def label_scale_json(info: LabelScale) -> dict[str, JSON]:
+    """The label scale as a results.json value."""
+    return {"scale": info["scale"], "min": info["min"], "max": info["max"], "levels": [*info["levels"]]}
+
+
 # -- judge vs the label distribution ----------------------------------------------------------------
-def _judge_probs(extra: Any, levels: Sequence[float], yes_no: tuple[str, str]) -> np.ndarray | None:
+def _judge_probs(extra: object, levels: Sequence[float], yes_no: tuple[str, str]) -> np.ndarray | None:
     d = json.loads(extra) if isinstance(extra, str) else (extra or {})
     lp = d.get("choice_logprobs") if isinstance(d, dict) else None
     if not lp or any(v is None for v in lp.values()):
@@ -135,9 +193,41 @@ def _judge_probs(extra: Any, levels: Sequence[float], yes_no: tuple[str, str]) -
     return q / q.sum()
 
 
+class MeanEntry(TypedDict):
+    """A mean over items (a ``soft/*`` error) with its percentile bootstrap CI."""
+
+    value: float | None
+    ci: list[float] | None
+    n: int
+    parse_failures: int
+
+
+class LoaoCeiling(TypedDict):
+    """:func:`loao_ceiling`: the mean over annotators of each one's correlation with the others."""
+
+    value: float
+    ci: list[float] | None
+    n: int
+    parse_failures: int
+    per_annotator: dict[str, float]
+
+
+class SplitHalfCeiling(TypedDict):
+    """:func:`split_half_ceiling`: sqrt of the stepped-up split-half reliability."""
+
+    value: float | None
+    ci: list[float] | None
+    n: int
+    parse_failures: int
+    r_half: float
+    spearman_brown: float | None
+    n_splits: int
+    note: NotRequired[str]
+
+
 def _mean_entry(
     values: Sequence[float], n_bootstrap: int, confidence: float, seed: int, failures: int
-) -> dict[str, Any]:
+) -> MeanEntry:
     x = np.asarray(values, dtype=float)
     ci = None
     if n_bootstrap > 0 and x.size >= 3 and np.ptp(x) > 0:
@@ -163,13 +253,13 @@ def _mean_entry(
 def soft_label_metrics(
     sub: pd.DataFrame,
     labels: pd.DataFrame,
-    info: Mapping[str, Any],
+    info: LabelScale,
     judge_range: tuple[float, float] | None,
     yes_no: tuple[str, str] = ("Yes", "No"),
     n_bootstrap: int = 1000,
     confidence: float = 0.95,
     seed: int = 0,
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, MeanEntry]:
     """The ``soft/*`` entries of one dataset × language group (``sub``: its samples; ``labels``: its
     :func:`annotator_frame` rows)."""
     levels = np.asarray(info["levels"], dtype=float)
@@ -196,7 +286,7 @@ def soft_label_metrics(
             if q is not None:
                 p = np.asarray([np.mean(h == v) for v in levels])
                 ce.append(float(stats.entropy(p) + stats.entropy(p, q)) if p.sum() else math.nan)
-    out = {}
+    out: dict[str, MeanEntry] = {}
     if abs_err:
         out["soft/expected_abs_error"] = _mean_entry(abs_err, n_bootstrap, confidence, seed, failures)
         out["soft/expected_sq_error"] = _mean_entry(sq_err, n_bootstrap, confidence, seed, failures)
@@ -218,11 +308,13 @@ def spearman_brown(r: float | None, factor: float = 2.0) -> float | None:
 
 def loao_ceiling(
     labels: pd.DataFrame, method: str, n_bootstrap: int, confidence: float, seed: int
-) -> dict[str, Any] | None:
+) -> LoaoCeiling | None:
     """Each annotator vs the mean of the others on the same units, averaged over annotators."""
     multi = labels[labels.groupby("unit")["value"].transform("size") >= 2]
     sums = multi.groupby("unit")["value"].agg(["sum", "size"])
-    per, reps, n = {}, [], 0
+    per: dict[str, float] = {}
+    reps: list[np.ndarray] = []
+    n = 0
     for ann, g in multi.groupby("annotator", sort=True):
         s = sums.loc[g["unit"]]
         x = g["value"].to_numpy(float)
@@ -253,7 +345,7 @@ def loao_ceiling(
 
 def split_half_ceiling(
     labels: pd.DataFrame, method: str, n_splits: int, n_bootstrap: int, confidence: float, seed: int
-) -> dict[str, Any] | None:
+) -> SplitHalfCeiling | None:
     """sqrt of the Spearman–Brown stepped-up split-half reliability of the per-unit mean label."""
     groups = [g.to_numpy(float) for _, g in labels.groupby("unit", sort=True)["value"] if len(g) >= 2]
     if len(groups) < 3:
@@ -286,7 +378,7 @@ def split_half_ceiling(
             rr = np.nanmean(np.vstack(reps), axis=0)
             rel_reps = np.where(rr > -1, 2 * rr / (1 + rr), np.nan)
             ci = percentile_ci(np.sqrt(np.where(rel_reps > 0, rel_reps, 0.0)), confidence)
-    out: dict[str, Any] = {
+    out: SplitHalfCeiling = {
         "value": math.sqrt(rel) if rel is not None and rel > 0 else None,
         "ci": list(ci) if ci else None,
         "n": len(groups),
@@ -309,10 +401,10 @@ def high_agreement_units(labels: pd.DataFrame) -> set[str]:
 
 # -- results.json -----------------------------------------------------------------------------------
 def add_human_metrics(
-    task_results: dict[str, Any],
+    task_results: MutableMapping[str, dict[str, dict[str, object]]],
     samples: pd.DataFrame,
     methods: Sequence[str],
-    dim_tables: Mapping[str, Mapping[str, Any]],
+    dim_tables: Mapping[str, Mapping[str, object]],
     judge_range: tuple[float, float] | None,
     *,
     yes_no: tuple[str, str] = ("Yes", "No"),
@@ -321,34 +413,38 @@ def add_human_metrics(
     seed: int = 0,
     n_splits: int = 20,
     language_order: Sequence[str] | None = None,
-) -> dict[str, Any]:
+) -> dict[str, JSON]:
     """Merge the soft-label metrics, ceilings and high-agreement correlations of one task's
     ``samples`` into ``task_results``; returns notes for ``results.json`` (what ran, what was skipped)."""
     labels = annotator_frame(samples)
     if labels.empty:
         return {"skipped": "the items carry no individual annotator labels of the task's dimension"}
     dims = sorted({d for d in samples.get("human_dimension", []) if isinstance(d, str)})
-    info = label_info(dim_tables.get(dims[0]) if len(dims) == 1 else None, labels["value"].tolist())
-    per_group: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+    info = label_scale(dim_tables.get(dims[0]) if len(dims) == 1 else None, labels["value"].tolist())
+    per_group: dict[tuple[str, str], dict[str, MeanEntry | LoaoCeiling | SplitHalfCeiling]] = {}
     keep_units = high_agreement_units(labels) if info["scale"] != "continuous" else set()
     for (ds, lang), sub in samples.groupby(["dataset", "language"], sort=True):
         lab = labels[(labels["dataset"] == ds) & (labels["language"] == lang)]
         if lab.empty:
             continue
-        entries = soft_label_metrics(sub, lab, info, judge_range, yes_no, n_bootstrap, confidence, seed)
+        entries: dict[str, MeanEntry | LoaoCeiling | SplitHalfCeiling] = {
+            **soft_label_metrics(sub, lab, info, judge_range, yes_no, n_bootstrap, confidence, seed)
+        }
         for m in methods:
             if (e := loao_ceiling(lab, m, n_bootstrap, confidence, seed)) is not None:
                 entries[f"ceiling_loao/{m}"] = e
-            if (e := split_half_ceiling(lab, m, n_splits, n_bootstrap, confidence, seed)) is not None:
-                entries[f"ceiling_split_half/{m}"] = e
+            if (half := split_half_ceiling(lab, m, n_splits, n_bootstrap, confidence, seed)) is not None:
+                entries[f"ceiling_split_half/{m}"] = half
         per_group[(str(ds), str(lang))] = entries
-    for lang, metrics in aggregate(per_group).items():
-        task_results.setdefault(lang, {}).update(metrics)
-    notes: dict[str, Any] = {
-        "dimension": dims,
-        "label_scale": info,
-        "annotators_per_item": labels.groupby("unit").size().describe()[["min", "50%", "max"]].to_dict(),
-        "judge_range": list(judge_range) if judge_range else None,
+    for lang, means in aggregate(per_group).items():
+        task_results.setdefault(lang, {}).update({k: dict(e) for k, e in means.items()})
+    notes: dict[str, JSON] = {
+        "dimension": [*dims],
+        "label_scale": label_scale_json(info),
+        "annotators_per_item": to_json(
+            labels.groupby("unit").size().describe()[["min", "50%", "max"]].to_dict()
+        ),
+        "judge_range": [*judge_range] if judge_range else None,
     }
     if judge_range is None:
         notes["soft_errors"] = "skipped: the judge has no fixed score range to map onto the label scale"
@@ -357,9 +453,9 @@ def add_human_metrics(
         high = samples[unit.isin(keep_units)]
         if not high.empty:
             meta = meta_evaluate(high, methods, n_bootstrap, confidence, seed, language_order).to_dict()
-            for lang, metrics in meta.items():
+            for lang, correlations in meta.items():
                 task_results.setdefault(lang, {}).update(
-                    {f"high_agreement/{m}": v for m, v in metrics.items()}
+                    {f"high_agreement/{m}": dict(v) for m, v in correlations.items()}
                 )
         notes["high_agreement"] = {
             "buckets": list(HIGH_AGREEMENT),
