@@ -22,4 +22,8 @@ what a composite judge exposes). The computations:
   (leave-one-annotator-out, split-half + Spearman–Brown), high-agreement correlations;
 * :mod:`~harness.meta.alt_test` — can this judge replace an annotator? (Calderon et al. 2025);
 * :mod:`~harness.meta.panel` — judge panels: α among judges, error correlation, effective judges.
+
+The computations return typed entries (``TypedDict`` classes such as
+:class:`~harness.meta.correlation.CorrelationEntry`); :mod:`~harness.meta.jsonable` turns them into
+the JSON of a ``results.json`` section.
 """

@@ -82,7 +82,7 @@ class AnnotatorAveraged(MetricMeans):
     per_annotator: dict[str, BinaryMetrics]
 
 
-class HumanCeiling(MetricMeans):
+class HumanCeilingMetrics(MetricMeans):
     """:func:`human_ceiling`: the means over ordered annotator pairs and each pair's metrics."""
 
     n: int
@@ -252,7 +252,7 @@ def annotator_averaged(
 
 def human_ceiling(
     annotations: Mapping[str, Labels], zero_division: ZeroDivision = 0.0
-) -> HumanCeiling | None:
+) -> HumanCeilingMetrics | None:
     """Human performance: every ordered pair (A as prediction, B as reference) of distinct sets, averaged.
 
     Over both orders F1+ and accuracy are symmetric while precision and recall swap, so their means

@@ -21,7 +21,7 @@ from harness.meta.correlation import CorrelationEntry, _replicates, correlation,
 from harness.meta.soft_labels import label_records
 
 
-class PooledCorrelation(CorrelationEntry):
+class PooledCorrelationEntry(CorrelationEntry):
     """:func:`pooled_correlations`: a correlation over every language's items pooled."""
 
     parse_failures: int
@@ -51,14 +51,14 @@ def label_parse_failures(samples: pd.DataFrame, dimensions: Sequence[str]) -> di
 
 def pooled_correlations(
     samples: pd.DataFrame, methods: Sequence[str], n_bootstrap: int, confidence: float, seed: int
-) -> dict[str, PooledCorrelation]:
+) -> dict[str, PooledCorrelationEntry]:
     """Correlation of score and human rating over all languages pooled, with a bootstrap CI."""
     df = samples.copy()
     df["score"] = pd.to_numeric(df["score"], errors="coerce")
     valid = df[df["score"].notna() & df["human"].notna()].sort_values(["language", "item_id"])
     x = valid["score"].to_numpy(np.float64)
     y = valid["human"].to_numpy(np.float64)
-    out: dict[str, PooledCorrelation] = {}
+    out: dict[str, PooledCorrelationEntry] = {}
     idx = None
     if n_bootstrap > 0 and len(valid) >= 3:
         idx = np.random.default_rng(seed).integers(0, len(valid), size=(n_bootstrap, len(valid)))

@@ -193,7 +193,7 @@ def _judge_probs(extra: object, levels: Sequence[float], yes_no: tuple[str, str]
     return q / q.sum()
 
 
-class MeanEntry(TypedDict):
+class SoftErrorEntry(TypedDict):
     """A mean over items (a ``soft/*`` error) with its percentile bootstrap CI."""
 
     value: float | None
@@ -227,7 +227,7 @@ class SplitHalfCeiling(TypedDict):
 
 def _mean_entry(
     values: Sequence[float], n_bootstrap: int, confidence: float, seed: int, failures: int
-) -> MeanEntry:
+) -> SoftErrorEntry:
     x = np.asarray(values, dtype=float)
     ci = None
     if n_bootstrap > 0 and x.size >= 3 and np.ptp(x) > 0:
@@ -259,7 +259,7 @@ def soft_label_metrics(
     n_bootstrap: int = 1000,
     confidence: float = 0.95,
     seed: int = 0,
-) -> dict[str, MeanEntry]:
+) -> dict[str, SoftErrorEntry]:
     """The ``soft/*`` entries of one dataset × language group (``sub``: its samples; ``labels``: its
     :func:`annotator_frame` rows)."""
     levels = np.asarray(info["levels"], dtype=float)
@@ -286,7 +286,7 @@ def soft_label_metrics(
             if q is not None:
                 p = np.asarray([np.mean(h == v) for v in levels])
                 ce.append(float(stats.entropy(p) + stats.entropy(p, q)) if p.sum() else math.nan)
-    out: dict[str, MeanEntry] = {}
+    out: dict[str, SoftErrorEntry] = {}
     if abs_err:
         out["soft/expected_abs_error"] = _mean_entry(abs_err, n_bootstrap, confidence, seed, failures)
         out["soft/expected_sq_error"] = _mean_entry(sq_err, n_bootstrap, confidence, seed, failures)
@@ -421,13 +421,13 @@ def add_human_metrics(
         return {"skipped": "the items carry no individual annotator labels of the task's dimension"}
     dims = sorted({d for d in samples.get("human_dimension", []) if isinstance(d, str)})
     info = label_scale(dim_tables.get(dims[0]) if len(dims) == 1 else None, labels["value"].tolist())
-    per_group: dict[tuple[str, str], dict[str, MeanEntry | LoaoCeiling | SplitHalfCeiling]] = {}
+    per_group: dict[tuple[str, str], dict[str, SoftErrorEntry | LoaoCeiling | SplitHalfCeiling]] = {}
     keep_units = high_agreement_units(labels) if info["scale"] != "continuous" else set()
     for (ds, lang), sub in samples.groupby(["dataset", "language"], sort=True):
         lab = labels[(labels["dataset"] == ds) & (labels["language"] == lang)]
         if lab.empty:
             continue
-        entries: dict[str, MeanEntry | LoaoCeiling | SplitHalfCeiling] = {
+        entries: dict[str, SoftErrorEntry | LoaoCeiling | SplitHalfCeiling] = {
             **soft_label_metrics(sub, lab, info, judge_range, yes_no, n_bootstrap, confidence, seed)
         }
         for m in methods:

@@ -11,7 +11,12 @@ goes), :mod:`~harness.run.document` (the typed results document, its JSON Schema
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # what __getattr__ imports on first use, for type checkers
+    from harness.run.document import SCHEMA_VERSION, MetricEntry, Results, ResultsError, load_results
+    from harness.run.records import DialogueItem, SampleRow, TurnItem
+    from harness.run.samples import iter_samples
 
 _EXPORTS = {
     "load_results": "harness.run.document",
@@ -24,10 +29,20 @@ _EXPORTS = {
     "DialogueItem": "harness.run.records",
     "iter_samples": "harness.run.samples",
 }
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "DialogueItem",
+    "MetricEntry",
+    "Results",
+    "ResultsError",
+    "SCHEMA_VERSION",
+    "SampleRow",
+    "TurnItem",
+    "iter_samples",
+    "load_results",
+]
 
 
-def __getattr__(name: str) -> Any:  # imported on first use: ``import harness.run`` stays light
+def __getattr__(name: str) -> object:  # imported on first use: ``import harness.run`` stays light
     if name in _EXPORTS:
         import importlib
 

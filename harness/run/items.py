@@ -13,11 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypeAlias
 
 from harness.data.resolve import DatasetHandle, iter_items
 from harness.run.records import check_item
 from harness.tasks import TaskSpec, load_hook
+
+#: a dataset row as a judge gets it (checked as a :class:`~harness.run.records.TurnItem` /
+#: :class:`~harness.run.records.DialogueItem` on read)
+ItemRow: TypeAlias = dict[str, object]
 
 
 @dataclass
@@ -29,16 +33,16 @@ class TaskItems:
     languages: list[str]
     limit: int | None
     total: int = 0
-    prepared: list[dict[str, Any]] | None = field(default=None, repr=False)
+    prepared: list[ItemRow] | None = field(default=None, repr=False)
 
-    def rows(self) -> Iterator[list[dict[str, Any]]]:
+    def rows(self) -> Iterator[list[ItemRow]]:
         """The selected rows, each validated as an item of the task's level (:func:`check_item`)."""
         if self.prepared is not None:
             yield self.prepared
             return
         yield from self._read()
 
-    def _read(self) -> Iterator[list[dict[str, Any]]]:
+    def _read(self) -> Iterator[list[ItemRow]]:
         level = self.spec.row_level
         for config in self.configs:
             where, n = f"{self.handle.location} config {config!r}", 0
@@ -48,13 +52,14 @@ class TaskItems:
                     check_item(row, level, where, n)
                 yield batch
 
-    def batches(self, step: int) -> Iterator[list[dict[str, Any]]]:
+    def batches(self, step: int) -> Iterator[list[ItemRow]]:
         """The items in batches of ``step`` (the last one shorter), across config boundaries."""
         yield from rebatch(self.rows(), step)
 
 
-def rebatch(chunks: Iterable[list[dict[str, Any]]], step: int) -> Iterator[list[dict[str, Any]]]:
-    buf: list[dict[str, Any]] = []
+def rebatch(chunks: Iterable[list[ItemRow]], step: int) -> Iterator[list[ItemRow]]:
+    """The rows of ``chunks`` in lists of ``step`` (the last one shorter)."""
+    buf: list[ItemRow] = []
     for chunk in chunks:
         buf.extend(chunk)
         while len(buf) >= step:
@@ -66,10 +71,11 @@ def rebatch(chunks: Iterable[list[dict[str, Any]]], step: int) -> Iterator[list[
 
 def _levels(
     handle: DatasetHandle, config: str, languages: list[str], limit: int | None
-) -> tuple[int, Any, set[Any]]:
+) -> tuple[int, object, set[object]]:
     """(rows selected, the first row's level, every level present) of a config; reads two columns."""
-    n, first = 0, None
-    levels: set[Any] = set()
+    n: int = 0
+    first: object = None
+    levels: set[object] = set()
     for batch in iter_items(handle, config, languages=languages, limit=limit, columns=["language", "level"]):
         if n == 0:
             first = batch[0].get("level")
@@ -78,7 +84,9 @@ def _levels(
     return n, first, levels
 
 
-def _first_at_other_level(handle: DatasetHandle, config: str, spec: TaskSpec, languages, limit) -> Any:
+def _first_at_other_level(
+    handle: DatasetHandle, config: str, spec: TaskSpec, languages: list[str], limit: int | None
+) -> ItemRow | None:
     for batch in iter_items(
         handle, config, languages=languages, limit=limit, columns=["id", "language", "level"]
     ):

@@ -13,12 +13,15 @@ output to the caller (the CLI prints what there is and exits with :data:`EXIT_IN
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.interrupt import STOP_SIGNALS, exit_status, signal_name
 from harness.types import BackendError
 
 if TYPE_CHECKING:
+    from harness.meta.metric import JSON
     from harness.run.runner import RunOutput
 
 #: exit status of a CLI command whose run ended incomplete (2 stays "bad input / nothing run")
@@ -42,20 +45,24 @@ class RunInterrupted(RunIncomplete):
         self.exit_status = exit_status(signum)
 
 
-def stop_failure(signum: int, task: str, item: int) -> dict[str, Any]:
+def stop_failure(signum: int, task: str, item: int) -> dict[str, str | int]:
     """What stopped a run that received ``signum`` before item ``item`` of ``task``."""
     return {"task": task, "item": item, "error": f"stopped by {signal_name(signum)}", "signal": int(signum)}
 
 
 def incomplete_marker(
-    failure: dict[str, Any], totals: dict[str, int], scored: dict[str, int]
-) -> dict[str, Any]:
-    """The ``incomplete`` entry of results.json."""
+    failure: Mapping[str, object], totals: Mapping[str, int], scored: Mapping[str, int]
+) -> dict[str, JSON]:
+    """The ``incomplete`` entry of results.json. ``failure``: what stopped the run (``task``,
+    ``item``, ``error`` and, for a stop signal, ``signal``; :func:`stop_failure`)."""
+    signum, task, item = failure.get("signal"), failure["task"], failure["item"]
+    if not isinstance(task, str) or not isinstance(item, int) or not isinstance(signum, int | None):
+        raise TypeError(f"a run's failure names its task, item and signal number; got {dict(failure)!r}")
     n_total, n_scored = sum(totals.values()), sum(scored.values())
     return {
-        **({"signal": signal_name(failure["signal"])} if failure.get("signal") is not None else {}),
-        "reason": failure["error"],
-        "stopped_at": {"task": failure["task"], "item": failure["item"]},
+        **({"signal": signal_name(signum)} if signum is not None else {}),
+        "reason": str(failure["error"]),
+        "stopped_at": {"task": task, "item": item},
         "n_items_total": n_total,
         "n_items_scored": n_scored,
         "n_items_unscored": n_total - n_scored,
@@ -75,8 +82,11 @@ def incomplete_error(output: RunOutput) -> RunIncomplete:
     return RunIncomplete(message, output)
 
 
-def incomplete_message(results: dict[str, Any], out_dir: Any) -> str:
+def incomplete_message(results: Mapping[str, object], out_dir: str | Path) -> str:
+    """What a user reads about an incomplete run: how far it got, what was kept, how to finish."""
     inc = results["incomplete"]
+    if not isinstance(inc, Mapping):
+        raise ValueError(f"the results of {out_dir} are not marked incomplete")
     if inc.get("signal"):
         return (
             f"{inc['reason']}: {inc['n_items_scored']} of {inc['n_items_total']} items scored. Kept: results.json "

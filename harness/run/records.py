@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -43,7 +42,7 @@ class ItemError(ValueError):
     """An item read for a run does not fit the record schema."""
 
 
-def check_item(row: Mapping[str, Any], level: str, where: str, number: int) -> None:
+def check_item(row: Mapping[str, object], level: str, where: str, number: int) -> None:
     """Validate a dataset row read for a ``level`` task (rows without a ``level`` column are taken to
     be at the task's level); raise :class:`ItemError` naming ``where`` (dataset and config), the row
     number, its id and the field."""
@@ -128,11 +127,11 @@ class SampleError(ValueError):
     """A sample row does not fit :class:`SampleRow`."""
 
 
-def check_sample_row(row: Mapping[str, Any]) -> None:
+def check_sample_row(row: Mapping[str, object]) -> None:
     """Validate one sample row before it is written (a NaN score is a missing one)."""
     data = dict(row)
     for k in ("score", "human_rating"):
-        if isinstance(data.get(k), float) and math.isnan(data[k]):
+        if isinstance(v := data.get(k), float) and math.isnan(v):
             data[k] = None
     try:
         SampleRow.model_validate(data)

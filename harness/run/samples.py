@@ -17,9 +17,9 @@ import json
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -35,6 +35,9 @@ from harness.run.records import SampleError, SampleRow
 from harness.run.results import SAMPLE_SCHEMA, SAMPLES_FILE
 from harness.tasks import TaskSpec
 
+if TYPE_CHECKING:
+    from harness.judges.base import Verdict
+
 #: rows per Parquet row group (and per flush): bounds what a run holds of its samples
 ROW_GROUP = 8192
 #: columns the meta-evaluation never reads (kept in the file for people and the viewer)
@@ -47,7 +50,9 @@ TEMP_PREFIX = ".samples."
 _LEGACY_TEMP = re.compile(r"\.samples\.[0-9a-f]{12}\.parquet")  # written before names carried an owner
 
 
-def sample_row(run_id: str, spec: TaskSpec, judge: str, item: Mapping[str, Any], v: Any) -> dict[str, Any]:
+def sample_row(
+    run_id: str, spec: TaskSpec, judge: str, item: Mapping[str, object], v: Verdict
+) -> dict[str, object]:
     """One row of samples.parquet: the item's identity and human rating, the judge's verdict."""
     extra = {k: val for k, val in v.extra.items() if val is not None and k != "labels"}
     return {
@@ -77,7 +82,7 @@ def sample_row(run_id: str, spec: TaskSpec, judge: str, item: Mapping[str, Any],
     }
 
 
-def _float_or_none(x: Any) -> Any:
+def _float_or_none(x: object) -> object:
     """NaN (a float score of NaN, as pandas held it) is null in the file."""
     return None if isinstance(x, float) and x != x else x
 
@@ -88,7 +93,12 @@ class SampleWriter:
     the output folder, when the writer made it and it is empty); so does a hard stop
     (:mod:`harness.interrupt`). A stale file a killed run left is removed (:func:`sweep_stale_samples`)."""
 
-    def __init__(self, output_dir: Path, row_group: int | None = None, validate: Any = None) -> None:
+    def __init__(
+        self,
+        output_dir: Path,
+        row_group: int | None = None,
+        validate: Callable[[Mapping[str, object]], None] | None = None,
+    ) -> None:
         self.output_dir = Path(output_dir)
         self._made_dir = not self.output_dir.exists()
         self.output_dir.mkdir(parents=True, exist_ok=True)
@@ -99,7 +109,7 @@ class SampleWriter:
         self.row_group = row_group or ROW_GROUP
         self.validate = validate
         self.rows_by_task: Counter[str] = Counter()
-        self._buffer: list[dict[str, Any]] = []
+        self._buffer: list[Mapping[str, object]] = []
         self.committed: Path | None = None
         self._writer: pq.ParquetWriter | None = None
         try:
@@ -112,12 +122,12 @@ class SampleWriter:
     def n_rows(self) -> int:
         return sum(self.rows_by_task.values())
 
-    def add(self, rows: Iterable[dict[str, Any]]) -> None:
+    def add(self, rows: Iterable[Mapping[str, object]]) -> None:
         for r in rows:
             if self.validate is not None:
                 self.validate(r)
             self._buffer.append(r)
-            self.rows_by_task[r["task"]] += 1
+            self.rows_by_task[str(r["task"])] += 1
         if len(self._buffer) >= self.row_group:
             self.flush()
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Mapping
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import pandas as pd
 
@@ -29,7 +30,18 @@ from harness.tasks import resolve_tasks
 STABILITY_FILE = "stability.json"
 
 
-def run_stability(cfg: RunConfig, runs: int, output_dir: str | Path) -> dict[str, Any]:
+class StabilityReport(TypedDict):
+    """``stability.json``: the runs and, per task and dimension, the statistics of
+    :func:`harness.meta.classification.stability`."""
+
+    judge: str
+    runs: int
+    run_dirs: list[str]
+    harness: Mapping[str, object]
+    tasks: dict[str, Mapping[str, Mapping[str, object]]]
+
+
+def run_stability(cfg: RunConfig, runs: int, output_dir: str | Path) -> StabilityReport:
     """``runs`` runs of ``cfg`` (run r in ``output_dir/run-r``); returns and writes the report."""
     if runs < 2:
         raise ValueError(f"--runs must be >= 2 to measure stability, got {runs}")
@@ -48,7 +60,7 @@ def run_stability(cfg: RunConfig, runs: int, output_dir: str | Path) -> dict[str
         for r in range(runs):
             rc = dataclasses.replace(cfg, judge=f"{cfg.judge},seed={r}", output_dir=out / f"run-{r}")
             outputs.append(run(rc))
-    report: dict[str, Any] = {
+    report: StabilityReport = {
         "judge": redact(cfg.judge),
         "runs": runs,
         "run_dirs": [str(o.output_dir) for o in outputs],
