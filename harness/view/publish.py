@@ -22,30 +22,30 @@ from typing import Any
 from harness.data.hub import PublishResult, publish_dataset
 from harness.report.figures import dataset_label, fmt_entry
 from harness.run.results import RESULTS_FILE, SAMPLES_FILE
-from harness.view.data import ITEMS_FILE, RunFiles, metric, read_run
+from harness.meta.metric import MetricEntry, find
+from harness.view.data import ITEMS_FILE, RunFiles, read_run
 from harness.view.items import COLUMNS, Transcripts
 
 
 def results_markdown(run: RunFiles) -> str:
     """One Markdown table per task: languages × metrics (value, * p < 0.05, 95% CI), parse failures."""
     out = []
-    for task, by_lang in (run.results.get("results") or {}).items():
-        columns = run.document.table_metrics(task)
-        metrics = [m.name for m in columns]
-        if not metrics:
+    doc = run.document
+    for task, by_lang in doc.results.items():
+        columns = doc.table_metrics(task)
+        if not columns:
             continue
+        keys = [m.key() for m in columns]
         headers = [m.header() for m in columns]
         out += [f"### {task}", "", "| language | n | " + " | ".join(headers) + " | parse failures |"]
-        out.append("|---|---:|" + "---:|" * len(metrics) + "---:|")
+        out.append("|---|---:|" + "---:|" * len(keys) + "---:|")
         for lang, entries in by_lang.items():
-            first = entries.get(metrics[0]) or {}
-            cells = [fmt_entry(metric(entries.get(m))) for m in metrics]
+            first = find(entries, keys[0]) or MetricEntry()
+            cells = [fmt_entry(find(entries, k)) for k in keys]
             name = "**all** (mean)" if lang == "all" else lang
-            out.append(
-                f"| {name} | {first.get('n', '—')} | "
-                + " | ".join(cells)
-                + f" | {first.get('parse_failures', '—')} |"
-            )
+            n = "—" if first.n is None else first.n
+            failures = "—" if first.parse_failures is None else first.parse_failures
+            out.append(f"| {name} | {n} | " + " | ".join(cells) + f" | {failures} |")
         out.append("")
     return "\n".join(out)
 
