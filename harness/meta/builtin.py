@@ -103,7 +103,9 @@ def keys_of(metrics: Sequence[MetaMetric], by_language: RawEntries) -> MetaOutpu
             k = m.entry_key(name)
             if k is not None:
                 return k
-        raise ValueError(f"none of the meta-metrics {[m.name for m in metrics]} writes entries named {name!r}")
+        raise ValueError(
+            f"none of the meta-metrics {[m.name for m in metrics]} writes entries named {name!r}"
+        )
 
     return MetaOutput.from_dicts(by_language, key)
 

@@ -38,8 +38,8 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TypeAlias
 
 import pyarrow.parquet as pq

@@ -53,15 +53,16 @@ from __future__ import annotations
 import json
 import math
 import os
-from pathlib import Path
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, overload
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from harness import interrupt
+from harness.meta.metric import KeyedEntry, MetricKey, find
 from harness.run.document import (  # noqa: F401  (re-exported: the typed reader and the names)
     RESULTS_FILE,
     SAMPLES_FILE,
@@ -72,7 +73,6 @@ from harness.run.document import (  # noqa: F401  (re-exported: the typed reader
     samples_info,
     validate_results,
 )
-from harness.meta.metric import KeyedEntry, MetricKey, find
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -121,10 +121,15 @@ def _atomic_write_bytes(path: Path, data: bytes) -> None:
         os.replace(tmp, path)
 
 
+@overload
+def _json_safe(obj: Mapping[str, object]) -> dict[str, object]: ...
+@overload
+def _json_safe(obj: object) -> object: ...
 def _json_safe(obj: object) -> object:
+    """``obj`` with NaN and infinities as None (JSON has neither), mappings as dicts, tuples as lists."""
     if isinstance(obj, float):
         return None if math.isnan(obj) or math.isinf(obj) else obj
-    if isinstance(obj, dict):
+    if isinstance(obj, Mapping):
         return {str(k): _json_safe(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [_json_safe(v) for v in obj]
@@ -156,8 +161,7 @@ def write_results_json(output_dir: str | Path, results: Mapping[str, object]) ->
     """Validate the document (:class:`Results`) and write ``results.json`` atomically (NaN and
     infinities become null). A document that does not validate is an error, never a file."""
     results_path = Path(output_dir) / RESULTS_FILE
-    doc = _json_safe(dict(results))
-    assert isinstance(doc, dict)
+    doc = _json_safe(results)
     validate_results(doc, str(results_path))
     payload = json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False)
     _atomic_write_bytes(results_path, payload.encode("utf-8"))
@@ -169,7 +173,6 @@ def write_document(output_dir: str | Path, document: Results) -> dict[str, objec
     it was built: the fields it was given, no defaults added. Returns the JSON written."""
     results_path = Path(output_dir) / RESULTS_FILE
     doc = _json_safe(document.model_dump(mode="json", exclude_unset=True))
-    assert isinstance(doc, dict)
     payload = json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False)
     _atomic_write_bytes(results_path, payload.encode("utf-8"))
     return doc

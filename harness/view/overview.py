@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from harness.meta.metric import MetricEntry, MetricKey, find
 from harness.report.figures import dataset_label, fmt_count, fmt_entry, fmt_value
 from harness.report.meta import (
     ALT_HEADERS,
@@ -24,7 +25,6 @@ from harness.report.meta import (
     level_rows,
     panel_rows,
 )
-from harness.meta.metric import MetricEntry, MetricKey, find
 from harness.run.document import TaskInfo
 from harness.view.data import RunFiles
 
@@ -140,7 +140,11 @@ def task_tables(run: RunFiles) -> list[dict[str, object]]:
                     "values": [e.value if e is not None else None for e in found],
                     "parse_failures": fmt_count(first.parse_failures),
                     "per_dataset": [
-                        [d, fmt_count((at(found[0], d) or MetricEntry()).n), *(fmt_entry(at(e, d)) for e in found)]
+                        [
+                            d,
+                            fmt_count((at(found[0], d) or MetricEntry()).n),
+                            *(fmt_entry(at(e, d)) for e in found),
+                        ]
                         for d in per_ds
                     ],
                 }

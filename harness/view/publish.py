@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.data.hub import PublishResult, publish_dataset
+from harness.meta.metric import MetricEntry, find
 from harness.report.figures import dataset_label, fmt_entry
 from harness.run.results import RESULTS_FILE, SAMPLES_FILE
-from harness.meta.metric import MetricEntry, find
 from harness.view.data import ITEMS_FILE, RunFiles, read_run
 from harness.view.items import COLUMNS, Transcripts
 

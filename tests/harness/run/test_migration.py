@@ -56,14 +56,23 @@ def test_every_entry_of_a_2_1_file_keeps_its_numbers_under_its_key():
 def test_old_names_become_structured_keys():
     res = load_results(V21)
     en = res.task_results("medal")["en"]
-    f1 = res.entry("medal", "en", MetricKey(metric="issue_detection", group="repetitive", params={"statistic": "f1_pos"}))
+    f1 = res.entry(
+        "medal", "en", MetricKey(metric="issue_detection", group="repetitive", params={"statistic": "f1_pos"})
+    )
     assert f1 is not None and f1.value is not None and f1.per_annotator  # undeclared fields kept
-    mcnemar = res.entry("medal", "all", MetricKey(metric="issue_detection", group="macro", params={"statistic": "f1_pos"}))
+    mcnemar = res.entry(
+        "medal", "all", MetricKey(metric="issue_detection", group="macro", params={"statistic": "f1_pos"})
+    )
     assert mcnemar is not None and mcnemar.attr("n_dimensions") == 8
     pooled = res.entry("medal", "all", MetricKey(metric="pooled_correlation", params={"method": "spearman"}))
     assert pooled is not None and pooled.ci is not None
-    assert {e.params["statistic"] for e in select(en, "soft_labels")} == {"expected_abs_error", "expected_sq_error"}
-    assert {(e.params["estimator"], e.params["method"]) for e in select(en, "human_ceilings", method="pearson")} == {
+    assert {e.params["statistic"] for e in select(en, "soft_labels")} == {
+        "expected_abs_error",
+        "expected_sq_error",
+    }
+    assert {
+        (e.params["estimator"], e.params["method"]) for e in select(en, "human_ceilings", method="pearson")
+    } == {
         ("loao", "pearson"),
         ("split_half", "pearson"),
     }
@@ -100,8 +109,14 @@ def test_a_migrated_document_is_valid_against_the_published_schema(tmp_path):
     "name, key",
     [
         ("pearson", MetricKey(metric="pearson")),
-        ("dialogue/kendall", MetricKey(metric="dialogue_correlation", level=Level.DIALOGUE, params={"method": "kendall"})),
-        ("unsafe/mcnemar", MetricKey(metric="issue_detection", group="unsafe", params={"statistic": "mcnemar"})),
+        (
+            "dialogue/kendall",
+            MetricKey(metric="dialogue_correlation", level=Level.DIALOGUE, params={"method": "kendall"}),
+        ),
+        (
+            "unsafe/mcnemar",
+            MetricKey(metric="issue_detection", group="unsafe", params={"statistic": "mcnemar"}),
+        ),
         ("kendall_pooled", MetricKey(metric="pooled_correlation", params={"method": "kendall"})),
         ("high_agreement/spearman", MetricKey(metric="high_agreement", params={"method": "spearman"})),
         ("soft/cross_entropy", MetricKey(metric="soft_labels", params={"statistic": "cross_entropy"})),
