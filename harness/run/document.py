@@ -40,7 +40,7 @@ import json
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
@@ -268,7 +268,7 @@ class Results(_Open):
     results: dict[str, TaskResults]
     parse_failures: dict[str, int]
     label_parse_failures: dict[str, dict[str, int]] = {}
-    usage: JSONObject = {}
+    usage: dict[str, Any] = {}  # the backend's counters: their shape is the backend's
     cache: CacheInfo = CacheInfo()
     timings: Timings = Timings()
     environment: JSONObject = {}
