@@ -50,6 +50,7 @@ statistics wherever the samples allow them.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -247,12 +248,12 @@ class _HumanMetric(MetaMetric):
         return MetaOutput(self.output({lang: e for lang, e in mine.items() if e}).entries, shared.notes)
 
 
+@dataclass(frozen=True)
 class _HumanShared:
     """The annotator-level entries under their statistic names, and the notes."""
 
-    def __init__(self, entries: dict[str, dict[str, dict[str, object]]], notes: JSON) -> None:
-        self.entries = entries
-        self.notes = notes
+    entries: dict[str, dict[str, dict[str, object]]]
+    notes: JSON
 
 
 def _human_metrics(ctx: MetaContext) -> _HumanShared:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.meta.metric import Level, MetricKey, find
 from harness.meta.registry import lookup
@@ -23,6 +23,11 @@ from harness.report.meta_figures import (
     short_name,
 )
 from harness.run.document import AltEnvironment, AltTest, ErrorCorrelation, PanelVote, Results
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from harness.report.build import LoadedRun
 
 QA_FILE = "qa.json"
 SOFT_STATISTICS = ("expected_abs_error", "expected_sq_error", "cross_entropy")
@@ -301,7 +306,7 @@ def qa_rows(qa: Mapping[str, Any]) -> list[list[str]]:
 
 
 # -- CLI ----------------------------------------------------------------------------------------
-def rich_tables(results: Results) -> list[Any]:
+def rich_tables(results: Results) -> list[Table]:
     """rich Tables of a run's ceilings / soft labels, alt-test and panel sections (empty if none)."""
     from rich.table import Table
     from rich.text import Text
@@ -358,7 +363,7 @@ def alt_notes(results: Results) -> list[str]:
 
 
 # -- report sections ------------------------------------------------------------------------------
-def meta_sections(doc: Doc, runs: list[Any], out: Path) -> list[Path]:
+def meta_sections(doc: Doc, runs: Sequence[LoadedRun], out: Path) -> list[Path]:
     """The report's ceilings, alt-test and panel sections over ``runs`` (LoadedRun objects)."""
     made: list[Path] = []
     methods = list(dict.fromkeys(m for r in runs for m in _level_methods(r.results)))
@@ -427,7 +432,8 @@ def meta_sections(doc: Doc, runs: list[Any], out: Path) -> list[Path]:
             doc.h(3, r.label)
             doc.table(PANEL_SUMMARY_HEADERS, summary)
             doc.table(PANEL_HEADERS, members)
-            for task, info in r.results.panel.tasks.items():
+            panel_tasks = r.results.panel.tasks if r.results.panel is not None else {}
+            for task, info in panel_tasks.items():
                 pairs = info.error_correlation.pairs if info.error_correlation is not None else {}
                 if pairs:
                     path = out / "figures" / f"panel_errors_{i + 1:02d}-{slug(task)}.png"

@@ -9,7 +9,6 @@ numbers.
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from harness.meta.metric import MetricEntry, MetricKey, find
 from harness.report.figures import dataset_label, fmt_count, fmt_entry, fmt_value
@@ -26,7 +25,7 @@ from harness.report.meta import (
     panel_rows,
 )
 from harness.run.document import TaskInfo
-from harness.view.data import RunFiles
+from harness.view.data import Payload, RunFiles
 
 ISSUE_KEYS = ("f1_pos", "f1_neg", "precision", "recall", "accuracy", "predicted_positive", "human_ceiling")
 ISSUE_HEADERS = [
@@ -42,11 +41,11 @@ ISSUE_HEADERS = [
 ]
 
 
-def _prov(name: str, value: Any, detail: Any = None) -> dict[str, Any]:
+def _prov(name: str, value: object, detail: object = None) -> Payload:
     return {"name": name, "value": "—" if value in (None, "") else str(value), "detail": detail}
 
 
-def provenance(run: RunFiles) -> list[dict[str, Any]]:
+def provenance(run: RunFiles) -> list[Payload]:
     res = run.results
     r, h, j = res.get("run") or {}, res.get("harness") or {}, res.get("judge") or {}
     sha = str(h.get("git_sha") or "")[:12] + (" (dirty)" if h.get("git_dirty") else "")
@@ -88,7 +87,7 @@ def provenance(run: RunFiles) -> list[dict[str, Any]]:
     return out
 
 
-def _identity_line(identity: Any) -> str | None:
+def _identity_line(identity: object) -> str | None:
     if not isinstance(identity, dict):
         return None
     if "routes" in identity:
@@ -101,7 +100,7 @@ def _identity_line(identity: Any) -> str | None:
     return " ".join(str(identity[k]) for k in keys if identity.get(k)) or json.dumps(identity)[:200]
 
 
-def _decoding_line(decoding: Any) -> str | None:
+def _decoding_line(decoding: object) -> str | None:
     if not isinstance(decoding, dict):
         return None
     vals = {json.dumps(v, sort_keys=True) for v in decoding.values() if v}
@@ -113,11 +112,11 @@ def _decoding_line(decoding: Any) -> str | None:
     return f"{len(vals)} settings (per task)"
 
 
-def task_tables(run: RunFiles) -> list[dict[str, object]]:
+def task_tables(run: RunFiles) -> list[Payload]:
     """Per task: the languages × table-metric rows (the metrics' headers and directions from the
     registry), with the per-dataset values, and the task's notes."""
     doc = run.document
-    out: list[dict[str, object]] = []
+    out: list[Payload] = []
     for task, by_lang in doc.results.items():
         info = doc.tasks.get(task) or TaskInfo()
         columns = doc.table_metrics(task)
@@ -178,7 +177,7 @@ def task_tables(run: RunFiles) -> list[dict[str, object]]:
     return out
 
 
-def _notes(value: Any) -> list[str]:
+def _notes(value: object) -> list[str]:
     if isinstance(value, str):
         return [value]
     if isinstance(value, list):
@@ -188,7 +187,7 @@ def _notes(value: Any) -> list[str]:
     return []
 
 
-def _section(key: str, title: str, note: str, headers: list[str], rows: list[list[str]]) -> dict[str, Any]:
+def _section(key: str, title: str, note: str, headers: list[str], rows: list[list[str]]) -> Payload:
     return {"key": key, "title": title, "note": note, "headers": headers, "rows": rows}
 
 
@@ -208,7 +207,7 @@ def issue_rows(run: RunFiles, task: str) -> list[list[str]]:
     return rows
 
 
-def sections(run: RunFiles) -> list[dict[str, Any]]:
+def sections(run: RunFiles) -> list[Payload]:
     out = []
     if rows := level_rows(run.document):
         out.append(
@@ -284,7 +283,7 @@ def sections(run: RunFiles) -> list[dict[str, Any]]:
     return out
 
 
-def overview(run: RunFiles) -> dict[str, Any]:
+def overview(run: RunFiles) -> Payload:
     res = run.results
     notes = []
     if inc := res.get("incomplete"):

@@ -16,14 +16,14 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from harness.data.hub import PublishResult, publish_dataset
 from harness.meta.metric import MetricEntry, find
 from harness.report.figures import dataset_label, fmt_entry
 from harness.run.results import RESULTS_FILE, SAMPLES_FILE
-from harness.view.data import ITEMS_FILE, RunFiles, read_run
+from harness.view.data import ITEMS_FILE, Payload, RunFiles, read_run
 from harness.view.items import COLUMNS, Transcripts
 
 
@@ -140,7 +140,7 @@ def write_items(run: RunFiles, dest: Path) -> int:
     return int(con.execute(f"SELECT count(*) FROM read_parquet('{out}')").fetchall()[0][0])
 
 
-def stage(run: RunFiles, folder: Path, repo_id: str, version: str, with_items: bool) -> dict[str, Any]:
+def stage(run: RunFiles, folder: Path, repo_id: str, version: str, with_items: bool) -> Payload:
     if run.samples is None:
         raise ValueError(f"{run.path}: no {SAMPLES_FILE}; a run without per-sample rows cannot be published")
     shutil.copyfile(run.path / RESULTS_FILE, folder / RESULTS_FILE)
@@ -158,7 +158,7 @@ def publish_run(
     with_transcripts: bool = False,
     private: bool = False,
     endpoint: str | None = None,
-) -> tuple[PublishResult, dict[str, Any]]:
+) -> tuple[PublishResult, Payload]:
     """Publish one run directory to the Hub dataset repo ``repo_id`` as ``v{version}``."""
     run = read_run(run_dir)
     if (run.results.get("incomplete") or {}) and not run.results.get("results"):
@@ -178,5 +178,5 @@ def publish_run(
     return result, info
 
 
-def summary_json(result: PublishResult, info: dict[str, Any]) -> str:
+def summary_json(result: PublishResult, info: Mapping[str, object]) -> str:
     return json.dumps({**result.to_dict(), **info}, indent=2)
