@@ -113,9 +113,6 @@ class MetricKey(BaseModel):
         inner = [x for x in (self.group, *(self.params[k] for k in sorted(self.params))) if x]
         return f"{self.metric}({','.join(inner)})" if inner else self.metric
 
-    def param(self, name: str) -> str | None:
-        return self.params.get(name)
-
 
 class KeyedEntry(MetricEntry):
     """An entry of ``results[task][language]``: its :class:`MetricKey` fields and the statistic."""
@@ -270,8 +267,14 @@ class MetaOutput:
         to_key = key or (lambda name: MetricKey(metric=name))
         out: LanguageEntries = {}
         for lang, entries in by_language.items():
-            typed = [KeyedEntry.make(to_key(str(k)), e) for k, e in entries.items()]
-            out[str(lang)] = {e.key.label: e for e in typed}
+            keyed: Entries = {}
+            for name, e in entries.items():
+                entry = KeyedEntry.make(to_key(str(name)), e)
+                label = entry.key.label
+                if label in keyed:
+                    raise ValueError(f"{lang}: two entries have the key {label!r} (the second is {name!r})")
+                keyed[label] = entry
+            out[str(lang)] = keyed
         return cls(out)
 
 
