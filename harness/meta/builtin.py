@@ -21,6 +21,27 @@
                             Pearson, UPHELD App. B; :mod:`~harness.meta.scale_correlation`); on request
 =========================  ==========================================================================
 
+Each statistic function returns its entries under its own names (``"system/spearman"``,
+``"repetitive/f1_pos"``); the metric that calls it turns each name into a structured
+:class:`~harness.meta.metric.MetricKey` (:meth:`~harness.meta.metric.MetaMetric.entry_key`):
+
+=========================  ==========================================================================
+metric                      entries (group; parameters)
+=========================  ==========================================================================
+``pearson`` ...             one (none; none)
+``<level>_correlation``     one per method (none; ``method``), level dialogue / system
+``issue_detection``         per issue label and ``macro`` (group; ``statistic``: f1_pos, f1_neg,
+                            precision, recall, accuracy, predicted_positive, reference_positive,
+                            human_ceiling, mcnemar)
+``pooled_correlation``      one per method in ``all`` (none; ``method``)
+``soft_labels``             one per error (none; ``statistic``)
+``human_ceilings``          one per estimator and method (none; ``estimator``: loao / split_half,
+                            ``method``)
+``high_agreement``          one per method (none; ``method``)
+=========================  ==========================================================================
+
+:func:`legacy_key` reads the names of results.json files before schema 3.0 the same way.
+
 A task that names no meta-metrics gets :func:`default_metric_names`: its correlations, its levels,
 issue detection for issue labels, and the annotator-level metrics, the alt-test and the panel
 statistics wherever the samples allow them.
@@ -28,18 +49,21 @@ statistics wherever the samples allow them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from harness.meta.correlation import _replicates, correlation, meta_evaluate
 from harness.meta.metric import (
+    JSON,
     Aggregation,
     Level,
     MetaContext,
     MetaMetric,
     MetaOutput,
+    MetricKey,
     Need,
     merge_entries,
 )
@@ -48,6 +72,43 @@ if TYPE_CHECKING:
     from harness.tasks import TaskSpec
 
 SCORES_AND_RATINGS = frozenset({Need.JUDGE_SCORES, Need.HUMAN_RATINGS})
+
+#: the statistics issue detection writes per issue label (and ``macro``)
+ISSUE_STATISTICS = (
+    "f1_pos",
+    "f1_neg",
+    "precision",
+    "recall",
+    "accuracy",
+    "predicted_positive",
+    "reference_positive",
+    "human_ceiling",
+    "mcnemar",
+)
+#: the ceilings :class:`HumanCeilings` writes, by the prefix of their statistic names
+CEILING_ESTIMATORS = ("loao", "split_half")
+
+#: {language: {statistic name: entry}}, what the statistics functions return
+RawEntries = Mapping[str, Mapping[str, Mapping[str, object]]]
+
+
+def _after(prefix: str, name: str) -> str | None:
+    return name[len(prefix) :] if name.startswith(prefix) and len(name) > len(prefix) else None
+
+
+def keys_of(metrics: Sequence[MetaMetric], by_language: RawEntries) -> MetaOutput:
+    """Entries of several metrics computed together, each name keyed by the metric that writes it."""
+
+    def key(name: str) -> MetricKey:
+        for m in metrics:
+            k = m.entry_key(name)
+            if k is not None:
+                return k
+        raise ValueError(
+            f"none of the meta-metrics {[m.name for m in metrics]} writes entries named {name!r}"
+        )
+
+    return MetaOutput.from_dicts(by_language, key)
 
 
 def _boot(ctx: MetaContext) -> tuple[int, float, int]:
@@ -75,7 +136,7 @@ class Correlation(MetaMetric):
         n_boot, conf, seed = _boot(ctx)
         methods = [m.name for m in metrics]
         meta = meta_evaluate(ctx.samples, methods, n_boot, conf, seed, ctx.task.languages)
-        return MetaOutput.from_dicts(meta.to_dict())
+        return keys_of(metrics, meta.to_dict())
 
     def statistic(self, judge: np.ndarray, human: np.ndarray) -> float | None:
         return correlation(judge, human, self.method).value
@@ -95,8 +156,12 @@ class LevelCorrelation(MetaMetric):
         self.label = f"{level.value}-level correlation"
         self.description = (
             f"the task's correlations on per-{level.value} means of judge scores (parse failures "
-            f"skipped) and human ratings; entries '{level.value}/<method>' (ComperDial Tables 4–5)"
+            f"skipped) and human ratings; one entry per correlation method (ComperDial Tables 4–5)"
         )
+
+    def entry_key(self, name: str) -> MetricKey | None:
+        method = _after(f"{self.level.value}/", name)
+        return None if method is None else self.key(method=method)
 
     def compute(self, ctx: MetaContext) -> MetaOutput:
         return self.compute_together([self], ctx)
@@ -107,7 +172,7 @@ class LevelCorrelation(MetaMetric):
 
         n_boot, conf, seed = _boot(ctx)
         levels = [m.level.value for m in metrics]
-        return MetaOutput.from_dicts(level_correlations(ctx.samples, levels, ctx.methods, n_boot, conf, seed))
+        return keys_of(metrics, level_correlations(ctx.samples, levels, ctx.methods, n_boot, conf, seed))
 
 
 class IssueDetection(MetaMetric):
@@ -115,11 +180,18 @@ class IssueDetection(MetaMetric):
     label = "issue detection"
     description = (
         "binary issue labels of the judge vs each annotation set: F1+/F1−, precision, recall, accuracy, "
-        "predicted positives, human ceiling, McNemar; entries '<label>/<statistic>' and 'macro/…' (MEDAL §5.3)"
+        "predicted positives, human ceiling, McNemar; one entry per issue label (and macro) and "
+        "statistic (MEDAL §5.3)"
     )
     needs = frozenset({Need.ISSUE_LABELS})
     value_range = (0.0, 1.0)
     aggregation = Aggregation.POOLED
+
+    def entry_key(self, name: str) -> MetricKey | None:
+        group, _, statistic = name.rpartition("/")
+        if not group or statistic not in ISSUE_STATISTICS:
+            return None
+        return self.key(group, statistic=statistic)
 
     def compute(self, ctx: MetaContext) -> MetaOutput:
         from harness.meta.classification import issue_detection
@@ -133,24 +205,28 @@ class IssueDetection(MetaMetric):
             seed=seed,
             language_order=ctx.task.languages,
         )
-        return MetaOutput.from_dicts(issues)
+        return self.output(issues)
 
 
 class PooledCorrelation(MetaMetric):
     name = "pooled_correlation"
     label = "pooled correlation"
     description = (
-        "the task's correlations over every language's items pooled, bootstrap CI; entries "
-        "'<method>_pooled' in 'all' (MEDAL's Combined)"
+        "the task's correlations over every language's items pooled, bootstrap CI; one entry per "
+        "method in 'all' (MEDAL's Combined)"
     )
     aggregation = Aggregation.POOLED
+
+    def entry_key(self, name: str) -> MetricKey | None:
+        method = name.removesuffix("_pooled")
+        return self.key(method=method) if method and method != name else None
 
     def compute(self, ctx: MetaContext) -> MetaOutput:
         from harness.meta.issue_metrics import pooled_correlations
 
         n_boot, conf, seed = _boot(ctx)
         pooled = pooled_correlations(ctx.samples, ctx.methods, n_boot, conf, seed)
-        return MetaOutput.from_dicts({"all": pooled})
+        return self.output({"all": pooled})
 
 
 # -- annotator-level metrics: one computation, three metrics ------------------------------------
@@ -161,19 +237,26 @@ class _HumanMetric(MetaMetric):
 
     needs = SCORES_AND_RATINGS | {Need.ANNOTATOR_LABELS}
     section = "human_labels"
-    prefixes: tuple[str, ...] = ()
 
     def compute(self, ctx: MetaContext) -> MetaOutput:
         shared = ctx.shared("human_metrics", lambda: _human_metrics(ctx))
-        assert isinstance(shared, MetaOutput)
+        assert isinstance(shared, _HumanShared)
         mine = {
-            lang: {k: e for k, e in by_key.items() if k.startswith(self.prefixes)}
+            lang: {k: e for k, e in by_key.items() if self.entry_key(k) is not None}
             for lang, by_key in shared.entries.items()
         }
-        return MetaOutput({lang: e for lang, e in mine.items() if e}, shared.section)
+        return MetaOutput(self.output({lang: e for lang, e in mine.items() if e}).entries, shared.notes)
 
 
-def _human_metrics(ctx: MetaContext) -> MetaOutput:
+@dataclass(frozen=True)
+class _HumanShared:
+    """The annotator-level entries under their statistic names, and the notes."""
+
+    entries: dict[str, dict[str, dict[str, object]]]
+    notes: JSON
+
+
+def _human_metrics(ctx: MetaContext) -> _HumanShared:
     """Every annotator-level entry and the notes (what ran, what was skipped)."""
     from harness.meta.soft_labels import add_human_metrics
 
@@ -191,7 +274,7 @@ def _human_metrics(ctx: MetaContext) -> MetaOutput:
         seed=seed,
         language_order=ctx.task.languages,
     )
-    return MetaOutput(MetaOutput.from_dicts(merged).entries, notes)
+    return _HumanShared(merged, notes)
 
 
 class SoftLabels(_HumanMetric):
@@ -199,11 +282,14 @@ class SoftLabels(_HumanMetric):
     label = "soft labels"
     description = (
         "the judge against the annotators' label distribution: E|s−h|, E[(s−h)²], cross-entropy; "
-        "entries 'soft/<error>'"
+        "one entry per error"
     )
     higher_is_better = False
     value_range = (0.0, float("inf"))
-    prefixes = ("soft/",)
+
+    def entry_key(self, name: str) -> MetricKey | None:
+        statistic = _after("soft/", name)
+        return None if statistic is None else self.key(statistic=statistic)
 
 
 class HumanCeilings(_HumanMetric):
@@ -211,9 +297,15 @@ class HumanCeilings(_HumanMetric):
     label = "human ceilings"
     description = (
         "what humans reach: one annotator vs the mean of the others (LOAO) and the split-half "
-        "Spearman–Brown ceiling; entries 'ceiling_loao/<method>', 'ceiling_split_half/<method>'"
+        "Spearman–Brown ceiling; one entry per estimator and correlation method"
     )
-    prefixes = ("ceiling_loao/", "ceiling_split_half/")
+
+    def entry_key(self, name: str) -> MetricKey | None:
+        for estimator in CEILING_ESTIMATORS:
+            method = _after(f"ceiling_{estimator}/", name)
+            if method is not None:
+                return self.key(estimator=estimator, method=method)
+        return None
 
 
 class HighAgreement(_HumanMetric):
@@ -221,9 +313,12 @@ class HighAgreement(_HumanMetric):
     label = "high-agreement correlation"
     description = (
         "the task's correlations on items whose annotators agree (full / majority buckets); "
-        "entries 'high_agreement/<method>'"
+        "one entry per correlation method"
     )
-    prefixes = ("high_agreement/",)
+
+    def entry_key(self, name: str) -> MetricKey | None:
+        method = _after("high_agreement/", name)
+        return None if method is None else self.key(method=method)
 
 
 def _label_scale(ctx: MetaContext) -> dict[str, object]:
@@ -338,7 +433,7 @@ class AnnotatorAgreement(MetaMetric):
                 "alpha_level": level,
             }
             per_group[(str(ds), str(lang))] = {self.name: entry}
-        return MetaOutput.from_dicts(aggregate(per_group))
+        return self.output(aggregate(per_group))
 
 
 class ScaleCorrelation(MetaMetric):
@@ -381,7 +476,7 @@ class ScaleCorrelation(MetaMetric):
             ((method, entry),) = res.items()
             entry = {**entry, "parse_failures": int(len(sub) - len(valid)), "method": method}
             per_group[(str(ds), str(lang))] = {self.name: entry}
-        return MetaOutput.from_dicts(aggregate(per_group))
+        return self.output(aggregate(per_group))
 
 
 BUILTIN_META_METRICS: tuple[MetaMetric, ...] = (
@@ -402,6 +497,17 @@ BUILTIN_META_METRICS: tuple[MetaMetric, ...] = (
 )
 
 
+def legacy_key(name: str, metrics: Sequence[MetaMetric] = BUILTIN_META_METRICS) -> MetricKey:
+    """The key of an entry a results.json before schema 3.0 wrote under ``name``
+    (``"system/spearman"``, ``"repetitive/f1_pos"``, ``"pearson_pooled"``, a plug-in's metric name):
+    the first of ``metrics`` that writes it, else the name as a metric's own."""
+    for m in metrics:
+        key = m.entry_key(name)
+        if key is not None:
+            return key
+    return MetricKey(metric=name)
+
+
 def default_metric_names(task: TaskSpec) -> tuple[str, ...]:
     """The meta-metrics of a task that names none: its correlations and levels, issue detection
     and the pooled correlations for issue labels, then what needs annotators or a panel (each runs
@@ -413,4 +519,4 @@ def default_metric_names(task: TaskSpec) -> tuple[str, ...]:
     return tuple(out)
 
 
-__all__ = ["BUILTIN_META_METRICS", "default_metric_names", "merge_entries"]
+__all__ = ["BUILTIN_META_METRICS", "default_metric_names", "legacy_key", "merge_entries"]

@@ -11,13 +11,22 @@ accuracy, ...). It declares
   (:class:`Aggregation`);
 * ``table_column`` — whether it writes one entry per language under its own name, so it is a column
   of the per-task tables (terminal, report, viewer, published card); the other metrics write
-  entries under derived keys (``dialogue/pearson``) or a section of ``results.json``
-  (``section``: ``alt_test``, ``panel``, ``human_labels``).
+  several entries told apart by a group and parameters (``system_correlation`` with
+  ``{"method": "spearman"}``) or a section of ``results.json`` (``section``: ``alt_test``,
+  ``panel``, ``human_labels``).
+
+Every entry carries its :class:`MetricKey`: the metric's name, the level, a group (an issue
+dimension, ``macro``; none for most) and parameters (``{"method": "spearman"}``,
+``{"statistic": "f1_pos"}``). Its :attr:`MetricKey.label` (``system_correlation(spearman)``) keys
+the entries of a language; readers look entries up by building the key, never by parsing a label.
 
 :meth:`MetaMetric.compute` gets a :class:`MetaContext` (one task's samples, the task, the bootstrap
 settings, what the judge exposes) and returns a :class:`MetaOutput`: entries per language
-(:class:`MetricEntry`: value, CI, n, notes) and, for section metrics, the section's content. Metrics
-that share work (the correlations share bootstrap resamples) implement :meth:`compute_together`.
+(:class:`KeyedEntry`: key, value, CI, n, notes) and, for section metrics, the section's content.
+The statistics functions of :mod:`harness.meta` return plain mappings under their own names;
+:meth:`MetaMetric.output` types them once, each name turned into a key by
+:meth:`MetaMetric.entry_key`. Metrics that share work (the correlations share bootstrap resamples)
+implement :meth:`compute_together`.
 
 The registry (:data:`harness.meta.registry.META_METRICS`, entry-point group
 ``dialeval_harness.meta_metrics``) holds the core's statistics (:mod:`harness.meta.builtin`) and every
@@ -43,6 +52,14 @@ if TYPE_CHECKING:
 
 #: a JSON value (the content of a results.json section)
 JSON: TypeAlias = dict[str, "JSON"] | list["JSON"] | str | int | float | bool | None
+
+
+class Level(StrEnum):
+    """The unit a meta-metric compares judge and humans on."""
+
+    ITEM = "item"  # the task's own items: turns or dialogues
+    DIALOGUE = "dialogue"
+    SYSTEM = "system"
 
 
 class MetricEntry(BaseModel):
@@ -76,8 +93,69 @@ class MetricEntry(BaseModel):
         return getattr(self, name, None)
 
 
-#: language (or "all") -> entry key -> entry
-LanguageEntries = dict[str, dict[str, MetricEntry]]
+class MetricKey(BaseModel):
+    """What an entry measures: the registered meta-metric, the level it compares judge and humans
+    on, a group (an issue dimension, ``macro``; None for most) and parameters (e.g. the correlation
+    ``method``, the classification ``statistic``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    metric: str = Field(description="the registered meta-metric (harness ls metrics)")
+    level: Level = Field(default=Level.ITEM, description="item, dialogue or system")
+    group: str | None = Field(default=None, description="e.g. the issue dimension, 'macro'; null: none")
+    params: dict[str, str] = Field(default={}, description="e.g. {'method': 'spearman'}")
+
+    @property
+    def label(self) -> str:
+        """Stable, human-readable and unique within a language: ``pearson``,
+        ``system_correlation(spearman)``, ``issue_detection(repetitive,f1_pos)`` (the group, then
+        the parameter values in the order of their names)."""
+        inner = [x for x in (self.group, *(self.params[k] for k in sorted(self.params))) if x]
+        return f"{self.metric}({','.join(inner)})" if inner else self.metric
+
+
+class KeyedEntry(MetricEntry):
+    """An entry of ``results[task][language]``: its :class:`MetricKey` fields and the statistic."""
+
+    metric: str
+    level: Level = Level.ITEM
+    group: str | None = None
+    params: dict[str, str] = {}
+
+    @property
+    def key(self) -> MetricKey:
+        return MetricKey(metric=self.metric, level=self.level, group=self.group, params=self.params)
+
+    @classmethod
+    def make(cls, key: MetricKey, entry: Mapping[str, object]) -> KeyedEntry:
+        """A statistic (a plain mapping, as the statistics functions return it) under ``key``."""
+        clash = sorted(set(entry) & set(MetricKey.model_fields))
+        if clash:
+            raise ValueError(f"entry {key.label!r}: fields {clash} are the key's; rename them")
+        return cls.model_validate({**key.model_dump(), **entry})
+
+
+#: one language's (or "all"'s) entries, by :attr:`MetricKey.label`
+Entries = dict[str, KeyedEntry]
+#: language (or "all") -> entries
+LanguageEntries = dict[str, Entries]
+
+
+def find(entries: Mapping[str, KeyedEntry] | None, key: MetricKey) -> KeyedEntry | None:
+    """The entry of ``key`` among one language's entries, or None."""
+    return None if entries is None else entries.get(key.label)
+
+
+def select(entries: Mapping[str, KeyedEntry] | None, metric: str, **match: str | None) -> list[KeyedEntry]:
+    """The entries of ``metric`` whose group / parameters equal ``match`` (``group=...`` matches the
+    group, any other name a parameter), in their order."""
+    out = []
+    for e in (entries or {}).values():
+        if e.metric != metric:
+            continue
+        if all((e.group if k == "group" else e.params.get(k)) == v for k, v in match.items()):
+            out.append(e)
+    return out
 
 
 class Need(StrEnum):
@@ -89,14 +167,6 @@ class Need(StrEnum):
     ISSUE_LABELS = "binary issue labels"
     GROUP_IDS = "system / dialogue ids"
     SEVERAL_JUDGES = "several judges (a panel)"
-
-
-class Level(StrEnum):
-    """The unit a meta-metric compares judge and humans on."""
-
-    ITEM = "item"  # the task's own items: turns or dialogues
-    DIALOGUE = "dialogue"
-    SYSTEM = "system"
 
 
 class Aggregation(StrEnum):
@@ -186,14 +256,26 @@ class MetaOutput:
     section: JSON = None
 
     @classmethod
-    def from_dicts(cls, by_language: Mapping[str, Mapping[str, Mapping[str, object]]]) -> MetaOutput:
-        """Entries given as plain mappings (what the statistics functions return), typed once."""
-        return cls(
-            {
-                str(lang): {str(k): MetricEntry.model_validate(e) for k, e in entries.items()}
-                for lang, entries in by_language.items()
-            }
-        )
+    def from_dicts(
+        cls,
+        by_language: Mapping[str, Mapping[str, Mapping[str, object]]],
+        key: Callable[[str], MetricKey] | None = None,
+    ) -> MetaOutput:
+        """Entries given as plain mappings under the statistics' own names (what the statistics
+        functions return), typed once: ``key`` turns a name into its :class:`MetricKey` (default:
+        the name is the metric's, e.g. a plug-in writing ``{lang: {"my_metric": {...}}}``)."""
+        to_key = key or (lambda name: MetricKey(metric=name))
+        out: LanguageEntries = {}
+        for lang, entries in by_language.items():
+            keyed: Entries = {}
+            for name, e in entries.items():
+                entry = KeyedEntry.make(to_key(str(name)), e)
+                label = entry.key.label
+                if label in keyed:
+                    raise ValueError(f"{lang}: two entries have the key {label!r} (the second is {name!r})")
+                keyed[label] = entry
+            out[str(lang)] = keyed
+        return cls(out)
 
 
 class MetaMetric:
@@ -221,6 +303,26 @@ class MetaMetric:
     def applies(self, ctx: MetaContext) -> bool:
         """Whether the samples carry what the metric needs."""
         return all(ctx.has(n) for n in self.needs)
+
+    def entry_key(self, name: str) -> MetricKey | None:
+        """The key of an entry the statistics behind this metric write under ``name``, or None
+        when the name is not one of this metric's. Default: the metric's own name, at its level.
+        Metrics that write several entries (per method, per issue dimension) override it."""
+        return MetricKey(metric=self.name, level=self.level) if name == self.name else None
+
+    def key(self, group: str | None = None, **params: str) -> MetricKey:
+        """The key of one of this metric's entries (e.g. ``key(method="spearman")``)."""
+        return MetricKey(metric=self.name, level=self.level, group=group, params=params)
+
+    def output(self, by_language: Mapping[str, Mapping[str, Mapping[str, object]]]) -> MetaOutput:
+        """The statistics' plain mappings (``{lang: {name: entry}}``) as this metric's typed entries."""
+        return MetaOutput.from_dicts(by_language, self._key_of)
+
+    def _key_of(self, name: str) -> MetricKey:
+        key = self.entry_key(name)
+        if key is None:
+            raise ValueError(f"meta-metric {self.name!r} does not write entries named {name!r}")
+        return key
 
     def compute(self, ctx: MetaContext) -> MetaOutput:
         raise NotImplementedError(f"meta-metric {self.name!r} does not implement compute()")

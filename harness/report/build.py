@@ -18,11 +18,10 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
-from harness.meta.metric import MetaMetric
+from harness.meta.metric import Entries, KeyedEntry, MetaMetric, MetricKey, find
 from harness.meta.registry import lookup, table_metrics
 from harness.report import figures as figs
 from harness.report.figures import (  # noqa: F401  (re-exported: per-sample tables, formatting)
@@ -59,7 +58,7 @@ class LoadedRun:
     def judge(self) -> str:
         return self.results.judge.spec or "?"
 
-    def task_results(self, task: str) -> dict[str, dict[str, MetricEntry]]:
+    def task_results(self, task: str) -> dict[str, Entries]:
         return self.results.task_results(task)
 
     def task_info(self, task: str) -> TaskInfo:
@@ -137,9 +136,23 @@ def runs_table(runs: list[LoadedRun]) -> pd.DataFrame:
     )
 
 
-_LEADERBOARD_KEYS = {"spearman": "spearman", "pearson": "pearson", "macro_f1_pos": "macro/f1_pos"}
-_LEADERBOARD_KEYS |= {"macro_f1_neg": "macro/f1_neg", "spearman_pooled": "spearman_pooled"}
-_LEADERBOARD_KEYS |= {"pearson_pooled": "pearson_pooled"}
+def _issue_key(group: str, statistic: str) -> MetricKey:
+    return MetricKey(metric="issue_detection", group=group, params={"statistic": statistic})
+
+
+def _pooled_key(method: str) -> MetricKey:
+    return MetricKey(metric="pooled_correlation", params={"method": method})
+
+
+#: leaderboard column -> the entry of "all" it shows
+_LEADERBOARD_KEYS: dict[str, MetricKey] = {
+    "spearman": MetricKey(metric="spearman"),
+    "pearson": MetricKey(metric="pearson"),
+    "macro_f1_pos": _issue_key("macro", "f1_pos"),
+    "macro_f1_neg": _issue_key("macro", "f1_neg"),
+    "spearman_pooled": _pooled_key("spearman"),
+    "pearson_pooled": _pooled_key("pearson"),
+}
 
 
 def _extra_columns(runs: list[LoadedRun]) -> list[MetaMetric]:
@@ -157,11 +170,11 @@ def leaderboard_table(runs: list[LoadedRun]) -> pd.DataFrame:
             allr = r.task_results(task).get("all")
             if allr is None:
                 continue
-            sp = _num((allr.get("spearman") or MetricEntry()).value)
+            sp = _num((find(allr, _LEADERBOARD_KEYS["spearman"]) or MetricEntry()).value)
             n = next((e.n for e in allr.values() if e.n is not None), None)
-            row: dict[str, Any] = {"task": task, "judge": r.label, "run": r.run_id, "n": n}
-            row |= {k: allr.get(src) for k, src in _LEADERBOARD_KEYS.items()}
-            row |= {m.name: allr.get(m.name) for m in _extra_columns(runs)}
+            row: dict[str, object] = {"task": task, "judge": r.label, "run": r.run_id, "n": n}
+            row |= {k: find(allr, key) for k, key in _LEADERBOARD_KEYS.items()}
+            row |= {m.name: find(allr, m.key()) for m in _extra_columns(runs)}
             row["parse_failures"] = r.results.parse_failures.get(task)
             rows.append(row | {"_key": -sp if sp is not None else math.inf})
     df = pd.DataFrame(rows)
@@ -179,9 +192,10 @@ def leaderboard_table(runs: list[LoadedRun]) -> pd.DataFrame:
 
 def correlation_table(runs: list[LoadedRun], task: str, metric: str = "spearman") -> pd.DataFrame:
     """Rows = judges, columns = languages + "avg" (mean over languages) + "Combined" (all languages
-    pooled, when the run has ``<metric>_pooled``); cells are result entries or None."""
+    pooled, when the run has ``pooled_correlation`` for the method); cells are result entries or None."""
     langs = list(dict.fromkeys(k for r in runs for k in r.task_results(task) if k != "all"))
-    pooled = any(f"{metric}_pooled" in (r.task_results(task).get("all") or {}) for r in runs)
+    key, pooled_key = MetricKey(metric=metric), _pooled_key(metric)
+    pooled = any(find(r.task_results(task).get("all"), pooled_key) for r in runs)
     cols = langs + ["avg"] + (["Combined"] if pooled else [])
     data = {}
     for r in runs:
@@ -189,10 +203,10 @@ def correlation_table(runs: list[LoadedRun], task: str, metric: str = "spearman"
         if not tr:
             continue
         allr = tr.get("all") or {}
-        row: dict[str, MetricEntry | None] = {lang: (tr.get(lang) or {}).get(metric) for lang in langs}
-        row["avg"] = allr.get(metric)
+        row: dict[str, KeyedEntry | None] = {lang: find(tr.get(lang), key) for lang in langs}
+        row["avg"] = find(allr, key)
         if pooled:
-            row["Combined"] = allr.get(f"{metric}_pooled")
+            row["Combined"] = find(allr, pooled_key)
         data[r.label] = row
     return pd.DataFrame.from_dict(data, orient="index", columns=cols).astype(object)
 
@@ -205,11 +219,11 @@ def issue_metrics_table(runs: list[LoadedRun], task: str, language: str = "all")
         dims = r.issue_labels(task)
         res = r.task_results(task).get(language) or {}
         for d in dims:
-            hc = res.get(f"{d}/human_ceiling") or MetricEntry()
-            mc = res.get(f"{d}/mcnemar") or MetricEntry()
-            row: dict[str, Any] = {"judge": r.label, "dimension": d}
-            row |= {name: _num((res.get(f"{d}/{name}") or MetricEntry()).value) for name in F1_NAMES}
-            row["f1_pos_ci"] = (res.get(f"{d}/f1_pos") or MetricEntry()).ci
+            hc = find(res, _issue_key(d, "human_ceiling")) or MetricEntry()
+            mc = find(res, _issue_key(d, "mcnemar")) or MetricEntry()
+            row: dict[str, object] = {"judge": r.label, "dimension": d}
+            row |= {name: _num((find(res, _issue_key(d, name)) or MetricEntry()).value) for name in F1_NAMES}
+            row["f1_pos_ci"] = (find(res, _issue_key(d, "f1_pos")) or MetricEntry()).ci
             f1_pos = hc.attr("f1_pos")
             row["human_f1_pos"] = _num(f1_pos if f1_pos is not None else hc.value)
             row["human_f1_neg"] = _num(hc.attr("f1_neg"))

@@ -64,7 +64,7 @@ def p_value(entry: MetricEntry | None) -> float | None:
     return None
 
 
-def dataset_label(info: DatasetInfo | dict[str, Any], task: str = "") -> str:
+def dataset_label(info: DatasetInfo | Mapping[str, object], task: str = "") -> str:
     """``name@version (fingerprint)`` of a run's dataset entry (typed, or its JSON form). A dataset
     built from ``--source`` records its builder's ref (``xdial-eval@1.1.0``) as revision: that is
     not repeated after the name."""

@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from harness.meta.metric import Level, MetricKey, find
 from harness.meta.registry import lookup
 from harness.report.figures import Doc, fmt_entry, fmt_value, slug
 from harness.report.meta_figures import (
@@ -23,9 +24,26 @@ from harness.report.meta_figures import (
 )
 from harness.run.document import AltEnvironment, AltTest, ErrorCorrelation, PanelVote, Results
 
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from harness.report.build import LoadedRun
+
 QA_FILE = "qa.json"
-HUMAN_KEYS = ("ceiling_loao", "ceiling_split_half", "high_agreement")
-SOFT_KEYS = ("soft/expected_abs_error", "soft/expected_sq_error", "soft/cross_entropy")
+SOFT_STATISTICS = ("expected_abs_error", "expected_sq_error", "cross_entropy")
+
+
+def human_keys(method: str) -> list[MetricKey]:
+    """The keys of the human-reference columns for a correlation method: LOAO and split-half
+    ceilings (``human_ceilings``), the high-agreement correlation (``high_agreement``)."""
+    return [
+        MetricKey(metric="human_ceilings", params={"estimator": "loao", "method": method}),
+        MetricKey(metric="human_ceilings", params={"estimator": "split_half", "method": method}),
+        MetricKey(metric="high_agreement", params={"method": method}),
+    ]
+
+
+SOFT_KEYS = tuple(MetricKey(metric="soft_labels", params={"statistic": s}) for s in SOFT_STATISTICS)
 HUMAN_HEADERS = [
     "task",
     "lang",
@@ -80,15 +98,16 @@ def human_rows(results: Results, label: str | None = None) -> list[list[str]]:
         m = results.headline_metric(task)
         by_lang = results.task_results(task)
         for lang, entries in by_lang.items():
-            if not any(f"{k}/{m}" in entries for k in HUMAN_KEYS) or (lang == "all" and len(by_lang) == 2):
+            keys = human_keys(m)
+            if not any(find(entries, k) for k in keys) or (lang == "all" and len(by_lang) == 2):
                 continue  # "all" repeats a single language
             rows.append(
                 [
                     task,
                     lang,
-                    fmt_entry(entries.get(m)),
-                    *(fmt_entry(entries.get(f"{k}/{m}"), star=False) for k in HUMAN_KEYS),
-                    *(fmt_entry(entries.get(k), star=False) for k in SOFT_KEYS),
+                    fmt_entry(find(entries, MetricKey(metric=m))),
+                    *(fmt_entry(find(entries, k), star=False) for k in keys),
+                    *(fmt_entry(find(entries, k), star=False) for k in SOFT_KEYS),
                 ]
             )
     return rows
@@ -113,11 +132,20 @@ def level_rows(results: Results, methods: list[str] | None = None) -> list[list[
             if lang == "all" and len(by_lang) == 2:
                 continue
             for level in ["item", *levels]:
-                keys = methods if level == "item" else [f"{level}/{m}" for m in methods]
-                if any(k in entries for k in keys):
-                    n = next((entries[k].n for k in keys if k in entries), None)
-                    rows.append([task, lang, level, str(n), *(fmt_entry(entries.get(k)) for k in keys)])
+                keys = [_level_key(level, m) for m in methods]
+                found = [find(entries, k) for k in keys]
+                if any(found):
+                    n = next((e.n for e in found if e is not None), None)
+                    rows.append([task, lang, level, str(n), *(fmt_entry(e) for e in found)])
     return rows
+
+
+def _level_key(level: str, method: str) -> MetricKey:
+    """A correlation at the item level is the method's own metric; at the dialogue / system level
+    it is ``<level>_correlation`` with the method as parameter."""
+    if level == Level.ITEM:
+        return MetricKey(metric=method)
+    return MetricKey(metric=f"{level}_correlation", level=Level(level), params={"method": method})
 
 
 def level_headers(results: Results, methods: list[str] | None = None) -> list[str]:
@@ -278,7 +306,7 @@ def qa_rows(qa: Mapping[str, Any]) -> list[list[str]]:
 
 
 # -- CLI ----------------------------------------------------------------------------------------
-def rich_tables(results: Results) -> list[Any]:
+def rich_tables(results: Results) -> list[Table]:
     """rich Tables of a run's ceilings / soft labels, alt-test and panel sections (empty if none)."""
     from rich.table import Table
     from rich.text import Text
@@ -335,7 +363,7 @@ def alt_notes(results: Results) -> list[str]:
 
 
 # -- report sections ------------------------------------------------------------------------------
-def meta_sections(doc: Doc, runs: list[Any], out: Path) -> list[Path]:
+def meta_sections(doc: Doc, runs: Sequence[LoadedRun], out: Path) -> list[Path]:
     """The report's ceilings, alt-test and panel sections over ``runs`` (LoadedRun objects)."""
     made: list[Path] = []
     methods = list(dict.fromkeys(m for r in runs for m in _level_methods(r.results)))
@@ -404,7 +432,8 @@ def meta_sections(doc: Doc, runs: list[Any], out: Path) -> list[Path]:
             doc.h(3, r.label)
             doc.table(PANEL_SUMMARY_HEADERS, summary)
             doc.table(PANEL_HEADERS, members)
-            for task, info in r.results.panel.tasks.items():
+            panel_tasks = r.results.panel.tasks if r.results.panel is not None else {}
+            for task, info in panel_tasks.items():
                 pairs = info.error_correlation.pairs if info.error_correlation is not None else {}
                 if pairs:
                     path = out / "figures" / f"panel_errors_{i + 1:02d}-{slug(task)}.png"

@@ -1,18 +1,28 @@
 """``results.json`` as a typed document: pydantic models, validation on write and read, the typed
-reader :func:`load_results`, the migration of 1.x files, and the JSON Schemas shipped with the package.
+reader :func:`load_results`, the migration of older files, and the JSON Schemas shipped with the package.
 
-Schema 2.1 (this harness) is 2.0 plus ``tasks.<task>.meta_metrics`` (the meta-metrics the run
+Schema 3.0 (this harness) keys every entry of ``results[task][language]`` by its structured
+:class:`~harness.meta.metric.MetricKey` instead of a slash-joined name: each entry carries
+``metric`` (the registered meta-metric), ``level`` (item / dialogue / system), ``group`` (an issue
+dimension, ``macro``, or null) and ``params`` (``{"method": "spearman"}``) beside its statistic, and
+a language's entries are keyed by the key's :attr:`~harness.meta.metric.MetricKey.label`
+(``pearson``, ``system_correlation(spearman)``, ``issue_detection(repetitive,f1_pos)``), checked
+on validation. A 1.x or 2.x file is read through :func:`migrate`: each old name
+(``"system/spearman"``) becomes its key (:func:`harness.meta.builtin.legacy_key`), the numbers as
+they were.
+
+Schema 2.1 is 2.0 plus ``tasks.<task>.meta_metrics`` (the meta-metrics the run
 computed, :mod:`harness.meta.registry`; a 2.0 file's are its correlation ``metrics``) and
 ``tasks.<task>.evaluate_dir`` (2.0: ``evaluate_module``); a 2.0 file is read as it is, marked
 ``migrated_from``. Schema 2.0 is 1.1 plus a ``samples`` section (the per-sample file, its row count and
 row groups: samples.parquet is written as the run goes) and the ``samples_io_s`` timing; the
 document is validated against :class:`Results` before it is written and when it is read. A 1.x file
-(harness runs before streaming) is read through :func:`migrate`: the sections it may lack get their
-empty values and ``samples`` is taken from the samples.parquet beside it.
+(harness runs before streaming) also gets the sections it may lack as their empty values and
+``samples`` from the samples.parquet beside it.
 
 Sections (``Results`` fields): ``run`` (what was run), ``harness`` (version, git sha), ``judge``
 (spec, identity, decoding and method per task), ``datasets`` and ``tasks`` (per task), ``results``
-(task → language → metric → :class:`MetricEntry`; ``"all"`` = the average over languages),
+(task → language → label → :class:`KeyedEntry`; ``"all"`` = the average over languages),
 ``parse_failures`` / ``label_parse_failures``, ``usage``, ``cache``, ``timings``, ``environment``,
 ``executor``, ``samples``, and where they apply ``human_labels``, ``alt_test`` (:class:`AltTest`),
 ``panel`` (:class:`PanelSection`) and ``incomplete`` (:class:`Incomplete`). Every model accepts
@@ -28,17 +38,25 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import pyarrow.parquet as pq
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
-from harness.meta.metric import MetaMetric, MetricEntry
+from harness.meta.metric import (
+    Entries,
+    KeyedEntry,
+    MetaMetric,
+    MetricEntry,
+    MetricKey,
+    find,
+)
 from harness.run.records import DialogueItem, SampleRow, TurnItem
 
-SCHEMA_VERSION = "2.1"
-READABLE_MAJORS = ("1", "2")
+SCHEMA_VERSION = "3.0"
+READABLE_MAJORS = ("1", "2", "3")
 RESULTS_FILE = "results.json"
 SAMPLES_FILE = "samples.parquet"
 SCHEMA_DIR = Path(__file__).with_name("schemas")
@@ -50,8 +68,12 @@ class _Open(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
-#: task -> language (or "all") -> metric name (e.g. "pearson", "system/spearman", "repetitive/f1_pos")
-TaskResults = dict[str, dict[str, MetricEntry]]
+#: language (or "all") -> :attr:`MetricKey.label` -> entry (its key's fields and the statistic)
+TaskResults = dict[str, Entries]
+#: a panel member's (and the vote's) correlations: language (or "all") -> method -> entry
+MethodResults = dict[str, dict[str, MetricEntry]]
+#: a JSON object this module does not model field by field (its values are opaque here)
+JSONObject: TypeAlias = dict[str, object]
 
 
 class RunInfo(_Open):
@@ -77,8 +99,8 @@ class HarnessInfo(_Open):
 class JudgeInfo(_Open):
     spec: str
     role: str | None = None
-    identity: dict[str, Any] = {}
-    decoding: dict[str, dict[str, Any] | None] = Field(default={}, description="per task (null: no decoding)")
+    identity: JSONObject = {}
+    decoding: dict[str, JSONObject | None] = Field(default={}, description="per task (null: no decoding)")
     method: dict[str, str] = {}
 
 
@@ -179,7 +201,7 @@ class AltTest(_Open):
 
 class PanelMember(_Open):
     failures: int | None = None
-    results: TaskResults = {}
+    results: MethodResults = {}
 
 
 class PanelVote(PanelMember):
@@ -224,7 +246,7 @@ class Incomplete(_Open):
     signal: str | None = Field(
         default=None, description="the stop signal that ended the run (SIGINT, SIGTERM, SIGHUP)"
     )
-    stopped_at: dict[str, Any] = {}
+    stopped_at: JSONObject = {}
     n_items_total: int
     n_items_scored: int
     n_items_unscored: int
@@ -246,13 +268,13 @@ class Results(_Open):
     results: dict[str, TaskResults]
     parse_failures: dict[str, int]
     label_parse_failures: dict[str, dict[str, int]] = {}
-    usage: dict[str, Any] = {}
+    usage: dict[str, Any] = {}  # the backend's counters: their shape is the backend's
     cache: CacheInfo = CacheInfo()
     timings: Timings = Timings()
-    environment: dict[str, Any] = {}
-    executor: dict[str, Any] | None = None
+    environment: JSONObject = {}
+    executor: JSONObject | None = None
     samples: SamplesInfo
-    human_labels: dict[str, dict[str, Any]] = {}
+    human_labels: dict[str, JSONObject] = {}
     alt_test: dict[str, AltTest] = {}
     panel: PanelSection | None = None
     incomplete: Incomplete | None = None
@@ -260,8 +282,25 @@ class Results(_Open):
         default=None, description="the schema version of the file read, if older"
     )
 
+    @model_validator(mode="after")
+    def _keys_are_labels(self) -> Results:
+        """A language's entries are keyed by their key's label (a reader looks them up by key)."""
+        for task, by_lang in self.results.items():
+            for lang, entries in by_lang.items():
+                for label, entry in entries.items():
+                    if label != entry.key.label:
+                        raise ValueError(
+                            f"results.{task}.{lang}: entry {label!r} has the key of {entry.key.label!r} "
+                            f"(metric, level, group, params); key entries by MetricKey.label"
+                        )
+        return self
+
     def task_results(self, task: str) -> TaskResults:
         return self.results.get(task) or {}
+
+    def entry(self, task: str, language: str, key: MetricKey) -> KeyedEntry | None:
+        """The entry of ``key`` for ``task`` in ``language`` (or ``"all"``), or None."""
+        return find(self.task_results(task).get(language), key)
 
     def meta_metric_names(self, task: str) -> list[str]:
         """The meta-metrics the run computed for ``task`` (older runs: their correlation methods)."""
@@ -279,7 +318,7 @@ class Results(_Open):
         metrics = (self.tasks.get(task) or TaskInfo()).metrics or ["spearman"]
         return "spearman" if "spearman" in metrics else metrics[0]
 
-    def to_json_dict(self) -> dict[str, Any]:
+    def to_json_dict(self) -> JSONObject:
         return self.model_dump(mode="json", exclude_none=False)
 
 
@@ -295,7 +334,7 @@ def first_error(exc: ValidationError) -> str:
     return f"field {loc!r}: {err['msg']}{more}"
 
 
-def validate_results(doc: dict[str, Any], where: str = "results") -> Results:
+def validate_results(doc: Mapping[str, object], where: str = "results") -> Results:
     """The :class:`Results` of a document at the current schema; :class:`ResultsError` otherwise."""
     try:
         return Results.model_validate(doc)
@@ -305,7 +344,7 @@ def validate_results(doc: dict[str, Any], where: str = "results") -> Results:
         ) from None
 
 
-def samples_info(path: Path) -> dict[str, Any]:
+def samples_info(path: Path) -> JSONObject:
     """The ``samples`` section for a samples.parquet (row count from its metadata)."""
     try:
         meta = pq.ParquetFile(path).metadata
@@ -314,26 +353,66 @@ def samples_info(path: Path) -> dict[str, Any]:
     return {"file": path.name, "rows": meta.num_rows, "row_groups": meta.num_row_groups, "format": "parquet"}
 
 
-def migrate(doc: dict[str, Any], directory: Path | None = None) -> dict[str, Any]:
-    """An older document at the current schema: a 1.x one gets the sections 1.0 / 1.1 may lack as
-    their empty values, and its ``samples`` section is read from ``directory/samples.parquet`` (row
-    count: ``run.n_items`` when the file is absent); an older 2.x one reads as it is (the fields 2.1
-    added have defaults) and is marked ``migrated_from``."""
+def rekey_results(results: object) -> object:
+    """``results`` of a document before 3.0 (task → language → name → entry) keyed by structure:
+    each name (``"system/spearman"``) becomes its :class:`MetricKey`
+    (:func:`harness.meta.builtin.legacy_key`), its fields added to the entry, the entry keyed by the
+    key's label; the statistics as they were. What is not a mapping is left for validation to name."""
+    from harness.meta.builtin import legacy_key
+
+    if not isinstance(results, dict):
+        return results
+    out: dict[str, object] = {}
+    for task, by_lang in results.items():
+        if not isinstance(by_lang, dict):
+            out[task] = by_lang
+            continue
+        langs: dict[str, object] = {}
+        for lang, entries in by_lang.items():
+            if not isinstance(entries, dict):
+                langs[lang] = entries
+                continue
+            keyed: dict[str, object] = {}
+            for name, entry in entries.items():
+                key = legacy_key(str(name))
+                fields = key.model_dump(mode="json")
+                keyed[key.label] = {**entry, **fields} if isinstance(entry, dict) else entry
+            langs[lang] = keyed
+        out[task] = langs
+    return out
+
+
+def migrate(doc: dict[str, object], directory: Path | None = None) -> dict[str, object]:
+    """An older document at the current schema, marked ``migrated_from``: its ``results`` keyed by
+    structure (:func:`rekey_results`, 1.x and 2.x); a 1.x one also gets the sections 1.0 / 1.1 may
+    lack as their empty values, and its ``samples`` section is read from
+    ``directory/samples.parquet`` (row count: ``run.n_items`` when the file is absent); the fields
+    2.1 added have defaults. A document at the current schema (or one this harness cannot read)
+    is returned as it is."""
     version = str(doc.get("schema_version", ""))
-    if version.split(".")[0] != "1":
-        if version == SCHEMA_VERSION or version.split(".")[0] != SCHEMA_VERSION.split(".")[0]:
-            return doc
-        return {**doc, "schema_version": SCHEMA_VERSION, "migrated_from": version}  # an older 2.x
+    major = version.split(".")[0]
+    if version == SCHEMA_VERSION or major not in READABLE_MAJORS or major == SCHEMA_VERSION.split(".")[0]:
+        return doc
+    if major != "1":  # an older 2.x
+        return {
+            **doc,
+            "results": rekey_results(doc.get("results")),
+            "schema_version": SCHEMA_VERSION,
+            "migrated_from": version,
+        }
     out = dict(doc)
     out["schema_version"] = SCHEMA_VERSION
     out["migrated_from"] = version
-    run = dict(out.get("run") or {})
+    run_in = out.get("run")
+    run: dict[str, object] = dict(run_in) if isinstance(run_in, dict) else {}
     run.setdefault("id", directory.name if directory is not None else "unknown")
     out["run"] = run
     out.setdefault("harness", {})
-    out["judge"] = {"spec": "?", **(out.get("judge") or {})}
+    judge = out.get("judge")
+    out["judge"] = {"spec": "?", **(judge if isinstance(judge, dict) else {})}
     for key in ("datasets", "tasks", "results", "parse_failures", "label_parse_failures"):
         out[key] = out.get(key) or {}
+    out["results"] = rekey_results(out["results"])
     sp = directory / SAMPLES_FILE if directory is not None else None
     if sp is not None and sp.is_file():
         out["samples"] = samples_info(sp)
@@ -372,7 +451,7 @@ def load_results(path: str | Path) -> Results:
 SCHEMA_FILES = {"results": "results.schema.json", "sample": "sample.schema.json", "item": "item.schema.json"}
 
 
-def json_schemas() -> dict[str, dict[str, Any]]:
+def json_schemas() -> dict[str, JSONObject]:
     """The JSON Schemas (draft 2020-12) of the results document, a sample row and an item."""
     results = Results.model_json_schema()
     results["$id"] = "https://dialeval-harness/schemas/results.schema.json"
@@ -388,13 +467,14 @@ def json_schemas() -> dict[str, dict[str, Any]]:
     return {"results": results, "sample": sample, "item": item}
 
 
-def schema_text(schema: dict[str, Any]) -> str:
+def schema_text(schema: Mapping[str, object]) -> str:
     return json.dumps(schema, indent=2, ensure_ascii=False, sort_keys=True) + "\n"
 
 
-def shipped_schema(name: str) -> dict[str, Any]:
+def shipped_schema(name: str) -> JSONObject:
     """A JSON Schema shipped with the package (``results``, ``sample`` or ``item``)."""
-    return json.loads((SCHEMA_DIR / SCHEMA_FILES[name]).read_text(encoding="utf-8"))
+    schema: JSONObject = json.loads((SCHEMA_DIR / SCHEMA_FILES[name]).read_text(encoding="utf-8"))
+    return schema
 
 
 def write_schemas(directory: Path = SCHEMA_DIR) -> list[Path]:

@@ -5,37 +5,42 @@ files and the typed reader :func:`load_results` in :mod:`harness.run.document`; 
 ships as ``harness/run/schemas/results.schema.json``)::
 
     {
-      "schema_version": "2.1",
-      # every entry below comes from a registered meta-metric (harness ls metrics): one whose
-      # name is the key (pearson, a plug-in's), or one that writes the keys listed here
-      "results": {task: {language: {metric: {value, ci, n, n_datasets, parse_failures,
-                                             per_dataset: {dataset: {value, p_value, ci, n, ...}}}},
-                         "all": {metric: {value, ci, n, n_languages, parse_failures}}}},
-      # tasks with issue labels (MEDAL) also have, per language and in "all" (= all languages
-      # pooled, MEDAL's "Combined"): "<dim>/<f1_pos|f1_neg|precision|recall|accuracy|
-      # predicted_positive|reference_positive>", "<dim>/human_ceiling", "<dim>/mcnemar",
-      # "macro/f1_pos", "macro/f1_neg", and in "all" "pearson_pooled" / "spearman_pooled";
-      # "label_parse_failures": {task: {dim: n}}.
-      # Tasks with TaskSpec.levels get "<dialogue|system>/<metric>" per language (ComperDial
-      # Tables 4-5); tasks whose items carry annotator labels get "soft/<expected_abs_error|
-      # expected_sq_error|cross_entropy>", "ceiling_loao/<metric>", "ceiling_split_half/<metric>",
-      # "high_agreement/<metric>" per language and the sections "human_labels": {task: notes} and
+      "schema_version": "3.0",
+      # every entry comes from a registered meta-metric (harness ls metrics) and carries its
+      # structured key: metric, level (item | dialogue | system), group (an issue dimension,
+      # "macro", or null) and params ({"method": "spearman"}, {"statistic": "f1_pos"}, ...);
+      # a language's entries are keyed by the key's label (MetricKey.label)
+      "results": {task: {language: {label: {metric, level, group, params,
+                                            value, ci, n, n_datasets, parse_failures,
+                                            per_dataset: {dataset: {value, p_value, ci, n, ...}}}},
+                         "all": {label: {metric, level, group, params,
+                                         value, ci, n, n_languages, parse_failures}}}},
+      # e.g. "pearson": {"metric": "pearson", "level": "item", "group": null, "params": {}, ...},
+      # "system_correlation(spearman)": {"metric": "system_correlation", "level": "system",
+      # "group": null, "params": {"method": "spearman"}, ...}; the core's metrics and their
+      # groups / parameters: harness.meta.builtin. Issue-label tasks (MEDAL) have
+      # issue_detection per label and "macro" ({"statistic": f1_pos | f1_neg | precision | recall |
+      # accuracy | predicted_positive | reference_positive | human_ceiling | mcnemar}) and, in
+      # "all", pooled_correlation ({"method"}); "label_parse_failures": {task: {dim: n}}.
+      # Tasks whose items carry annotator labels get soft_labels ({"statistic"}), human_ceilings
+      # ({"estimator": loao | split_half, "method"}), high_agreement ({"method"}) and the sections
+      # "human_labels": {task: notes} and
       # "alt_test": {task: {epsilon, q, scale, scoring, environments: {"<dataset>/<lang>": {omega,
       # rho, passed, annotators: {id: {n, rho, p_value, rejected, skipped}}}}}}; a panel: judge adds
       # "panel": {members, vote, quorum, tasks: {task: {members, panel, alpha, alpha_rank,
-      # error_correlation, leave_one_out, alt_test}}}.
+      # error_correlation, leave_one_out, alt_test}}} (members' correlations keyed by method).
       # "executor": {kind, and for ray: workers, gpus_per_worker, cpus_per_worker, shard_size,
       # max_retries, cluster: {ray_version, address, resources, nodes}, pools: [{role, spec,
       # resources_per_worker, workers: [{worker, node_ip, hostname, pid, gpu_ids, requests, shards,
       # seconds, retries, replaced, setup_s, load_seconds}]}]} (harness.executors);
       # a run that stopped early has "incomplete": {reason, stopped_at, n_items_total,
       # n_items_scored, n_items_unscored, by_task, resume} (harness.run.partial).
-      "samples": {file: "samples.parquet", rows, row_groups, format: "parquet"},   # new in 2.0
+      "samples": {file: "samples.parquet", rows, row_groups, format: "parquet"},
       "harness": {version, git_sha, git_dirty}, "run": {...}, "judge": {...},
       "datasets": {task: {...}}, "tasks": {task: {..., "metrics": [correlation methods],
-                                               "meta_metrics": [names computed]}},  # new in 2.1
+                                               "meta_metrics": [names computed]}},
       "usage": {...}, "cache": {...},
-      "timings": {..., "samples_io_s" (new in 2.0)}, "environment": {...}
+      "timings": {..., "samples_io_s"}, "environment": {...}
     }
 
 ``samples.parquet`` has one row per judged item (ids, language, prompt hash, raw output, score,
@@ -48,14 +53,16 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, overload
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from harness import interrupt
+from harness.meta.metric import KeyedEntry, MetricKey, find
 from harness.run.document import (  # noqa: F401  (re-exported: the typed reader and the names)
     RESULTS_FILE,
     SAMPLES_FILE,
@@ -66,6 +73,9 @@ from harness.run.document import (  # noqa: F401  (re-exported: the typed reader
     samples_info,
     validate_results,
 )
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 SAMPLE_SCHEMA = pa.schema(
     [
@@ -111,10 +121,15 @@ def _atomic_write_bytes(path: Path, data: bytes) -> None:
         os.replace(tmp, path)
 
 
-def _json_safe(obj: Any) -> Any:
+@overload
+def _json_safe(obj: Mapping[str, object]) -> dict[str, object]: ...
+@overload
+def _json_safe(obj: object) -> object: ...
+def _json_safe(obj: object) -> object:
+    """``obj`` with NaN and infinities as None (JSON has neither), mappings as dicts, tuples as lists."""
     if isinstance(obj, float):
         return None if math.isnan(obj) or math.isinf(obj) else obj
-    if isinstance(obj, dict):
+    if isinstance(obj, Mapping):
         return {str(k): _json_safe(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [_json_safe(v) for v in obj]
@@ -122,7 +137,7 @@ def _json_safe(obj: Any) -> Any:
 
 
 def write_results(
-    output_dir: str | Path, results: dict[str, Any], samples: pd.DataFrame
+    output_dir: str | Path, results: Mapping[str, object], samples: pd.DataFrame
 ) -> tuple[Path, Path]:
     """Write a whole run at once: the samples (rows checked against :class:`SampleRow`), then the
     results document with its ``samples`` section (validated). ``harness run`` streams its samples
@@ -142,7 +157,7 @@ def write_results(
     return write_results_json(out, {**results, "samples": samples_info(samples_path)}), samples_path
 
 
-def write_results_json(output_dir: str | Path, results: dict[str, Any]) -> Path:
+def write_results_json(output_dir: str | Path, results: Mapping[str, object]) -> Path:
     """Validate the document (:class:`Results`) and write ``results.json`` atomically (NaN and
     infinities become null). A document that does not validate is an error, never a file."""
     results_path = Path(output_dir) / RESULTS_FILE
@@ -153,7 +168,7 @@ def write_results_json(output_dir: str | Path, results: dict[str, Any]) -> Path:
     return results_path
 
 
-def write_document(output_dir: str | Path, document: Results) -> dict[str, Any]:
+def write_document(output_dir: str | Path, document: Results) -> dict[str, object]:
     """Write a typed document as ``results.json`` atomically (NaN and infinities become null), as
     it was built: the fields it was given, no defaults added. Returns the JSON written."""
     results_path = Path(output_dir) / RESULTS_FILE
@@ -177,14 +192,14 @@ def _count(x: int | None) -> str:
     return "—" if x is None else str(x)
 
 
-def results_tables(results: Results) -> list[Any]:
+def results_tables(results: Results) -> list[Table]:
     """One rich Table per task: languages × metrics, with the overall average last."""
     from rich.table import Table
 
     tables = []
     for task, by_lang in results.results.items():
         columns = results.table_metrics(task)
-        metrics = [m.name for m in columns] or ["pearson", "spearman"]
+        keys = [m.key() for m in columns] or [MetricKey(metric="pearson"), MetricKey(metric="spearman")]
         t = Table(title=f"{task} — judge {results.judge.spec}", title_justify="left")
         t.add_column("lang")
         t.add_column("n", justify="right")
@@ -195,23 +210,23 @@ def results_tables(results: Results) -> list[Any]:
         for lang, row in by_lang.items():
             if lang == "all":
                 continue
-            first = row.get(metrics[0]) or MetricEntry()
+            first = find(row, keys[0]) or MetricEntry()
             t.add_row(
                 lang,
                 _count(first.n),
                 _count(first.n_datasets),
-                *[format_metric(row.get(m)) for m in metrics],
+                *[format_metric(find(row, k)) for k in keys],
                 _count(first.parse_failures),
             )
         if "all" in by_lang:
             row = by_lang["all"]
-            first = row.get(metrics[0]) or MetricEntry()
+            first = find(row, keys[0]) or MetricEntry()
             t.add_section()
             t.add_row(
                 "avg",
                 _count(first.n),
                 f"{_count(first.n_languages)}L",
-                *[format_metric(row.get(m)) for m in metrics],
+                *[format_metric(find(row, k)) for k in keys],
                 _count(first.parse_failures),
                 style="bold",
             )
@@ -222,7 +237,7 @@ def results_tables(results: Results) -> list[Any]:
 ISSUE_COLUMNS = ("f1_pos", "f1_neg", "precision", "recall", "accuracy", "predicted_positive")
 
 
-def issue_tables(results: Results) -> list[Any]:
+def issue_tables(results: Results) -> list[Table]:
     """One rich Table per issue-label task (MEDAL): dimension × F1+/F1−/P/R/Acc/#pred, pooled over
     languages, with the human ceiling and McNemar's p."""
     from rich.table import Table
@@ -244,9 +259,9 @@ def issue_tables(results: Results) -> list[Any]:
         for d in [*dims, "macro"]:
 
             def val(
-                name: str, fmt: str = "{:.3f}", d: str = d, pooled: dict[str, MetricEntry] = pooled
+                name: str, fmt: str = "{:.3f}", d: str = d, pooled: Mapping[str, KeyedEntry] = pooled
             ) -> str:
-                e = pooled.get(f"{d}/{name}")
+                e = find(pooled, MetricKey(metric="issue_detection", group=d, params={"statistic": name}))
                 return "—" if e is None or e.value is None else fmt.format(e.value)
 
             t.add_row(

@@ -420,9 +420,9 @@ def _results_document(
     cache: RequestCache,
     timings: dict[str, float | None],
     *,
-    executor: dict[str, Any],
-    samples: dict[str, Any],
-    incomplete: dict[str, Any] | None,
+    executor: dict[str, object],
+    samples: dict[str, object],
+    incomplete: dict[str, object] | None,
     where: str,
 ) -> Results:
     """The run's :class:`Results`, assembled from its typed sections (validated as they are built;

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.view.data import RunFiles
+from harness.view.data import Payload, RunFiles
 from harness.view.server import ASSETS, Viewer, page_html, to_json
 
 MARKER = ".dialeval-bundle"
@@ -50,7 +50,7 @@ class _Writer:
         self.files = 0
         self.bytes = 0
 
-    def put(self, name: str, data: Any) -> None:
+    def put(self, name: str, data: object) -> None:
         path = self.root / "data" / f"{name}.js"
         path.parent.mkdir(parents=True, exist_ok=True)
         text = f"dialevalPut({to_json(name)}, {to_json(data)});\n"
@@ -101,7 +101,7 @@ def _space_card(runs: list[RunFiles], title: str) -> str:
     return "\n".join(lines)
 
 
-def _index_chunk(rows: list[tuple[Any, ...]], names: list[str]) -> dict[str, Any]:
+def _index_chunk(rows: list[tuple[object, ...]], names: list[str]) -> Payload:
     cols: dict[str, Any] = {n: [r[i] for r in rows] for i, n in enumerate(names)}
     dicts: dict[str, list[Any]] = {}
     for name in _DICT_COLUMNS:

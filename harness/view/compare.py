@@ -28,7 +28,7 @@ import pandas as pd
 from harness.meta.correlation import _dataset_rng, correlation, percentile_ci
 from harness.meta.metric import MetaMetric
 from harness.meta.registry import lookup
-from harness.view.data import RunFiles
+from harness.view.data import Payload, RunFiles
 
 METHOD = (
     "paired bootstrap of the correlation difference (B − A): both judges on the same item resamples, "
@@ -37,7 +37,7 @@ METHOD = (
 TOP = 100
 
 
-def _sq(p: Any) -> str:
+def _sq(p: object) -> str:
     return str(p).replace("'", "''")
 
 
@@ -95,7 +95,7 @@ def _mean(values: list[float | None]) -> float | None:
 
 def correlation_deltas(
     df: pd.DataFrame, methods: list[str], n_bootstrap: int, seed: int = 0, confidence: float = 0.95
-) -> dict[str, Any]:
+) -> Payload:
     """Per language (and ``all``): for each meta-metric of ``methods`` (names), A's and B's value
     against the human rating, B − A with its paired-bootstrap CI and p-value, and the judges'
     correlation with each other."""
@@ -161,7 +161,7 @@ def correlation_deltas(
     return out
 
 
-def top_disagreements(df: pd.DataFrame, top: int = TOP) -> list[dict[str, Any]]:
+def top_disagreements(df: pd.DataFrame, top: int = TOP) -> list[Payload]:
     """The ``top`` items whose percentile ranks under the two judges differ most."""
     ok = df[df["score_a"].notna() & df["score_b"].notna()].copy()
     if ok.empty:
@@ -194,7 +194,7 @@ def top_disagreements(df: pd.DataFrame, top: int = TOP) -> list[dict[str, Any]]:
 
 def compare(
     a: RunFiles, b: RunFiles, *, task: str | None = None, n_bootstrap: int | None = None, seed: int = 0
-) -> dict[str, Any]:
+) -> Payload:
     """Everything the compare page shows for runs ``a`` (the baseline) and ``b``."""
     from harness.meta.panel import judge_alpha
 

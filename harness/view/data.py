@@ -3,8 +3,7 @@
 ``samples.parquet`` and of the optional ``items.parquet`` (the transcripts a run carries with it,
 written by ``harness runs publish --with-transcripts``). Everything else in :mod:`harness.view` asks
 this module: :attr:`RunFiles.document` is the typed document, :attr:`RunFiles.results` its JSON form
-(what the page is sent), and :func:`metric` turns a JSON metric entry back into a
-:class:`~harness.run.document.MetricEntry` for the report's formatters. The sample Parquet columns
+(what the page is sent). The sample Parquet columns
 are those of :class:`harness.run.records.SampleRow`.
 
 A *runs folder* (``runs/``) is any directory without a ``results.json`` of its own: every sub-folder
@@ -19,9 +18,12 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
-from harness.run.document import RESULTS_FILE, SAMPLES_FILE, MetricEntry, Results, load_results
+from harness.run.document import RESULTS_FILE, SAMPLES_FILE, Results, load_results
+
+#: a JSON object the viewer sends to the page (its values are what json.dumps takes)
+Payload: TypeAlias = dict[str, object]
 
 ITEMS_FILE = "items.parquet"
 HUB_PREFIX = "hub:"
@@ -37,41 +39,43 @@ class RunFiles:
     samples: Path | None
     items: Path | None
     key: str = ""
-    results: dict[str, Any] = field(init=False)
+    results: dict[str, Any] = field(init=False)  # the JSON form, as the page reads it
 
     def __post_init__(self) -> None:
         self.results = self.document.to_json_dict()
 
     @property
     def run_id(self) -> str:
-        return str((self.results.get("run") or {}).get("id") or self.path.name)
+        return self.document.run.id or self.path.name
 
     @property
     def judge(self) -> str:
-        return str((self.results.get("judge") or {}).get("spec") or "?")
+        return self.document.judge.spec or "?"
 
     @property
     def tasks(self) -> list[str]:
-        return list(self.results.get("results") or {})
+        return list(self.document.results)
 
-    def task_info(self, task: str) -> dict[str, Any]:
-        return dict((self.results.get("tasks") or {}).get(task) or {})
+    def task_info(self, task: str) -> Payload:
+        info = self.document.tasks.get(task)
+        return info.model_dump(mode="json") if info is not None else {}
 
-    def dataset_info(self, task: str) -> dict[str, Any]:
-        return dict((self.results.get("datasets") or {}).get(task) or {})
+    def dataset_info(self, task: str) -> Payload:
+        info = self.document.datasets.get(task)
+        return info.model_dump(mode="json") if info is not None else {}
 
-    def summary(self) -> dict[str, Any]:
-        run = self.results.get("run") or {}
+    def summary(self) -> Payload:
+        run = self.document.run
         return {
             "key": self.key,
             "run_id": self.run_id,
             "judge": self.judge,
             "tasks": self.tasks,
-            "n_items": run.get("n_items"),
-            "created_at": run.get("created_at"),
+            "n_items": run.n_items,
+            "created_at": run.created_at,
             "path": str(self.path),
             "has_samples": self.samples is not None,
-            "incomplete": bool(self.results.get("incomplete")),
+            "incomplete": self.document.incomplete is not None,
         }
 
 
@@ -153,14 +157,6 @@ def read_run(path: str | Path) -> RunFiles:
         samples=samples if samples.is_file() else None,
         items=items if items.is_file() else None,
     )
-
-
-def metric(entry: Any) -> MetricEntry | None:
-    """A metric entry of :attr:`RunFiles.results` (its JSON form) as the typed entry the report's
-    formatters take; None for anything else."""
-    if isinstance(entry, MetricEntry):
-        return entry
-    return MetricEntry.model_validate(entry) if isinstance(entry, dict) else None
 
 
 def read_runs(paths: Iterable[str | Path]) -> list[RunFiles]:

@@ -41,8 +41,8 @@ def locate(run: RunFiles) -> tuple[dict[Path, str | None], list[str]]:
     files: dict[Path, str | None] = {}
     notes: list[str] = []
     for task in run.tasks:
-        info = run.dataset_info(task)
-        loc = info.get("location")
+        info = run.document.datasets.get(task)
+        loc = info.location if info is not None else None
         if not loc:
             notes.append(f"{task}: results.json records no dataset location; transcripts not shown")
             continue
@@ -56,7 +56,8 @@ def locate(run: RunFiles) -> tuple[dict[Path, str | None], list[str]]:
             )
             continue
         missing = []
-        for config in info.get("used_configs") or info.get("configs") or []:
+        assert info is not None  # it has a location
+        for config in info.used_configs or info.configs:
             f = root / data_file(str(config))
             if f.is_file():
                 files[f] = str(config)

@@ -9,8 +9,8 @@ numbers.
 from __future__ import annotations
 
 import json
-from typing import Any
 
+from harness.meta.metric import MetricEntry, MetricKey, find
 from harness.report.figures import dataset_label, fmt_count, fmt_entry, fmt_value
 from harness.report.meta import (
     ALT_HEADERS,
@@ -24,7 +24,8 @@ from harness.report.meta import (
     level_rows,
     panel_rows,
 )
-from harness.view.data import RunFiles, metric
+from harness.run.document import TaskInfo
+from harness.view.data import Payload, RunFiles
 
 ISSUE_KEYS = ("f1_pos", "f1_neg", "precision", "recall", "accuracy", "predicted_positive", "human_ceiling")
 ISSUE_HEADERS = [
@@ -40,11 +41,11 @@ ISSUE_HEADERS = [
 ]
 
 
-def _prov(name: str, value: Any, detail: Any = None) -> dict[str, Any]:
+def _prov(name: str, value: object, detail: object = None) -> Payload:
     return {"name": name, "value": "—" if value in (None, "") else str(value), "detail": detail}
 
 
-def provenance(run: RunFiles) -> list[dict[str, Any]]:
+def provenance(run: RunFiles) -> list[Payload]:
     res = run.results
     r, h, j = res.get("run") or {}, res.get("harness") or {}, res.get("judge") or {}
     sha = str(h.get("git_sha") or "")[:12] + (" (dirty)" if h.get("git_dirty") else "")
@@ -86,7 +87,7 @@ def provenance(run: RunFiles) -> list[dict[str, Any]]:
     return out
 
 
-def _identity_line(identity: Any) -> str | None:
+def _identity_line(identity: object) -> str | None:
     if not isinstance(identity, dict):
         return None
     if "routes" in identity:
@@ -99,7 +100,7 @@ def _identity_line(identity: Any) -> str | None:
     return " ".join(str(identity[k]) for k in keys if identity.get(k)) or json.dumps(identity)[:200]
 
 
-def _decoding_line(decoding: Any) -> str | None:
+def _decoding_line(decoding: object) -> str | None:
     if not isinstance(decoding, dict):
         return None
     vals = {json.dumps(v, sort_keys=True) for v in decoding.values() if v}
@@ -111,75 +112,72 @@ def _decoding_line(decoding: Any) -> str | None:
     return f"{len(vals)} settings (per task)"
 
 
-def task_tables(run: RunFiles) -> list[dict[str, Any]]:
-    res = run.results
-    out = []
-    for task, by_lang in (res.get("results") or {}).items():
-        info = run.task_info(task)
-        columns = run.document.table_metrics(task)
-        metrics = [m.name for m in columns]
+def task_tables(run: RunFiles) -> list[Payload]:
+    """Per task: the languages × table-metric rows (the metrics' headers and directions from the
+    registry), with the per-dataset values, and the task's notes."""
+    doc = run.document
+    out: list[Payload] = []
+    for task, by_lang in doc.results.items():
+        info = doc.tasks.get(task) or TaskInfo()
+        columns = doc.table_metrics(task)
+        keys = [m.key() for m in columns]
         rows = []
         for lang, entries in by_lang.items():
-            first: dict[str, Any] = next(
-                (entries[m] for m in metrics if isinstance(entries.get(m), dict)), {}
-            )
-            per_ds = sorted({d for m in metrics for d in ((entries.get(m) or {}).get("per_dataset") or {})})
+            found = [find(entries, k) for k in keys]
+            first = next((e for e in found if e is not None), MetricEntry())
+            per_ds = sorted({d for e in found if e is not None for d in (e.per_dataset or {})})
+
+            def at(e: MetricEntry | None, d: str) -> MetricEntry | None:
+                return (e.per_dataset or {}).get(d) if e is not None else None
+
             rows.append(
                 {
                     "lang": lang,
-                    "n": fmt_count(first.get("n")),
-                    "sets": (
-                        f"{first.get('n_languages')} lang."
-                        if lang == "all"
-                        else fmt_count(first.get("n_datasets"))
-                    ),
-                    "cells": [fmt_entry(metric(entries.get(m))) for m in metrics],
-                    "values": [(entries.get(m) or {}).get("value") for m in metrics],
-                    "parse_failures": fmt_count(first.get("parse_failures")),
+                    "n": fmt_count(first.n),
+                    "sets": f"{first.n_languages} lang." if lang == "all" else fmt_count(first.n_datasets),
+                    "cells": [fmt_entry(e) for e in found],
+                    "values": [e.value if e is not None else None for e in found],
+                    "parse_failures": fmt_count(first.parse_failures),
                     "per_dataset": [
                         [
                             d,
-                            fmt_count(
-                                ((entries.get(metrics[0]) or {}).get("per_dataset") or {}).get(d, {}).get("n")
-                            ),
-                            *(
-                                fmt_entry(metric(((entries.get(m) or {}).get("per_dataset") or {}).get(d)))
-                                for m in metrics
-                            ),
+                            fmt_count((at(found[0], d) or MetricEntry()).n),
+                            *(fmt_entry(at(e, d)) for e in found),
                         ]
                         for d in per_ds
                     ],
                 }
             )
-        ds = run.dataset_info(task)
-        notes = list(ds.get("warnings") or [])
-        if ds.get("missing_configs"):
-            notes.append(f"configs missing from the dataset: {', '.join(ds['missing_configs'])}")
-        if (res.get("human_labels") or {}).get(task):
-            notes += _notes((res.get("human_labels") or {})[task])
+        ds = doc.datasets.get(task)
+        notes = list(ds.warnings) if ds is not None else []
+        if ds is not None and ds.missing_configs:
+            notes.append(f"configs missing from the dataset: {', '.join(ds.missing_configs)}")
+        if doc.human_labels.get(task):
+            notes += _notes(doc.human_labels[task])
         out.append(
             {
                 "task": task,
-                "description": info.get("description"),
-                "level": info.get("level"),
-                "levels": info.get("levels") or [],
-                "dimension": info.get("dimension"),
-                "scoring": info.get("scoring"),
-                "metrics": metrics,
+                "description": info.description,
+                "level": info.level,
+                "levels": info.levels,
+                "dimension": info.dimension,
+                "scoring": info.scoring,
+                "metrics": [m.name for m in columns],
+                "keys": [k.model_dump(mode="json") for k in keys],
                 "higher_is_better": [m.higher_is_better for m in columns],
                 "headers": ["lang", "n", "datasets", *(m.header() for m in columns), "parse failures"],
                 "rows": rows,
-                "parse_failures": (res.get("parse_failures") or {}).get(task),
-                "label_parse_failures": (res.get("label_parse_failures") or {}).get(task),
-                "issue_labels": info.get("issue_labels") or [],
-                "dataset": dataset_label(ds, task) if ds else None,
+                "parse_failures": doc.parse_failures.get(task),
+                "label_parse_failures": doc.label_parse_failures.get(task),
+                "issue_labels": info.issue_labels,
+                "dataset": dataset_label(ds, task) if ds is not None else None,
                 "notes": notes,
             }
         )
     return out
 
 
-def _notes(value: Any) -> list[str]:
+def _notes(value: object) -> list[str]:
     if isinstance(value, str):
         return [value]
     if isinstance(value, list):
@@ -189,25 +187,27 @@ def _notes(value: Any) -> list[str]:
     return []
 
 
-def _section(key: str, title: str, note: str, headers: list[str], rows: list[list[str]]) -> dict[str, Any]:
+def _section(key: str, title: str, note: str, headers: list[str], rows: list[list[str]]) -> Payload:
     return {"key": key, "title": title, "note": note, "headers": headers, "rows": rows}
 
 
 def issue_rows(run: RunFiles, task: str) -> list[list[str]]:
-    pooled = ((run.results.get("results") or {}).get(task) or {}).get("all") or {}
+    """Per issue label and ``macro``: the pooled ("all") issue-detection statistics."""
+    doc = run.document
+    pooled = doc.task_results(task).get("all")
+    info = doc.tasks.get(task) or TaskInfo()
     rows = []
-    for d in [*(run.task_info(task).get("issue_labels") or []), "macro"]:
+    for d in [*info.issue_labels, "macro"]:
 
-        def val(name: str, d: str = d) -> str:
-            return fmt_value((pooled.get(f"{d}/{name}") or {}).get("value"))
+        def val(name: str, d: str = d, digits: int = 3) -> str:
+            key = MetricKey(metric="issue_detection", group=d, params={"statistic": name})
+            return fmt_value((find(pooled, key) or MetricEntry()).value, digits)
 
-        rows.append(
-            [d, *(val(k) for k in ISSUE_KEYS), fmt_value((pooled.get(f"{d}/mcnemar") or {}).get("value"), 4)]
-        )
+        rows.append([d, *(val(k) for k in ISSUE_KEYS), val("mcnemar", digits=4)])
     return rows
 
 
-def sections(run: RunFiles) -> list[dict[str, Any]]:
+def sections(run: RunFiles) -> list[Payload]:
     out = []
     if rows := level_rows(run.document):
         out.append(
@@ -283,7 +283,7 @@ def sections(run: RunFiles) -> list[dict[str, Any]]:
     return out
 
 
-def overview(run: RunFiles) -> dict[str, Any]:
+def overview(run: RunFiles) -> Payload:
     res = run.results
     notes = []
     if inc := res.get("incomplete"):

@@ -16,36 +16,36 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from harness.data.hub import PublishResult, publish_dataset
+from harness.meta.metric import MetricEntry, find
 from harness.report.figures import dataset_label, fmt_entry
 from harness.run.results import RESULTS_FILE, SAMPLES_FILE
-from harness.view.data import ITEMS_FILE, RunFiles, metric, read_run
+from harness.view.data import ITEMS_FILE, Payload, RunFiles, read_run
 from harness.view.items import COLUMNS, Transcripts
 
 
 def results_markdown(run: RunFiles) -> str:
     """One Markdown table per task: languages × metrics (value, * p < 0.05, 95% CI), parse failures."""
     out = []
-    for task, by_lang in (run.results.get("results") or {}).items():
-        columns = run.document.table_metrics(task)
-        metrics = [m.name for m in columns]
-        if not metrics:
+    doc = run.document
+    for task, by_lang in doc.results.items():
+        columns = doc.table_metrics(task)
+        if not columns:
             continue
+        keys = [m.key() for m in columns]
         headers = [m.header() for m in columns]
         out += [f"### {task}", "", "| language | n | " + " | ".join(headers) + " | parse failures |"]
-        out.append("|---|---:|" + "---:|" * len(metrics) + "---:|")
+        out.append("|---|---:|" + "---:|" * len(keys) + "---:|")
         for lang, entries in by_lang.items():
-            first = entries.get(metrics[0]) or {}
-            cells = [fmt_entry(metric(entries.get(m))) for m in metrics]
+            first = find(entries, keys[0]) or MetricEntry()
+            cells = [fmt_entry(find(entries, k)) for k in keys]
             name = "**all** (mean)" if lang == "all" else lang
-            out.append(
-                f"| {name} | {first.get('n', '—')} | "
-                + " | ".join(cells)
-                + f" | {first.get('parse_failures', '—')} |"
-            )
+            n = "—" if first.n is None else first.n
+            failures = "—" if first.parse_failures is None else first.parse_failures
+            out.append(f"| {name} | {n} | " + " | ".join(cells) + f" | {failures} |")
         out.append("")
     return "\n".join(out)
 
@@ -140,7 +140,7 @@ def write_items(run: RunFiles, dest: Path) -> int:
     return int(con.execute(f"SELECT count(*) FROM read_parquet('{out}')").fetchall()[0][0])
 
 
-def stage(run: RunFiles, folder: Path, repo_id: str, version: str, with_items: bool) -> dict[str, Any]:
+def stage(run: RunFiles, folder: Path, repo_id: str, version: str, with_items: bool) -> Payload:
     if run.samples is None:
         raise ValueError(f"{run.path}: no {SAMPLES_FILE}; a run without per-sample rows cannot be published")
     shutil.copyfile(run.path / RESULTS_FILE, folder / RESULTS_FILE)
@@ -158,7 +158,7 @@ def publish_run(
     with_transcripts: bool = False,
     private: bool = False,
     endpoint: str | None = None,
-) -> tuple[PublishResult, dict[str, Any]]:
+) -> tuple[PublishResult, Payload]:
     """Publish one run directory to the Hub dataset repo ``repo_id`` as ``v{version}``."""
     run = read_run(run_dir)
     if (run.results.get("incomplete") or {}) and not run.results.get("results"):
@@ -178,5 +178,5 @@ def publish_run(
     return result, info
 
 
-def summary_json(result: PublishResult, info: dict[str, Any]) -> str:
+def summary_json(result: PublishResult, info: Mapping[str, object]) -> str:
     return json.dumps({**result.to_dict(), **info}, indent=2)

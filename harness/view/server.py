@@ -27,14 +27,20 @@ import math
 import socket
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from harness.view.compare import compare
-from harness.view.data import RunFiles
+from harness.view.data import Payload, RunFiles
 from harness.view.overview import overview
 from harness.view.store import MAX_PAGE_SIZE, Query, SampleStore
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
 
 ASSETS = Path(str(resources.files("harness.view") / "assets"))
 
@@ -43,24 +49,26 @@ class NotFound(LookupError):
     """A run, sample or page that does not exist (HTTP 404)."""
 
 
-def to_json(obj: Any) -> str:
-    def default(o: Any) -> Any:
-        if hasattr(o, "item"):  # numpy scalars
-            return o.item()
-        if isinstance(o, Path):
-            return str(o)
-        return str(o)
+def _item(o: object) -> object:
+    """A NumPy scalar's Python value; anything else as it is."""
+    item = getattr(o, "item", None)
+    return item() if callable(item) and not isinstance(o, str | bytes) else o
 
-    def clean(o: Any) -> Any:
+
+def to_json(obj: object) -> str:
+    def default(o: object) -> object:
+        value = _item(o)  # numpy scalars
+        return value if value is not o else str(o)
+
+    def clean(o: object) -> object:
         if isinstance(o, float):
             return None if math.isnan(o) or math.isinf(o) else o
         if isinstance(o, dict):
             return {str(k): clean(v) for k, v in o.items()}
         if isinstance(o, list | tuple):
             return [clean(v) for v in o]
-        if hasattr(o, "item") and not isinstance(o, str | bytes):
-            return clean(o.item())
-        return o
+        value = _item(o)
+        return o if value is o else clean(value)
 
     return json.dumps(clean(obj), ensure_ascii=False, allow_nan=False, default=default)
 
@@ -76,7 +84,7 @@ class Viewer:
         self.cache_dir = cache_dir
         self._stores: dict[str, SampleStore] = {}
         self._lock = threading.Lock()
-        self._compared: OrderedDict[tuple[str, str, str | None], dict[str, Any]] = OrderedDict()
+        self._compared: OrderedDict[tuple[str, str, str | None], Payload] = OrderedDict()
         self._warming: threading.Thread | None = None
         self._closed = False
 
@@ -129,19 +137,19 @@ class Viewer:
             self._warming.join(timeout)
 
     # -- the API -------------------------------------------------------------------------------
-    def list_runs(self) -> list[dict[str, Any]]:
+    def list_runs(self) -> list[Payload]:
         return [r.summary() for r in self.runs.values()]
 
-    def overview(self, key: str) -> dict[str, Any]:
+    def overview(self, key: str) -> Payload:
         return overview(self.run(key))
 
-    def facets(self, key: str) -> dict[str, Any]:
+    def facets(self, key: str) -> Payload:
         return self.store(key).facets()
 
-    def samples(self, key: str, params: dict[str, Any]) -> dict[str, Any]:
+    def samples(self, key: str, params: dict[str, str]) -> Payload:
         return self.store(key).query(Query.from_params(params), snippets=False)
 
-    def snippets(self, key: str, rids: str) -> dict[str, Any]:
+    def snippets(self, key: str, rids: str) -> Payload:
         try:
             wanted = [int(r) for r in rids.split(",") if r.strip()]
         except ValueError:
@@ -151,18 +159,18 @@ class Viewer:
         found = self.store(key).snippets(wanted)
         return {"snippets": {str(r): list(found.get(r, (None, None))) for r in wanted}}
 
-    def sample(self, key: str, task: str, dataset: str, sample_id: str) -> dict[str, Any]:
+    def sample(self, key: str, task: str, dataset: str, sample_id: str) -> Payload:
         found = self.store(key).sample(task, dataset, sample_id)
         if found is None:
             raise NotFound(f"run {key}: no sample {sample_id!r} of dataset {dataset!r} in task {task!r}")
         return found
 
-    def scatter(self, key: str, task: str) -> dict[str, Any]:
+    def scatter(self, key: str, task: str) -> Payload:
         if task not in self.run(key).tasks:
             raise NotFound(f"run {key} has no task {task!r}")
         return self.store(key).scatter(task)
 
-    def compare(self, a: str, b: str, task: str | None = None) -> dict[str, Any]:
+    def compare(self, a: str, b: str, task: str | None = None) -> Payload:
         if a == b:
             raise ValueError("compare needs two different runs")
         k = (a, b, task or None)
@@ -183,14 +191,13 @@ def page_html(mode: str) -> str:
     return html.replace("<!--MODE-->", f'<script>window.DIALEVAL_MODE = "{mode}";</script>')
 
 
-def create_app(viewer: Viewer) -> Any:
+def create_app(viewer: Viewer) -> Starlette:
     from starlette.applications import Starlette
-    from starlette.requests import Request
     from starlette.responses import HTMLResponse, Response
     from starlette.routing import Mount, Route
     from starlette.staticfiles import StaticFiles
 
-    def respond(fn: Any) -> Any:
+    def respond(fn: Callable[[Request], object]) -> Callable[[Request], Response]:
         def endpoint(request: Request) -> Response:
             try:
                 body, status = to_json(fn(request)), 200
@@ -208,7 +215,7 @@ def create_app(viewer: Viewer) -> Any:
             raise ValueError(f"missing query parameter {name!r}")
         return value
 
-    def params(request: Request) -> dict[str, Any]:
+    def params(request: Request) -> dict[str, str]:
         return {k: v for k, v in request.query_params.items()}
 
     index = page_html("server")
@@ -285,7 +292,7 @@ class ViewerServer:
             time.sleep(0.02)
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.server.should_exit = True
         if self._thread is not None:
             self._thread.join(timeout=10)

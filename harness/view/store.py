@@ -15,11 +15,12 @@ import math
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.view.data import RunFiles
+from harness.view.data import Payload, RunFiles
 from harness.view.index import LIGHT, SNIPPET, RunIndex, spread_sql
 from harness.view.items import Transcripts
 
@@ -51,7 +52,7 @@ class Query:
     page_size: int = PAGE_SIZE
 
     @classmethod
-    def from_params(cls, params: dict[str, Any]) -> Query:
+    def from_params(cls, params: Mapping[str, object]) -> Query:
         def many(name: str) -> list[str]:
             raw = params.get(name)
             vals = raw if isinstance(raw, list) else ([] if raw in (None, "") else str(raw).split(","))
@@ -62,7 +63,7 @@ class Query:
             if raw in (None, ""):
                 return None
             try:
-                v = float(raw)
+                v = float(str(raw))
             except (TypeError, ValueError):
                 raise ValueError(f"{name}={raw!r} is not a number") from None
             if math.isnan(v):
@@ -105,7 +106,7 @@ class Query:
         )
 
 
-def _loads(value: Any) -> Any:
+def _loads(value: object) -> object:
     if not isinstance(value, str):
         return value
     try:
@@ -114,7 +115,7 @@ def _loads(value: Any) -> Any:
         return value
 
 
-def _clean(v: Any) -> Any:
+def _clean(v: object) -> object:
     if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
         return None
     return v
@@ -156,7 +157,7 @@ class SampleStore:
         self.columns = [r[0] for r in self.con.execute("DESCRIBE samples").fetchall()]
         self.items = Transcripts(self.con, run)
         self.index = RunIndex(self.con, run.samples, self.columns, self.items, cache_dir)
-        self._facets: dict[str, Any] | None = None
+        self._facets: Payload | None = None
         self._searches: OrderedDict[str, str] = OrderedDict()
         self._search_lock = threading.Lock()
         self._search_seq = 0
@@ -165,13 +166,13 @@ class SampleStore:
         self.index.start()
 
     # -- facets ---------------------------------------------------------------------------------
-    def facets(self) -> dict[str, Any]:
+    def facets(self) -> Payload:
         """Distinct values with counts of the filter fields, the score range and the row count."""
         if self._facets is not None:
             return self._facets
         cur = self.con.cursor()
         src = "idx" if self.index.ready["idx"] else "samples"
-        out: dict[str, Any] = {}
+        out: Payload = {}
         for col in FACETS:
             if col not in self.columns:
                 out[col] = []
@@ -189,9 +190,9 @@ class SampleStore:
         return out
 
     # -- the samples browser --------------------------------------------------------------------
-    def _where(self, q: Query) -> tuple[str, list[Any]]:
+    def _where(self, q: Query) -> tuple[str, list[object]]:
         conds: list[str] = []
-        params: list[Any] = []
+        params: list[object] = []
         for col in ("task", "dataset", "language", "system"):
             vals = getattr(q, col)
             if vals:
@@ -233,7 +234,7 @@ class SampleStore:
                 self.con.cursor().execute(f"DROP TABLE IF EXISTS {self._searches.popitem(last=False)[1]}")
         return name
 
-    def query(self, q: Query, *, snippets: bool = True) -> dict[str, Any]:
+    def query(self, q: Query, *, snippets: bool = True) -> Payload:
         """One page: ``{total, page, page_size, pages, rows, derived_ready, snippets_pending}``.
 
         The rows' snippets come from the search index; before it is built they are read from the
@@ -330,7 +331,7 @@ class SampleStore:
         return {rid: _snippet(items.get((str(ds), str(i)))) for rid, ds, i in keys}
 
     # -- one sample -------------------------------------------------------------------------------
-    def sample(self, task: str, dataset: str, sample_id: str) -> dict[str, Any] | None:
+    def sample(self, task: str, dataset: str, sample_id: str) -> Payload | None:
         """Every column of one sample, its derived values and its transcript (``None``: no such sample)."""
         src = "idx" if self.index.ready["idx"] else "samples"
         found = (
@@ -348,7 +349,7 @@ class SampleStore:
         return {"sample": row, "item": item, "item_note": note, "derived_ready": self.index.ready["idx"]}
 
     # -- judge vs human scatter ---------------------------------------------------------------------
-    def scatter(self, task: str, max_points: int = SCATTER_POINTS) -> dict[str, Any]:
+    def scatter(self, task: str, max_points: int = SCATTER_POINTS) -> Payload:
         """Per language: up to ``max_points`` (human mean, judge score, human spread, dataset, id),
         a deterministic sample (by a hash of dataset and id) when there are more."""
         if self.index.ready["idx"]:
@@ -368,10 +369,13 @@ class SampleStore:
             )
             .fetchall()
         )
-        langs: dict[str, dict[str, Any]] = {}
+        langs: dict[str, Payload] = {}
+        points: dict[str, list[list[object]]] = {}
         for lang, n, ds, sid, h, s, sp in rows:
-            entry = langs.setdefault(lang, {"language": lang, "n": int(n), "points": []})
-            entry["points"].append([_clean(h), _clean(s), _clean(sp), ds, sid])
+            if lang not in langs:
+                points[lang] = []
+                langs[lang] = {"language": lang, "n": int(n), "points": points[lang]}
+            points[lang].append([_clean(h), _clean(s), _clean(sp), ds, sid])
         return {"task": task, "max_points": max_points, "languages": list(langs.values())}
 
 
@@ -388,7 +392,7 @@ LIGHT_COLUMNS = [
 ]
 
 
-def _short(t: Any, width: int = SNIPPET) -> str | None:
+def _short(t: object, width: int = SNIPPET) -> str | None:
     if t is None:
         return None
     s = " ".join(str(t).split())

@@ -191,3 +191,30 @@ def test_a_panel_judge_exposes_its_members_through_the_judge_interface(tmp_path)
         view = panel.panel_view(task)
     assert isinstance(view, PanelView) and len(view.members) == 3 and view.quorum == 2
     assert view.ranges == ((0.0, 1.0),) * 3
+
+
+def test_entries_carry_structured_keys_and_labels():
+    """A statistic written under its own name gets the metric's key; labels are the lookup keys."""
+    from harness.meta.builtin import BUILTIN_META_METRICS
+    from harness.meta.metric import Level, MetricKey, find
+
+    system = next(m for m in BUILTIN_META_METRICS if m.name == "system_correlation")
+    out = system.output({"en": {"system/kendall": {"value": 0.5, "n": 6}}})
+    (entry,) = out.entries["en"].values()
+    assert entry.key == MetricKey(
+        metric="system_correlation", level=Level.SYSTEM, params={"method": "kendall"}
+    )
+    assert find(out.entries["en"], entry.key) is entry and entry.key.label == "system_correlation(kendall)"
+    with pytest.raises(ValueError, match="does not write entries named 'pearson'"):
+        system.output({"en": {"pearson": {"value": 0.1}}})
+
+
+def test_an_entry_cannot_shadow_its_key_nor_share_it():
+    from harness.meta.metric import KeyedEntry, MetaOutput, MetricKey
+
+    with pytest.raises(ValueError, match=r"fields \['level'\] are the key's"):
+        KeyedEntry.make(MetricKey(metric="m"), {"value": 1.0, "level": "turn"})
+    with pytest.raises(ValueError, match="two entries have the key 'm'"):
+        MetaOutput.from_dicts(
+            {"en": {"a": {"value": 1.0}, "b": {"value": 2.0}}}, key=lambda _: MetricKey(metric="m")
+        )

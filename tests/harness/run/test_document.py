@@ -135,8 +135,8 @@ def test_2_0_files_are_read_and_show_their_correlations(demo_run, tmp_path):
         ("not json", "not valid JSON"),
         ("[1, 2]", "a JSON object"),
         (
-            json.dumps({"schema_version": "3.0", "results": {}}),
-            r"schema version '3.0' is not readable.*1\.x, 2\.x",
+            json.dumps({"schema_version": "4.0", "results": {}}),
+            r"schema version '4.0' is not readable.*1\.x, 2\.x, 3\.x",
         ),
         (
             json.dumps(
@@ -148,6 +148,22 @@ def test_2_0_files_are_read_and_show_their_correlations(demo_run, tmp_path):
                 }
             ),
             r"field 'results\.t\.en\.pearson\.value'",
+        ),
+        (
+            json.dumps(
+                {
+                    "schema_version": "3.0",
+                    "run": {"id": "r"},
+                    "harness": {},
+                    "judge": {"spec": "j"},
+                    "datasets": {},
+                    "tasks": {},
+                    "parse_failures": {},
+                    "samples": {},
+                    "results": {"t": {"en": {"system/spearman": {"metric": "spearman", "value": 0.5}}}},
+                }
+            ),
+            r"entry 'system/spearman' has the key of 'spearman'",
         ),
         (json.dumps({"schema_version": "2.0", "run": {"id": "r"}}), r"field '\w+': Field required"),
     ],

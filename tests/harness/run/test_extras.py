@@ -71,8 +71,8 @@ def test_alt_test_on_medal_format_data(tmp_path):
         r"\s+", " ", r.output
     )
     # ceilings need 2 labels per item: English only
-    assert "ceiling_split_half/spearman" in res["results"]["medal"]["en"]
-    assert "ceiling_split_half/spearman" not in res["results"]["medal"].get("de", {})
+    assert "human_ceilings(split_half,spearman)" in res["results"]["medal"]["en"]
+    assert "human_ceilings(split_half,spearman)" not in res["results"]["medal"].get("de", {})
     assert res["human_labels"]["medal"]["dimension"] == ["overall"]
 
 
@@ -118,4 +118,4 @@ def test_real_upheld_alt_test_per_annotator(shared_data, tmp_path):
     assert (a4["rho"], a4["p_value"]) == pytest.approx((a5["rho"], a5["p_value"]), rel=1e-12, abs=1e-12)
     assert main["omega"] == sum(a["rejected"] for a in main["annotators"].values()) / 10
     en = out.results["results"]["upheld-content"]["en"]
-    assert en["ceiling_loao/pearson"]["value"] < en["ceiling_split_half/pearson"]["value"]
+    assert en["human_ceilings(loao,pearson)"]["value"] < en["human_ceilings(split_half,pearson)"]["value"]

@@ -42,7 +42,7 @@ def test_replay_run_writes_versioned_results_and_samples(tmp_path, replay_file):
         )
     )
     res = load_results(tmp_path / "run")
-    assert res.schema_version == SCHEMA_VERSION == "2.1" and res.migrated_from is None
+    assert res.schema_version == SCHEMA_VERSION == "3.0" and res.migrated_from is None
     for key in (
         "harness",
         "run",

@@ -107,13 +107,13 @@ def test_turn_task_averages_three_seeded_calls(tmp_path):
         else:
             assert score == pytest.approx(4.5) and e["calls"][2] is None  # "overall - 9": out of range
     r = res["results"]["cpdscore-s-noref"]
-    assert {"dialogue/spearman", "system/kendall", "pearson"} <= set(r["en"])
+    assert {"dialogue_correlation(spearman)", "system_correlation(kendall)", "pearson"} <= set(r["en"])
     assert (
-        r["en"]["system/pearson"]["n"] == 6
-        and r["en"]["dialogue/pearson"]["per_dataset"]["main"]["n"] == 6 * 6
+        r["en"]["system_correlation(pearson)"]["n"] == 6
+        and r["en"]["dialogue_correlation(pearson)"]["per_dataset"]["main"]["n"] == 6 * 6
     )
     assert res["alt_test"]["cpdscore-s-noref"]["scale"] == "raw"  # 1-5 judge on 1-5 content labels
-    assert "ceiling_split_half/spearman" in r["all"]
+    assert "human_ceilings(split_half,spearman)" in r["all"]
     # the spec option n_calls changes the number of calls
     out = run(
         RunConfig(
@@ -156,7 +156,7 @@ def test_dial_over_grouped_turns(tmp_path):
     assert out.results["cache"]["hits"] > 0  # the intermediate task reuses the same calls
     e = json.loads(final["extra"].iloc[0])
     assert e["step1"] == "cpds-d-noref" and e["n_turns"] >= 1 and e["finals"][2] is None
-    assert "system/spearman" in out.results["results"]["cpdscore-dial-turns"]["en"]
+    assert "system_correlation(spearman)" in out.results["results"]["cpdscore-dial-turns"]["en"]
 
 
 def test_group_turns_and_dialogue_turns():
@@ -252,7 +252,7 @@ def test_imported_comperdial_turn_and_dialogue_tasks(tmp_path):
     assert turn["human_dimension"].eq("overall").all()  # ComperDial has the task's dimension
     assert json.loads(dial["extra"].iloc[0])["n_turns"] == 2  # both "B" turns scored in step 1
     res = out.results
-    assert res["results"]["cpdscore-dial"]["en"]["system/spearman"]["n"] == 3
+    assert res["results"]["cpdscore-dial"]["en"]["system_correlation(spearman)"]["n"] == 3
     assert res["alt_test"]["cpdscore-d-ref"]["environments"]["comperdial-turn/en"]["skipped"]  # 18 items < 30
     # a non-LLM judge runs the same task its own way
     out = run(
@@ -320,6 +320,6 @@ def test_cli_on_real_upheld(shared_data, tmp_path):
     assert r.exit_code == 0, r.output
     res = json.loads((tmp_path / "o" / "results.json").read_text())
     en = res["results"]["cpdscore-d-noref"]["en"]
-    assert en["pearson"]["n"] == 80 and en["system/pearson"]["per_dataset"]["main"]["n"] == 6
+    assert en["pearson"]["n"] == 80 and en["system_correlation(pearson)"]["per_dataset"]["main"]["n"] == 6
     assert "alt-test: winning rate" in r.output and "human ceilings" in r.output
     assert "turn / dialogue / system level" in r.output

@@ -129,7 +129,7 @@ def test_medal_run_with_replay_judge(tmp_path, medal_src):
         )
     )
     res = out.results
-    assert res["schema_version"] == "2.1" and res["run"]["n_items"] == len(records)
+    assert res["schema_version"] == "3.0" and res["run"]["n_items"] == len(records)
     # malformed JSON and an out-of-range overall are parse failures; the others keep their overall
     assert res["parse_failures"]["medal"] == n[0] + n[1]
     lpf = res["label_parse_failures"]["medal"]
@@ -142,7 +142,9 @@ def test_medal_run_with_replay_judge(tmp_path, medal_src):
     # issue metrics per language and pooled ("all"), equal to sklearn over each annotation set
     r = res["results"]["medal"]
     assert {"en", "zh", "de", "all"} <= set(r)
-    assert {"pearson", "spearman", "pearson_pooled", "spearman_pooled"} <= set(r["all"])
+    assert {"pearson", "spearman", "pooled_correlation(pearson)", "pooled_correlation(spearman)"} <= set(
+        r["all"]
+    )
     judge = [json.loads(x)["repetitive"] if isinstance(x, str) else None for x in s["judge_labels"]]
     hum = [json.loads(x)["repetitive"] for x in s["human_labels"]]
     per_slot = []
@@ -154,11 +156,15 @@ def test_medal_run_with_replay_judge(tmp_path, medal_src):
         ]
         yt, yp = zip(*pairs, strict=True)
         per_slot.append(f1_score(yt, yp, pos_label=1, zero_division=0))
-    assert r["all"]["repetitive/f1_pos"]["value"] == pytest.approx(np.mean(per_slot), abs=1e-12)
-    assert r["all"]["repetitive/human_ceiling"]["value"] is not None  # en and zh have two annotators
-    assert r["de"]["repetitive/human_ceiling"]["value"] is None  # de has one
-    assert r["all"]["repetitive/mcnemar"]["kind"] == "correctness"
-    assert 0 <= r["all"]["macro/f1_neg"]["value"] <= 1
+    assert r["all"]["issue_detection(repetitive,f1_pos)"]["value"] == pytest.approx(
+        np.mean(per_slot), abs=1e-12
+    )
+    assert (
+        r["all"]["issue_detection(repetitive,human_ceiling)"]["value"] is not None
+    )  # en and zh have two annotators
+    assert r["de"]["issue_detection(repetitive,human_ceiling)"]["value"] is None  # de has one
+    assert r["all"]["issue_detection(repetitive,mcnemar)"]["kind"] == "correctness"
+    assert 0 <= r["all"]["issue_detection(macro,f1_neg)"]["value"] <= 1
     # samples keep the raw text and the per-field reasons
     bad = s[s["raw_output"].str.contains('"unsafe": {"label": 2', regex=False)]
     assert len(bad) == n[2] and "unsafe" in json.loads(bad["extra"].iloc[0])["label_errors"]
@@ -184,7 +190,7 @@ def test_medal_run_with_tiny_hf_model_counts_failures(tmp_path, medal_src, tiny_
     assert len(s) == 3 and s["score"].isna().all() and (s["parse_status"] == "parse_error").all()
     assert out.results["parse_failures"]["medal"] == 3
     assert out.results["label_parse_failures"]["medal"]["unsafe"] == 3
-    assert out.results["results"]["medal"]["all"]["unsafe/f1_pos"]["parse_failures"] == 3
+    assert out.results["results"]["medal"]["all"]["issue_detection(unsafe,f1_pos)"]["parse_failures"] == 3
 
 
 def test_medal_evaluate_module(tmp_path):
