@@ -26,6 +26,7 @@ import signal
 import sys
 import time
 import uuid
+from collections.abc import Mapping
 from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -422,7 +423,7 @@ def _results_document(
     *,
     executor: dict[str, object],
     samples: dict[str, object],
-    incomplete: dict[str, object] | None,
+    incomplete: Mapping[str, object] | None,
     where: str,
 ) -> Results:
     """The run's :class:`Results`, assembled from its typed sections (validated as they are built;
