@@ -24,7 +24,7 @@ from typing import Any
 
 from harness import plugins
 from harness.registry import Registry
-from harness.scorers.base import Scored, Scorer, range_problems, response_extra
+from harness.scorers.base import Scorer, ScorerOutput, range_problems, response_extra
 from harness.scorers.issues import IssuesJSON
 from harness.scorers.logprob import ExpectedScore, GPTScore, PYes
 from harness.scorers.written import ParseLikert, ParseScore, ParseYesNo
@@ -75,7 +75,7 @@ __all__ = [
     "ParseLikert",
     "ParseScore",
     "ParseYesNo",
-    "Scored",
+    "ScorerOutput",
     "Scorer",
     "make_scorer",
     "range_problems",

@@ -7,9 +7,9 @@ method and nothing else:
 * what the request asks for — label ``choices`` to score, a ``json_schema`` for guided decoding,
   a ``continuation`` whose log-probs are read (:meth:`Scorer.request_fields`), and decoding it needs
   (:meth:`Scorer.generation`, e.g. token log-probs);
-* how a response becomes a score (:meth:`Scorer.score` -> :class:`Scored`: a
-  :class:`~harness.verdicts.score.Score` and what the sample keeps in ``extra``), using the parsers
-  of :mod:`harness.verdicts`; a failure is ``None`` with a status, never 0;
+* how a response becomes a score (:meth:`Scorer.score` -> :class:`ScorerOutput`: a
+  :class:`~harness.parsing.score.ParsedScore` and what the sample keeps in ``extra``), using the parsers
+  of :mod:`harness.parsing`; a failure is ``None`` with a status, never 0;
 * the fixed range of its scores (:meth:`Scorer.score_range`; ``mean:`` / ``panel:`` normalise by it)
   and the labels it writes besides the score (:attr:`Scorer.issue_labels`, meta-evaluated as
   classification);
@@ -28,18 +28,18 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from harness.parsing.score import ParsedScore
 from harness.types import GenerationConfig, Response
-from harness.verdicts.score import Score
 
 if TYPE_CHECKING:
     from harness.tasks import TaskSpec
 
 
 @dataclass
-class Scored:
+class ScorerOutput:
     """A scorer's result for one response: the score (or ``None`` + status) and the sample's ``extra``."""
 
-    score: Score
+    score: ParsedScore
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -104,7 +104,7 @@ class Scorer(ABC):
 
     # -- the response ---------------------------------------------------------------------------------
     @abstractmethod
-    def score(self, resp: Response, item: Mapping[str, Any]) -> Scored:
+    def score(self, resp: Response, item: Mapping[str, Any]) -> ScorerOutput:
         """The score of ``resp`` (the answer to ``item``'s request)."""
 
     def score_range(self) -> tuple[float, float] | None:

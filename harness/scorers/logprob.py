@@ -1,5 +1,5 @@
 """Scorers read from log-probs: P(Yes) (xDial-Eval §4), the G-Eval expected score, and GPTScore's
-log-prob of a word in an echoed continuation (MEEP §5.3). Parsers: :mod:`harness.verdicts.logprobs`."""
+log-prob of a word in an echoed continuation (MEEP §5.3). Parsers: :mod:`harness.parsing.logprobs`."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from harness.scorers.base import Scored, Scorer, response_extra
-from harness.types import GenerationConfig, Response
-from harness.verdicts.logprobs import (
+from harness.parsing.logprobs import (
     continuation_word_logprob,
     expected_score,
     expected_score_from_tokens,
     p_yes,
 )
+from harness.scorers.base import Scorer, ScorerOutput, response_extra
+from harness.types import GenerationConfig, Response
 
 DIGITS = tuple(str(d) for d in range(1, 6))
 
@@ -46,8 +46,8 @@ class PYes(Scorer):
     def request_fields(self) -> dict[str, Any]:
         return {"choices": tuple(self.labels)}
 
-    def score(self, resp: Response, item: Mapping[str, Any]) -> Scored:
-        return Scored(p_yes(resp, *self.labels), response_extra(resp))
+    def score(self, resp: Response, item: Mapping[str, Any]) -> ScorerOutput:
+        return ScorerOutput(p_yes(resp, *self.labels), response_extra(resp))
 
     def score_range(self) -> tuple[float, float]:
         return (0.0, 1.0)
@@ -70,12 +70,12 @@ class ExpectedScore(Scorer):
             return config
         return config.replace(logprobs=True, top_logprobs=max(config.top_logprobs, 20))
 
-    def score(self, resp: Response, item: Mapping[str, Any]) -> Scored:
+    def score(self, resp: Response, item: Mapping[str, Any]) -> ScorerOutput:
         if resp.choice_logprobs:
             s = expected_score(resp)
         else:
             s = expected_score_from_tokens(resp.token_logprobs, list(DIGITS))
-        return Scored(s, response_extra(resp))
+        return ScorerOutput(s, response_extra(resp))
 
     def score_range(self) -> tuple[float, float]:
         return (1.0, 5.0)  # digit labels 1-5 (choices are never sent)
@@ -103,12 +103,12 @@ class GPTScore(Scorer):
     def request_fields(self) -> dict[str, Any]:
         return {"continuation": self.continuation}
 
-    def score(self, resp: Response, item: Mapping[str, Any]) -> Scored:
+    def score(self, resp: Response, item: Mapping[str, Any]) -> ScorerOutput:
         extra = response_extra(resp)
         extra["continuation_logprob"] = resp.continuation_logprob
         if "system_role" in extra:  # keep the key order of earlier samples
             extra["system_role"] = extra.pop("system_role")
-        return Scored(continuation_word_logprob(resp, self.continuation, self.target), extra)
+        return ScorerOutput(continuation_word_logprob(resp, self.continuation, self.target), extra)
 
     def describe(self) -> dict[str, Any]:
         return {"continuation": self.continuation, "continuation_target": self.target}
