@@ -6,12 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from harness.parsing.issues_json import issues_schema, parse_issues
 from harness.parsing.score import ParsedScore
-from harness.scorers.base import Scorer, ScorerOutput, range_problems
-from harness.types import Response
+from harness.scorers.base import RequestFields, Scorer, ScorerOutput, range_problems
+from harness.types import JSONObject, Response
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,18 +46,18 @@ class IssuesJSON(Scorer):
         return tuple(self.issue_labels) + tuple(self.extra_labels)
 
     @property
-    def json_schema(self) -> dict[str, Any]:
+    def json_schema(self) -> JSONObject:
         return issues_schema(self.judged_labels, self.overall_key, self.range)
 
-    def request_fields(self) -> dict[str, Any]:
+    def request_fields(self) -> RequestFields:
         return {"json_schema": self.json_schema} if self.guided else {}
 
-    def score(self, resp: Response, item: Mapping[str, Any]) -> ScorerOutput:
+    def score(self, resp: Response, item: Mapping[str, object]) -> ScorerOutput:
         v = parse_issues(resp.text, self.judged_labels, self.overall_key, self.range)
-        extra = {
-            "labels": v.labels,
-            "comments": v.comments,
-            "label_errors": v.errors or None,
+        extra: JSONObject = {
+            "labels": {**v.labels},
+            "comments": {**v.comments},
+            "label_errors": {**v.errors} if v.errors else None,
             "finish_reason": resp.finish_reason,
         }
         return ScorerOutput(ParsedScore(v.overall, v.status, v.detail), extra)
@@ -66,8 +65,8 @@ class IssuesJSON(Scorer):
     def score_range(self) -> tuple[float, float]:
         return (float(self.range[0]), float(self.range[1]))
 
-    def describe(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def describe(self) -> JSONObject:
+        out: JSONObject = {
             "score_range": list(self.range),
             "issue_labels": list(self.issue_labels),
             "extra_labels": list(self.extra_labels),
