@@ -28,7 +28,8 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+
+from harness.types import JSON, JSONObject
 
 _THINK = re.compile(r"<think>.*?</think>", re.S | re.I)
 _FENCE = re.compile(r"```(?:json|JSON)?\s*(\{.*?\})\s*```", re.S)
@@ -82,10 +83,10 @@ COMMENT_MAX_CHARS = 400
 
 def issues_schema(
     labels: Sequence[str], overall_key: str, overall_range: tuple[float, float] = (1, 5)
-) -> dict[str, Any]:
+) -> JSONObject:
     """JSON schema of the answer object (for guided decoding)."""
 
-    def entry(value_schema: dict[str, Any]) -> dict[str, Any]:
+    def entry(value_schema: JSONObject) -> JSONObject:
         return {
             "type": "object",
             "properties": {
@@ -97,7 +98,7 @@ def issues_schema(
         }
 
     lo, hi = overall_range
-    props = {name: entry({"type": "integer", "enum": [0, 1]}) for name in labels}
+    props: JSONObject = {name: entry({"type": "integer", "enum": [0, 1]}) for name in labels}
     props[overall_key] = entry({"type": "integer", "minimum": int(lo), "maximum": int(hi)})
     return {
         "type": "object",
@@ -137,7 +138,7 @@ def _balanced_objects(text: str) -> tuple[list[str], bool]:
     return spans, depth > 0
 
 
-def extract_json_object(text: str | None) -> tuple[dict[str, Any] | None, str]:
+def extract_json_object(text: str | None) -> tuple[JSONObject | None, str]:
     """The verdict object in ``text`` and ``""``, or ``None`` and why not."""
     if text is None or not str(text).strip():
         return None, "empty output"
@@ -164,7 +165,7 @@ def extract_json_object(text: str | None) -> tuple[dict[str, Any] | None, str]:
     return None, "no JSON object in the output"
 
 
-def _binary(value: Any) -> tuple[int | None, str]:
+def _binary(value: JSON) -> tuple[int | None, str]:
     if isinstance(value, bool):
         return int(value), ""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -176,7 +177,7 @@ def _binary(value: Any) -> tuple[int | None, str]:
     return None, f"label {value!r} is not 0 or 1"
 
 
-def _number(value: Any, lo: float, hi: float) -> tuple[float | None, str]:
+def _number(value: JSON, lo: float, hi: float) -> tuple[float | None, str]:
     if isinstance(value, bool):
         return None, f"score {value!r} is not a number"
     v: float | None = None
@@ -214,7 +215,7 @@ def parse_issues(
             status="parse_error",
             detail=why,
         )
-    by_key: Mapping[str, Any] = {_norm_key(k): v for k, v in obj.items()}
+    by_key: Mapping[str, JSON] = {_norm_key(k): v for k, v in obj.items()}
     out = ParsedIssues(labels={}, overall=None)
     lo, hi = overall_range
     for name in (*labels, overall_key):
@@ -238,8 +239,9 @@ def parse_issues(
             out.labels[name] = None
         if err:
             out.errors[name] = err
-        if isinstance(entry, Mapping) and isinstance(entry.get("comment"), str) and entry["comment"].strip():
-            out.comments[name] = entry["comment"].strip()
+        comment = entry.get("comment") if isinstance(entry, Mapping) else None
+        if isinstance(comment, str) and comment.strip():
+            out.comments[name] = comment.strip()
     if out.overall is None:
         out.status = "parse_error"
     if out.errors:
