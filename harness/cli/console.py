@@ -9,6 +9,7 @@ strings, and no text needs :func:`rich.markup.escape`."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 import typer
@@ -145,9 +146,10 @@ def executor_config(executor: str, workers: int, gpus_per_worker: float) -> Any:
         raise AssertionError from e  # unreachable: fail exits
 
 
-def executor_summary(executor: dict[str, Any] | None) -> None:
-    """One line per Ray worker pool: where each worker ran and what it did."""
-    for pool in (executor or {}).get("pools", []):
+def executor_summary(executor: object) -> None:
+    """One line per Ray worker pool: where each worker ran and what it did (``executor``: the
+    executor's description in a run's provenance, or None)."""
+    for pool in executor.get("pools", []) if isinstance(executor, Mapping) else []:
         parts = [
             f"w{w['worker']} {w['requests']} req {w['seconds']:.1f}s"
             + (f" {w['retries']} retries" if w["retries"] else "")

@@ -382,9 +382,7 @@ def _manifest(path: Path) -> dict[str, object]:
     return json.loads(f.read_text(encoding="utf-8")) if f.is_file() else {}
 
 
-def item_rollup(
-    frame: pd.DataFrame, misaligned: list[Misaligned]
-) -> dict[tuple[str, str], RowQA]:
+def item_rollup(frame: pd.DataFrame, misaligned: list[Misaligned]) -> dict[tuple[str, str], RowQA]:
     """(config, row id) -> the row's ``translation_qa`` record."""
     out: dict[tuple[str, str], RowQA] = {}
     for (config, row_id), sub in frame.groupby(["config", "row_id"], sort=False):
