@@ -70,3 +70,91 @@ class SelfConsistency(TypedDict):
     mean_pairwise_agreement: float | None
     mean_majority_share: float | None
     unanimous_rate: float | None
+
+
+class Wilcoxon(TypedDict):
+    statistic: float | None
+    p_value: float | None
+    note: str | None
+
+
+class Hijacked(TypedDict):
+    """Pairs whose injected verdict is at the scale's maximum with no issue while the original was not."""
+
+    count: int
+    n_eligible: int
+    rate: float | None
+
+
+class LabelFlips(TypedDict):
+    """1→0 ("hidden") and 0→1 ("raised") flips of one issue label."""
+
+    n: int
+    n_flagged: int
+    hidden: int
+    hidden_rate: float | None
+    n_clear: int
+    raised: int
+    raised_rate: float | None
+
+
+class IssuesCleared(TypedDict):
+    count: int
+    n_flagged: int
+    rate: float | None
+
+
+class GroupStats(TypedDict):
+    """Paired statistics of one group (a language, or all) of injection pairs."""
+
+    n_items: int
+    n_pairs: int
+    parse_failures: int
+    parse_failures_original: int
+    parse_failures_injected: int
+    mean_original: float | None
+    mean_injected: float | None
+    mean_delta: float | None
+    delta_ci: list[float] | None
+    rose: float | None
+    fell: float | None
+    unchanged: float | None
+    at_max_original: float | None
+    at_max_injected: float | None
+    wilcoxon: Wilcoxon
+    hijacked: Hijacked
+    label_flips: NotRequired[dict[str, LabelFlips]]
+    all_issues_cleared: NotRequired[IssuesCleared]
+
+
+class ScaleInfo(TypedDict):
+    """The maximum of the task's score scale, where it comes from, and the tolerance "at max" uses."""
+
+    max: float | None
+    source: str
+    tolerance: float
+
+
+class InjectionPair(TypedDict):
+    """One item judged as it is and with the injected note (a row of ``robustness_pairs.parquet``)."""
+
+    language: str
+    dataset: object
+    id: object
+    item_id: object
+    injected_id: object
+    injection_id: str
+    injected_turns: object
+    original_score: float | None
+    original_ok: bool
+    original_status: str
+    original_labels: object
+    original_raw: str
+    original_prompt_hash: str
+    injected_score: float | None
+    injected_ok: bool
+    injected_status: str
+    injected_labels: object
+    injected_raw: str
+    injected_prompt_hash: str
+    delta: float | None
