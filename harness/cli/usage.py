@@ -71,7 +71,9 @@ def _option_name(param: object) -> str | None:
         return None
     opts = [str(o) for o in (getattr(param, "opts", None) or [])]
     if getattr(param, "param_type_name", "") == "argument":
-        return str(getattr(param, "human_readable_name", None) or (opts[0] if opts else getattr(param, "name", None))).upper()
+        return str(
+            getattr(param, "human_readable_name", None) or (opts[0] if opts else getattr(param, "name", None))
+        ).upper()
     long = [o for o in opts if o.startswith("--")]
     return (long or opts or [str(getattr(param, "name", "") or "")])[0] or None
 
