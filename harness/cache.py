@@ -17,12 +17,15 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
-from harness.types import Request, Response, sha256_json
+from harness.types import JSONObject, Request, Response, sha256_json
+
+if TYPE_CHECKING:
+    from harness.backends.base import Backend
 
 SCHEMA_VERSION = 2  # 2: a checksum per value (1: none; migrated on first open)
 COLUMNS = ("key", "namespace", "value", "created", "checksum")
@@ -106,7 +109,7 @@ class RequestCache:
             self._conn = open_cache(self.path)
 
     @staticmethod
-    def make_key(identity: dict[str, Any], payload: dict[str, Any]) -> str:
+    def make_key(identity: Mapping[str, object], payload: Mapping[str, object]) -> str:
         return sha256_json({"identity": identity, "payload": payload})
 
     def get_many(self, keys: Sequence[str]) -> dict[str, bytes]:
@@ -213,11 +216,11 @@ class CachedBackend:
 
     NAMESPACE = "response"
 
-    def __init__(self, backend: Any, cache: RequestCache) -> None:
+    def __init__(self, backend: Backend, cache: RequestCache) -> None:
         self.backend = backend
         self.cache = cache
 
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> JSONObject:
         return self.backend.identity()
 
     def keys(self, requests: Sequence[Request]) -> list[str]:
@@ -371,8 +374,16 @@ def _db_error(e: Exception) -> str:
     return str(e)
 
 
-def _as_bytes(value: Any) -> bytes:
+def _as_bytes(value: object) -> bytes:
     return bytes(value) if isinstance(value, bytes | memoryview) else _utf8(str(value))
+
+
+class CacheRepair(TypedDict):
+    """What :func:`repair_cache` did: rows kept and dropped, and where the old file went."""
+
+    kept: int
+    dropped: int
+    moved_to: str
 
 
 @dataclass
@@ -448,7 +459,7 @@ def _check_readable_schema(path: Path, conn: sqlite3.Connection) -> None:
         raise CacheError(path, f"table 'entries' has columns {columns}, expected {list(COLUMNS)}")
 
 
-def repair_cache(path: str | os.PathLike[str]) -> dict[str, Any]:
+def repair_cache(path: str | os.PathLike[str]) -> CacheRepair:
     """Move ``path`` aside (``<name>.bad-<time>``) and write a fresh cache in its place holding every
     row that can still be read, whose checksum matches (rows of schema 1 have none: kept) and whose
     response decodes. Returns ``{"kept", "dropped", "moved_to"}``."""

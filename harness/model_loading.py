@@ -28,7 +28,6 @@ import re
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 _POOLER_KEY = re.compile(r"(^|\.)pooler\.")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -118,10 +117,10 @@ def _takes_pooling_flag(path: str) -> bool:
 
     try:
         config = AutoConfig.from_pretrained(path)
-        cls: Any = MODEL_MAPPING[type(config)]
+        cls: object = MODEL_MAPPING[type(config)]
     except (OSError, ValueError, KeyError):
         return False
-    return "add_pooling_layer" in inspect.signature(cls).parameters
+    return callable(cls) and "add_pooling_layer" in inspect.signature(cls).parameters
 
 
 def pooler_kwargs(path: str | Path) -> dict[str, bool]:

@@ -19,10 +19,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Any
+from typing import Literal, TypeVar, overload
 
 _TRUE = ("true", "yes", "on", "1")
 _FALSE = ("false", "no", "off", "0")
+
+
+#: the kinds of option value: what :func:`check_option` returns for ``kind``
+OptionKind = TypeVar("OptionKind", bool, int, float, str)
 
 
 class OptionError(ValueError):
@@ -44,10 +48,40 @@ def _fmt(x: float) -> str:
     return f"{x:,}".replace(",", "_") if isinstance(x, int) and abs(x) >= 100_000 else f"{x:g}"
 
 
+@overload
 def check_option(
     owner: str,
     name: str,
-    value: Any,
+    value: object,
+    kind: type[OptionKind],
+    *,
+    lo: float | None = None,
+    hi: float | None = None,
+    lo_open: bool = False,
+    choices: Iterable[str] | None = None,
+    allow_none: Literal[False] = False,
+) -> OptionKind: ...
+
+
+@overload
+def check_option(
+    owner: str,
+    name: str,
+    value: object,
+    kind: type[OptionKind],
+    *,
+    lo: float | None = None,
+    hi: float | None = None,
+    lo_open: bool = False,
+    choices: Iterable[str] | None = None,
+    allow_none: Literal[True],
+) -> OptionKind | None: ...
+
+
+def check_option(
+    owner: str,
+    name: str,
+    value: object,
     kind: type,
     *,
     lo: float | None = None,
@@ -55,7 +89,7 @@ def check_option(
     lo_open: bool = False,
     choices: Iterable[str] | None = None,
     allow_none: bool = False,
-) -> Any:
+) -> bool | int | float | str | None:
     """``value`` as ``kind`` (``int``, ``float``, ``bool`` or ``str``), checked against
     ``lo``/``hi`` (``lo_open``: strictly above ``lo``) or ``choices``; else :class:`OptionError`.
 
@@ -96,7 +130,7 @@ def check_option(
     return number
 
 
-def _as_int(value: Any) -> int | None:
+def _as_int(value: object) -> int | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -112,7 +146,7 @@ def _as_int(value: Any) -> int | None:
     return None
 
 
-def _as_float(value: Any) -> float | None:
+def _as_float(value: object) -> float | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int | float):
@@ -129,7 +163,7 @@ def _as_float(value: Any) -> float | None:
     return None
 
 
-def _error(owner: str, name: str, value: Any, what: str, allow_none: bool) -> OptionError:
+def _error(owner: str, name: str, value: object, what: str, allow_none: bool) -> OptionError:
     shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
     none = " (or none)" if allow_none else ""
     return OptionError(f"{owner}: option {name}={shown} must be {what}{none}")

@@ -55,7 +55,7 @@ def load(ep: EntryPoint) -> Any:
         ) from e
 
 
-def load_group(name: str) -> dict[str, Any]:
+def load_group(name: str) -> dict[str, object]:
     """Load every entry point of group ``name``: entry-point name -> the loaded object."""
     return {ep.name: load(ep) for ep in group(name)}
 

@@ -11,9 +11,9 @@ import sys
 from functools import lru_cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
 
 import harness
+from harness.types import JSONObject
 
 LIBRARIES = (
     "torch",
@@ -37,7 +37,7 @@ LIBRARIES = (
 
 
 @lru_cache(maxsize=1)
-def git_info() -> dict[str, Any]:
+def git_info() -> JSONObject:
     """Git sha of the harness source tree (None when not installed from a checkout)."""
     root = Path(harness.__file__).resolve().parents[1]
     try:
@@ -72,8 +72,8 @@ def library_versions() -> dict[str, str | None]:
     return out
 
 
-def device_info() -> dict[str, Any]:
-    info: dict[str, Any] = {"cpu_count": _cpu_count()}
+def device_info() -> JSONObject:
+    info: JSONObject = {"cpu_count": _cpu_count()}
     try:
         import torch
 
@@ -94,16 +94,16 @@ def _cpu_count() -> int | None:
         return os.cpu_count()
 
 
-def environment() -> dict[str, Any]:
+def environment() -> JSONObject:
     return {
         "python": sys.version.split()[0],
         "platform": platform.platform(),
-        "libraries": library_versions(),
+        "libraries": {**library_versions()},
         "device": device_info(),
     }
 
 
-def harness_info() -> dict[str, Any]:
+def harness_info() -> JSONObject:
     return {"version": harness.__version__, **git_info()}
 
 

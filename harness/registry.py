@@ -71,7 +71,7 @@ class Registry(Generic[T]):
         group: str,
         *,
         name_of: Callable[[T], object] = lambda obj: obj.name,  # type: ignore[attr-defined]  # any T
-        accepts: Callable[[Any], bool] | None = None,
+        accepts: Callable[[object], bool] | None = None,
         builtins: Callable[[], Iterable[T]] | None = None,
         requires: tuple[Registry[Any], ...] = (),
         on_register: Callable[[T], None] | None = None,
@@ -146,6 +146,7 @@ class Registry(Generic[T]):
                         f"{type(e).__name__}: {e}"
                     ) from e
 
+    # ``obj`` is whatever the entry point names: ``accepts`` tells an entry from a registrar.
     def _register_plugin(self, ep_name: str, obj: Any) -> None:
         if self._accepts(obj):
             name = self._name_of(obj)
@@ -224,7 +225,7 @@ class Registry(Generic[T]):
         return f"Registry({self.what!r}, group={self.group!r}, {state})"
 
 
-def _show(entry: Any) -> str:
+def _show(entry: object) -> str:
     if isinstance(entry, type):
         return f"{entry.__module__}.{entry.__qualname__}"
     text = repr(entry)

@@ -24,7 +24,7 @@ from harness import plugins
 from harness.languages import LANGUAGES, SPEAKER_TAGS
 from harness.registry import Registry
 from harness.scorers import SCORERS, PYes, Scorer
-from harness.types import ChatMessage, GenerationConfig, Request
+from harness.types import ChatMessage, GenerationConfig, JSONObject, Request
 
 LEVELS = ("turn", "dialogue")
 EMBEDDING_METHODS = ("context_response_cosine", "adjacent_turn_cosine")
@@ -210,7 +210,7 @@ class TaskSpec:
             **self.scorer.request_fields(),  # label choices, a JSON schema, a continuation to score
         )
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         return {
             "description": self.description,
             "builder": self.builder,
@@ -223,7 +223,7 @@ class TaskSpec:
             **self.scorer.describe(),  # labels / score_range / continuation / issue_labels, ...
             "embedding_method": self.embedding_method,
             "metrics": list(self.metrics),
-            "templates": {lang: t.describe() for lang, t in sorted(self.templates.items())},
+            "templates": {lang: {**t.describe()} for lang, t in sorted(self.templates.items())},
             "evaluate_dir": self.evaluate_dir,
             **{k: v for k, v in (("procedure", self.procedure), ("prepare", self.prepare)) if v},
             **({"input_level": self.input_level} if self.input_level else {}),

@@ -11,10 +11,16 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NotRequired, TypeAlias, TypedDict
 
-from harness.options import check_option
+from harness.options import OptionKind, check_option
+
+#: a JSON value: an object, an array, a string, a number, a boolean or null
+JSON: TypeAlias = dict[str, "JSON"] | list["JSON"] | str | int | float | bool | None
+#: a JSON object (string keys): a request's JSON schema, a response's raw payload, a record's extras
+JSONObject: TypeAlias = dict[str, JSON]
 
 ROLES = ("system", "user", "assistant")
 
@@ -34,7 +40,7 @@ class ChatMessage:
         return {"role": self.role, "content": self.content}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> ChatMessage:
+    def from_dict(cls, d: Mapping[str, str]) -> ChatMessage:
         return cls(role=d["role"], content=d["content"])
 
 
@@ -71,9 +77,20 @@ class GenerationConfig:
     timeout: float | None = None
 
     def __post_init__(self) -> None:
-        def check(name: str, kind: type, **limits: Any) -> None:
+        def check(
+            name: str,
+            kind: type[OptionKind],
+            lo: float | None = None,
+            hi: float | None = None,
+            lo_open: bool = False,
+            allow_none: bool = False,
+        ) -> None:
             value = getattr(self, name)
-            checked = check_option("decoding", name, value, kind, **limits)
+            checked: object = (
+                check_option("decoding", name, value, kind, lo=lo, hi=hi, lo_open=lo_open, allow_none=True)
+                if allow_none
+                else check_option("decoding", name, value, kind, lo=lo, hi=hi, lo_open=lo_open)
+            )
             if (
                 checked is not None
                 and checked is not value
@@ -103,14 +120,15 @@ class GenerationConfig:
     def greedy(self) -> bool:
         return self.temperature == 0.0
 
-    def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
+    def to_dict(self) -> JSONObject:
+        d: JSONObject = dataclasses.asdict(self)
         d["stop"] = list(self.stop)
         return d
 
-    def semantic_dict(self) -> dict[str, Any]:
+    def semantic_dict(self) -> JSONObject:
         return {k: v for k, v in self.to_dict().items() if k not in NON_SEMANTIC_FIELDS}
 
+    # Overrides and dicts come from spec strings and config files: __post_init__ checks every value.
     def replace(self, **overrides: Any) -> GenerationConfig:
         unknown = set(overrides) - {f.name for f in dataclasses.fields(self)}
         if unknown:
@@ -118,7 +136,7 @@ class GenerationConfig:
         return dataclasses.replace(self, **overrides)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> GenerationConfig:
+    def from_dict(cls, d: Mapping[str, Any]) -> GenerationConfig:
         d = dict(d)
         if "stop" in d and d["stop"] is not None:
             d["stop"] = tuple(d["stop"])
@@ -148,7 +166,7 @@ class Request:
     messages: tuple[ChatMessage, ...]
     config: GenerationConfig = field(default_factory=GenerationConfig)
     choices: tuple[str, ...] | None = None
-    json_schema: dict[str, Any] | None = field(default=None, hash=False, compare=False)
+    json_schema: JSONObject | None = field(default=None, hash=False, compare=False)
     continuation: str | None = None
 
     def __post_init__(self) -> None:
@@ -165,10 +183,10 @@ class Request:
         if self.continuation is not None and not self.continuation:
             raise ValueError("continuation, when given, must be a non-empty string")
 
-    def payload(self) -> dict[str, Any]:
+    def payload(self) -> JSONObject:
         """The semantic content of the request (what the cache key is built from)."""
-        out: dict[str, Any] = {
-            "messages": [m.to_dict() for m in self.messages],
+        out: JSONObject = {
+            "messages": [{**m.to_dict()} for m in self.messages],
             "config": self.config.semantic_dict(),
             "choices": list(self.choices) if self.choices is not None else None,
         }
@@ -205,6 +223,31 @@ class Usage:
         }
 
 
+class TokenLogprobDict(TypedDict):
+    """:meth:`TokenLogprob.to_dict` (a cached or replayed response's token log-probs)."""
+
+    token: str
+    logprob: float
+    top: NotRequired[dict[str, float]]
+
+
+class UsageDict(TypedDict, total=False):
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class ResponseDict(TypedDict, total=False):
+    """:meth:`Response.to_dict`: what the cache stores and a replay file holds."""
+
+    text: str
+    choice_logprobs: dict[str, float | None] | None
+    token_logprobs: list[TokenLogprobDict] | None
+    usage: UsageDict
+    finish_reason: str | None
+    raw: JSONObject | None
+    continuation_logprob: float | None
+
+
 @dataclass
 class TokenLogprob:
     """Log-prob of one generated token plus the top alternatives at that position."""
@@ -213,11 +256,11 @@ class TokenLogprob:
     logprob: float
     top: dict[str, float] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> TokenLogprobDict:
         return {"token": self.token, "logprob": self.logprob, "top": dict(self.top)}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> TokenLogprob:
+    def from_dict(cls, d: TokenLogprobDict) -> TokenLogprob:
         return cls(
             token=d["token"],
             logprob=float(d["logprob"]),
@@ -232,13 +275,13 @@ class Response:
     token_logprobs: list[TokenLogprob] | None = None
     usage: Usage = field(default_factory=Usage)
     finish_reason: str | None = None
-    raw: dict[str, Any] | None = None
+    raw: JSONObject | None = None
     # Scoring mode (Request.continuation): sum of the continuation tokens' log-probs.
     continuation_logprob: float | None = None
     # Set by the cache layer, never by backends.
     cached: bool = False
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ResponseDict:
         return {
             "text": self.text,
             "choice_logprobs": self.choice_logprobs,
@@ -255,7 +298,7 @@ class Response:
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any], *, cached: bool = False) -> Response:
+    def from_dict(cls, d: ResponseDict, *, cached: bool = False) -> Response:
         tl = d.get("token_logprobs")
         u = d.get("usage") or {}
         return cls(
@@ -283,15 +326,15 @@ class LogprobsUnavailableError(BackendError):
     """The backend (or the server behind it) cannot return the log-probs a scoring method needs."""
 
 
-def canonical_json(obj: Any) -> str:
+def canonical_json(obj: object) -> str:
     return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=_json_default)
 
 
-def sha256_json(obj: Any) -> str:
+def sha256_json(obj: object) -> str:
     return hashlib.sha256(canonical_json(obj).encode("utf-8")).hexdigest()
 
 
-def _json_default(o: Any) -> Any:
+def _json_default(o: object) -> object:
     if dataclasses.is_dataclass(o) and not isinstance(o, type):
         return dataclasses.asdict(o)
     if isinstance(o, (set, frozenset)):

@@ -60,8 +60,8 @@ def main(argv: list[str] | None = None) -> int:
 
     sys.path.insert(0, str(REPO_ROOT))
     from harness.backends.vllm_backend import VLLMBackend
+    from harness.parsing.logprobs import p_yes
     from harness.types import ChatMessage, GenerationConfig, Request
-    from harness.verdicts.logprobs import p_yes
 
     model = args.model
     if model is None:

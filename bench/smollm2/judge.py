@@ -314,9 +314,9 @@ def part_agreement(source: Path, n: int, reuse: bool = False, timeout: float = 6
     from bench.smollm2.server import ModelServer, vllm_python
     from harness.backends.base import create_backend
     from harness.modelstore import resolve
+    from harness.parsing.logprobs import p_yes
     from harness.spec import parse_spec
     from harness.tasks import get_task
-    from harness.verdicts.logprobs import p_yes
 
     task = get_task("xdial-eval-turn")
     its = items(source, "turn", 1)[: max(1, n)]

@@ -129,7 +129,7 @@ def table2(dialogues: list[Any]) -> dict[str, Any]:
 def judge_p_yes(work: Path) -> dict[str, Any] | None:
     """P(Yes) = P(Yes) / (P(Yes) + P(No)) of every user-judge verdict taken by label log-probs (first
     and later user turns, accepted or not); None when the judge decided by its written reply."""
-    from harness.verdicts.logprobs import p_yes
+    from harness.parsing.logprobs import p_yes
 
     state = json.loads((work / "state.json").read_text("utf-8"))
     attempts = [a for slot in (state.get("first_turns") or {}).values() for a in slot.get("attempts") or []]
@@ -373,7 +373,7 @@ def markdown_run(r: dict[str, Any]) -> str:
             text = a["text"].replace("\n", " ").replace("|", "¦")
             judge = a["judge"].replace("\n", " ").replace("|", "¦")
             if (lp := a.get("judge_logprobs")) is not None:
-                from harness.verdicts.logprobs import p_yes
+                from harness.parsing.logprobs import p_yes
 
                 judge = f"P(Yes) {_f(p_yes(lp).value, '.3f')}, wrote “{judge}”"
             else:

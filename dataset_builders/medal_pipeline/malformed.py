@@ -32,8 +32,8 @@ from dataset_builders.helpers import progress_bar
 from dataset_builders.medal_pipeline.types import Dialogue, MalformedCheck
 from harness.cache import CachedBackend
 from harness.languages import LANGUAGES
+from harness.parsing.issues_json import extract_json_object
 from harness.types import ChatMessage, GenerationConfig, Request
-from harness.verdicts.issues_json import extract_json_object
 
 ROLE_CONFUSION = "role_confusion"
 LANGUAGE_MIXING = "language_mixing"
@@ -149,7 +149,7 @@ def _norm_key(key: Any) -> str:
 def parse_check(text: str | None) -> tuple[dict[str, int | None], dict[str, str], str]:
     """``(labels, comments, status)`` of a check reply.
 
-    The JSON object is found by :func:`harness.verdicts.issues_json.extract_json_object` (after a reasoning
+    The JSON object is found by :func:`harness.parsing.issues_json.extract_json_object` (after a reasoning
     trace, in a code fence, or the last balanced ``{…}``). Keys match case-insensitively; a label
     may be written bare (``"role_confusion": 1``). A label that is missing or not 0/1 (``1``/``0``,
     ``true``/``false``, ``"yes"``/``"no"``) is ``None``; the status is ``parse_error`` when any

@@ -21,8 +21,8 @@ import re
 from collections.abc import Sequence
 
 from dataset_builders.medal_pipeline.types import END_OF_DIALOGUE, SeedContext
+from harness.parsing.logprobs import p_yes
 from harness.types import ChatMessage, Response
-from harness.verdicts.logprobs import p_yes
 
 FIRST_TURN_SYSTEM = """You are a creative writer specializing in crafting human-like casual open-domain interactions with chatbots. Your task is to generate the first message a human user might send to a chatbot, based on the following inputs:
 
@@ -218,7 +218,7 @@ def user_judge_verdict(
 
     ``written`` (the default, MEDAL Table 10): :func:`parse_user_judge` on the reply text; no
     log-probs. ``logprobs``: accepted when P(Yes) > P(No) as the start of the reply (the harness's
-    P(Yes), :func:`harness.verdicts.logprobs.p_yes`: a label outside a server's top log-probs has
+    P(Yes), :func:`harness.parsing.logprobs.p_yes`: a label outside a server's top log-probs has
     probability 0); neither label with a log-prob → None, a parse failure the generator counts and
     treats as a rejection. That mode gives no feedback text (the next attempt sees none).
     """

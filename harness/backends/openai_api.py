@@ -24,7 +24,7 @@ choice_top_logprobs`` and reads the label log-probs from the *first* generated t
 alternatives. By default (``choice_match=exact``) only the token spelled exactly like the label
 counts — the xDial-Eval definition, and what the hf and vllm backends score, so P(Yes) is
 comparable across backends; ``choice_match=normalized`` merges whitespace/case variants
-(:func:`harness.verdicts.logprobs.choice_logprobs_from_top`). Labels outside the top-k get ``None``. ``max_tokens`` is sent as the request's config says
+(:func:`harness.parsing.logprobs.choice_logprobs_from_top`). Labels outside the top-k get ``None``. ``max_tokens`` is sent as the request's config says
 (judges that only score set it to 1). OpenAI caps ``top_logprobs`` at 20; local servers may allow
 more (vLLM: ``--max-logprobs``), so a larger ``choice_top_logprobs`` is accepted for them.
 ``Request.json_schema`` goes out as ``response_format`` (``json_schema``, ``strict: false``); a
@@ -72,6 +72,7 @@ from harness.backends.openai_http import (
     split_base_url,
 )
 from harness.options import check_option
+from harness.parsing.logprobs import choice_logprobs_from_top
 from harness.types import (
     MAX_TIMEOUT_S,
     MAX_TOP_LOGPROBS,
@@ -83,7 +84,6 @@ from harness.types import (
     TokenLogprob,
     Usage,
 )
-from harness.verdicts.logprobs import choice_logprobs_from_top
 
 log = logging.getLogger(__name__)
 

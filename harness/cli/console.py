@@ -9,12 +9,18 @@ strings, and no text needs :func:`rich.markup.escape`."""
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Annotated, Any, overload
 
 import typer
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from harness.executors import ExecutorConfig
 
 # Rich assumes 80 columns when output is not a terminal; logs and pipes get room for the tables.
 _WIDTH = None if sys.stdout.isatty() else 140
@@ -56,7 +62,13 @@ def fail(msg: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
-def judge_arg(value: Any) -> Any:
+@overload
+def judge_arg(value: None) -> None: ...
+@overload
+def judge_arg(value: str) -> str: ...
+@overload
+def judge_arg(value: list[str] | tuple[str, ...]) -> list[str]: ...
+def judge_arg(value: str | list[str] | tuple[str, ...] | None) -> str | list[str] | None:
     """Callback of every ``--judge`` option: ``@FILE.yaml`` becomes the canonical spec string of the
     judge the file describes (what the run records); a bad file is one ``error:`` line, exit 2."""
     if value is None:
@@ -72,7 +84,7 @@ def judge_arg(value: Any) -> Any:
         raise AssertionError from e  # unreachable: fail exits
 
 
-def frame_table(title: str, frame: Any) -> Table:
+def frame_table(title: str, frame: pd.DataFrame) -> Table:
     """A pandas data frame as a rich table: numeric columns right-aligned, floats with three
     decimals, NaN as an em dash."""
     t = Table(title=Text(title))
@@ -83,7 +95,7 @@ def frame_table(title: str, frame: Any) -> Table:
     return t
 
 
-def _cell(v: Any) -> str:
+def _cell(v: object) -> str:
     if isinstance(v, float):
         return "—" if v != v else f"{v:.3f}"
     return str(v)
@@ -134,7 +146,7 @@ GpusOpt = Annotated[
 ]
 
 
-def executor_config(executor: str, workers: int, gpus_per_worker: float) -> Any:
+def executor_config(executor: str, workers: int, gpus_per_worker: float) -> ExecutorConfig:
     """The :class:`~harness.executors.ExecutorConfig` of the options, or exit 2 naming the bad flag."""
     from harness.executors import ExecutorConfig
 
@@ -145,9 +157,10 @@ def executor_config(executor: str, workers: int, gpus_per_worker: float) -> Any:
         raise AssertionError from e  # unreachable: fail exits
 
 
-def executor_summary(executor: dict[str, Any] | None) -> None:
-    """One line per Ray worker pool: where each worker ran and what it did."""
-    for pool in (executor or {}).get("pools", []):
+def executor_summary(executor: object) -> None:
+    """One line per Ray worker pool: where each worker ran and what it did (``executor``: the
+    executor's description in a run's provenance, or None)."""
+    for pool in executor.get("pools", []) if isinstance(executor, Mapping) else []:
         parts = [
             f"w{w['worker']} {w['requests']} req {w['seconds']:.1f}s"
             + (f" {w['retries']} retries" if w["retries"] else "")

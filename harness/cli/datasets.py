@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
 from rich.text import Text
+
+if TYPE_CHECKING:
+    from harness.executors import ExecutorConfig
 
 from harness.cli.console import (
     ExecutorOpt,
@@ -93,7 +96,7 @@ def build(
     from harness.data.schema import DataValidationError, SchemaError
     from harness.interrupt import Interrupted
 
-    kwargs: dict[str, Any] = {"mapping": mapping} if mapping is not None else {}
+    kwargs: dict[str, str] = {"mapping": mapping} if mapping is not None else {}
     if name == "import" and mapping is None:
         fail(
             "'import' needs --mapping NAME|FILE.yaml (shipped: comperdial, dstc11-track4; see docs/importing.md)"
@@ -102,7 +105,7 @@ def build(
         fail("--mapping only applies to the 'import' builder")
     if strict and skip_invalid:
         fail("--strict and --skip-invalid contradict each other: give one of them")
-    opts: dict[str, Any] = {"skip_invalid": skip_invalid, **({"strict": True} if strict else {})}
+    opts: dict[str, bool] = {"skip_invalid": skip_invalid, **({"strict": True} if strict else {})}
     ex = executor_config(executor, workers, gpus_per_worker)
     if ex.distributed and config is None:
         fail(
@@ -176,7 +179,7 @@ def build(
 
 
 def _run_medal_pipeline(
-    config: Path, quiet: bool, dataset_name: str | None, ex: Any = None
+    config: Path, quiet: bool, dataset_name: str | None, ex: ExecutorConfig | None = None
 ) -> tuple[str, str | None]:
     """Run the MEDAL pipeline (its model requests on ``ex``'s executor); return (publish directory,
     registry name). On Ray the per-worker stats go to ``<work dir>/executor.json``."""

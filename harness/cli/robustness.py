@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.table import Table
@@ -54,7 +54,7 @@ def _default_out(kind: str, name: str, judge: str) -> Path:
     return Path("runs") / f"{stamp}-{kind}-{_slug(name)}-{_slug(redact(judge))}"
 
 
-def _f(x: Any, spec: str = ".3f") -> str:
+def _f(x: float | None, spec: str = ".3f") -> str:
     return "—" if x is None else format(x, spec)
 
 

@@ -65,18 +65,20 @@ def _context(e: BaseException) -> Any:
     return ctx
 
 
-def _option_name(param: Any) -> str | None:
+def _option_name(param: object) -> str | None:
     """``--limit`` for an option (its first long name), ``NAME`` for an argument."""
     if param is None:
         return None
     opts = [str(o) for o in (getattr(param, "opts", None) or [])]
     if getattr(param, "param_type_name", "") == "argument":
-        return str(getattr(param, "human_readable_name", None) or (opts[0] if opts else param.name)).upper()
+        return str(
+            getattr(param, "human_readable_name", None) or (opts[0] if opts else getattr(param, "name", None))
+        ).upper()
     long = [o for o in opts if o.startswith("--")]
     return (long or opts or [str(getattr(param, "name", "") or "")])[0] or None
 
 
-def _bad_value(e: BaseException) -> tuple[bool, Any]:
+def _bad_value(e: BaseException) -> tuple[bool, object]:
     """(found, value): the value the user gave, from the validation error typer raised it from."""
     cause = e.__cause__
     errors = getattr(cause, "errors", None)

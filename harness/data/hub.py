@@ -37,7 +37,12 @@ import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
+
+from harness.types import JSONObject
+
+if TYPE_CHECKING:
+    from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
 
 __all__ = ["PublishError", "PublishResult", "publish_dataset", "resolve_endpoint", "TOKEN_ENV_VARS"]
 
@@ -79,7 +84,7 @@ class PublishResult:
     def repo_url(self) -> str:
         return f"{self.endpoint}/datasets/{self.repo_id}"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return asdict(self)
 
 
@@ -143,7 +148,7 @@ def _collect_files(directory: Path) -> dict[str, Path]:
     return files
 
 
-def _check_manifest(directory: Path, version: str) -> dict[str, Any]:
+def _check_manifest(directory: Path, version: str) -> dict[str, object]:
     """The build manifest (if any); refuse when the registry release it records (``release.version``,
     written by :mod:`harness.data.registry`) is another version. The builder's own version is not checked:
     it versions the build code, not the dataset."""
@@ -176,7 +181,7 @@ def _hub_call(step: str, token: str, fn: Callable[[], T]) -> T:
     raise PublishError(message, status_code=status if isinstance(status, int) else None)
 
 
-def _refs(api: Any, repo_id: str) -> tuple[dict[str, str], str | None]:
+def _refs(api: HfApi, repo_id: str) -> tuple[dict[str, str], str | None]:
     """(tag name -> commit, head of ``main``); a repository that does not exist has neither."""
     from huggingface_hub.errors import RepositoryNotFoundError
 
@@ -259,7 +264,7 @@ def publish_dataset(
         )
         stale = sorted(p for p in remote if p not in files and p not in _KEEP_REMOTE)
 
-    operations: list[Any] = [
+    operations: list[CommitOperationAdd | CommitOperationDelete] = [
         CommitOperationAdd(path_in_repo=p, path_or_fileobj=str(f)) for p, f in files.items()
     ]
     operations += [CommitOperationDelete(path_in_repo=p) for p in stale]

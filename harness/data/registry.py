@@ -200,7 +200,7 @@ class DatasetRegistry:
         self,
         name: str,
         version: str,
-        write: Callable[[Path, dict[str, Any]], Any],
+        write: Callable[[Path, dict[str, Any]], object],
     ) -> RegisteredVersion:
         """Create ``name@version`` by calling ``write(staging_dir, release)``, which must produce a
         dataset directory (README.md + build_manifest.json + Parquet) at ``staging_dir``; then

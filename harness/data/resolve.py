@@ -17,7 +17,7 @@ import functools
 import hashlib
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ import yaml
 
 from harness.cache import default_home
 from harness.data.layout import CARD_NAME, MANIFEST_NAME, SPLIT, card_configs
+from harness.types import JSONObject
 
 log = logging.getLogger(__name__)
 
@@ -43,36 +44,36 @@ class DatasetHandle:
     configs: list[str]
     warnings: list[str] = field(default_factory=list)
     #: the build manifest's ``odd_cells`` entry (:mod:`harness.data.cells`); empty when unknown
-    odd_cells: dict[str, Any] = field(default_factory=dict)
+    odd_cells: JSONObject = field(default_factory=dict)
     #: What built the dataset, from its manifest: builder name and version, and for an imported
     #: dataset the importer version and its mapping (name, sha256); None when it has no manifest.
-    built_by: dict[str, Any] | None = None
+    built_by: JSONObject | None = None
 
     @property
     def is_local(self) -> bool:
         return Path(self.location).is_dir()
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         return {
             "builder": self.builder,
             "location": self.location,
             "revision": self.revision,
             "fingerprint": self.fingerprint,
             "source": self.source,
-            "configs": self.configs,
-            "warnings": self.warnings,
+            "configs": list(self.configs),
+            "warnings": list(self.warnings),
             **({"built_by": self.built_by} if self.built_by else {}),
         }
 
 
-def built_by(manifest: dict[str, Any], task_builder: str) -> tuple[str, dict[str, Any]]:
+def built_by(manifest: Mapping[str, object], task_builder: str) -> tuple[str, JSONObject]:
     """The builder name a dataset directory was built with (its manifest's, not the task's) and
     its provenance: builder version, and the importer and mapping of an imported dataset."""
     b = manifest.get("builder") or {}
     name = str(b.get("name") or task_builder) if isinstance(b, dict) else str(b)
-    out: dict[str, Any] = {"builder": name, "version": b.get("version") if isinstance(b, dict) else None}
+    out: JSONObject = {"builder": name, "version": b.get("version") if isinstance(b, dict) else None}
     opts = manifest.get("options") or {}
-    if "importer" in opts or "mapping" in opts:
+    if isinstance(opts, Mapping) and ("importer" in opts or "mapping" in opts):
         out.update(
             importer=f"import@{opts.get('importer')}",
             mapping=opts.get("mapping"),
@@ -185,7 +186,7 @@ def _is_registry_ref(dataset: str) -> bool:
     return "/" not in dataset and "\\" not in dataset
 
 
-def _manifest_source(manifest: dict[str, Any]) -> str | None:
+def _manifest_source(manifest: Mapping[str, object]) -> str | None:
     inputs = manifest.get("inputs") or manifest.get("sources") or []
     if isinstance(inputs, list) and inputs:
         first = inputs[0]

@@ -62,6 +62,8 @@ from typing import Any, Literal
 from datasets import Features, List, Value
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from harness.types import JSONObject
+
 ROLES: tuple[str, ...] = ("user", "assistant")
 LEVELS: tuple[str, ...] = ("turn", "dialogue")
 AGREEMENT_BUCKETS: tuple[str, ...] = ("full", "majority", "plurality", "none", "single")
@@ -138,7 +140,7 @@ COLUMN_DOCS: dict[str, str] = {
 }
 
 #: Columns a record may omit (they default to null / empty).
-OPTIONAL_FIELDS: dict[str, Any] = {
+OPTIONAL_FIELDS: dict[str, list[object] | None] = {
     "dialogue_id": None,
     "system": None,
     "scene": None,
@@ -196,8 +198,8 @@ class Dimension:
             return f"{value:g} is not an integer point of the {self.scale_text} scale of {self.name!r}"
         return None
 
-    def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
+    def to_dict(self) -> JSONObject:
+        out: JSONObject = asdict(self)
         out["labels"] = {f"{k:g}": v for k, v in self.labels.items()}
         return out
 

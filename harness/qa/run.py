@@ -27,15 +27,17 @@ from __future__ import annotations
 import json
 import math
 import shutil
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Literal
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
 from harness.cache import RequestCache, default_cache_path
+from harness.qa.records import AverageQA, LanguageQA, Misaligned, QADocument, RowQA
 from harness.qa.scores import (
     COMET_DEFAULT,
     adequacy,
@@ -45,10 +47,21 @@ from harness.qa.scores import (
     similarity,
 )
 from harness.qa.segments import Segment, parallel_segments, sample_segments
+from harness.types import JSON
 
 DEFAULT_ENCODER = "embed:multilingual-e5-small"
 QA_FILE = "qa.json"
 SEGMENTS_FILE = "segments.parquet"
+#: ``translation_qa``'s key of the lowest score per method column
+_MIN_KEYS: dict[
+    str, Literal["adequacy_min", "similarity_min", "chrf_min", "bertscore_f1_min", "cometkiwi_min"]
+] = {
+    "adequacy": "adequacy_min",
+    "similarity": "similarity_min",
+    "chrf": "chrf_min",
+    "bertscore_f1": "bertscore_f1_min",
+    "cometkiwi": "cometkiwi_min",
+}
 METHOD_COLUMNS = {"similarity": "low_similarity", "chrf": "low_backtranslation", "cometkiwi": "low_cometkiwi"}
 
 
@@ -82,7 +95,7 @@ class QAConfig:
 
 @dataclass
 class QAResult:
-    qa: dict[str, Any]
+    qa: QADocument
     segments: pd.DataFrame
     output_dir: Path
     new_version: str | None
@@ -146,18 +159,18 @@ def flag_segments(frame: pd.DataFrame, adequacy_scale: tuple[float, float] | Non
     return pd.Series(reasons, index=frame.index)
 
 
-def _mean(x: Any) -> float | None:
+def _mean(x: object) -> float | None:
     v = pd.to_numeric(pd.Series(x), errors="coerce").dropna()
     return float(v.mean()) if len(v) else None
 
 
 def language_table(
-    frame: pd.DataFrame, corpus: dict[str, dict[str, float]], misaligned: list[dict[str, Any]]
-) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+    frame: pd.DataFrame, corpus: dict[str, dict[str, float]], misaligned: list[Misaligned]
+) -> dict[str, LanguageQA]:
+    out: dict[str, LanguageQA] = {}
     for lang, sub in frame.groupby("language", sort=False):
         flagged = sub[sub["reasons"].map(bool)]
-        row = {
+        row: LanguageQA = {
             "n_segments": int(len(sub)),
             "n_items": int(sub[["config", "item_id"]].drop_duplicates().shape[0]),
             "bleu": (corpus.get(lang) or {}).get("bleu"),
@@ -175,12 +188,29 @@ def language_table(
     return out
 
 
-def _average(table: dict[str, Any]) -> dict[str, Any]:
-    keys = ("bleu", "chrf", "bertscore_f1", "adequacy", "cometkiwi", "similarity")
-    avg: dict[str, Any] = {k: _mean([r.get(k) for r in table.values()]) for k in keys}
-    for k in ("n_segments", "flagged_segments", "flagged_items", "misaligned_items"):
-        avg[k] = int(sum(r.get(k) or 0 for r in table.values()))
-    return avg
+def _average(table: dict[str, LanguageQA]) -> AverageQA:
+    rows = table.values()
+    return {
+        "bleu": _mean([r["bleu"] for r in rows]),
+        "chrf": _mean([r["chrf"] for r in rows]),
+        "bertscore_f1": _mean([r["bertscore_f1"] for r in rows]),
+        "adequacy": _mean([r["adequacy"] for r in rows]),
+        "cometkiwi": _mean([r["cometkiwi"] for r in rows]),
+        "similarity": _mean([r["similarity"] for r in rows]),
+        "n_segments": int(sum(r["n_segments"] or 0 for r in rows)),
+        "flagged_segments": int(sum(r["flagged_segments"] or 0 for r in rows)),
+        "flagged_items": int(sum(r["flagged_items"] or 0 for r in rows)),
+        "misaligned_items": int(sum(r["misaligned_items"] or 0 for r in rows)),
+    }
+
+
+def _scale(value: JSON) -> tuple[float, float] | None:
+    """A judge's (lo, hi) score range as its provenance records it (a JSON list), or None."""
+    if isinstance(value, list) and len(value) == 2:
+        lo, hi = value
+        if isinstance(lo, int | float) and isinstance(hi, int | float):
+            return (float(lo), float(hi))
+    return None
 
 
 def run_qa(cfg: QAConfig) -> QAResult:
@@ -194,7 +224,7 @@ def run_qa(cfg: QAConfig) -> QAResult:
     if unknown:
         raise ValueError(f"{path}: no config(s) {unknown}; it has {configs}")
     segments: list[Segment] = []
-    misaligned: list[dict[str, Any]] = []
+    misaligned: list[Misaligned] = []
     for config in cfg.configs or configs:
         rows = load_dataset(str(path), config, split="test").to_list()
         if cfg.bt_column and rows and cfg.bt_column not in rows[0]:
@@ -212,7 +242,7 @@ def run_qa(cfg: QAConfig) -> QAResult:
     segs = sample_segments(segments, cfg.sample, cfg.seed)
     frame = pd.DataFrame([asdict(s) for s in segs])
     warnings: list[str] = []
-    methods: dict[str, Any] = {}
+    methods: dict[str, Mapping[str, object] | str] = {}
     cache = RequestCache(cfg.cache_path or default_cache_path(), enabled=cfg.use_cache)
     adequacy_scale = None
     corpus: dict[str, dict[str, float]] = {}
@@ -236,7 +266,7 @@ def run_qa(cfg: QAConfig) -> QAResult:
                     progress=bar("adequacy"),
                 )
                 frame["adequacy"] = scores
-                adequacy_scale = tuple(info["scale"]) if info.get("scale") else None
+                adequacy_scale = _scale(info.get("scale"))
                 methods["adequacy"] = {**info, "failures": int(sum(s is None for s in scores))}
             else:
                 methods["adequacy"] = "skipped: no --judge"
@@ -304,7 +334,7 @@ def run_qa(cfg: QAConfig) -> QAResult:
         for r in rs:
             counts[r] = counts.get(r, 0) + 1
     counts["segment_count_mismatch"] = len(misaligned)
-    qa: dict[str, Any] = {
+    qa: QADocument = {
         "kind": "translation_qa",
         "schema_version": "1.0",
         "dataset": {
@@ -335,7 +365,7 @@ def run_qa(cfg: QAConfig) -> QAResult:
     return QAResult(qa, frame, out_dir, new_version, warnings)
 
 
-def _finite(o: Any) -> Any:
+def _finite(o: object) -> object:
     if isinstance(o, dict):
         return {str(k): _finite(v) for k, v in o.items()}
     if isinstance(o, list | tuple):
@@ -345,29 +375,27 @@ def _finite(o: Any) -> Any:
     return o
 
 
-def _manifest(path: Path) -> dict[str, Any]:
+def _manifest(path: Path) -> dict[str, object]:
     from harness.data.layout import MANIFEST_NAME
 
     f = path / MANIFEST_NAME
     return json.loads(f.read_text(encoding="utf-8")) if f.is_file() else {}
 
 
-def item_rollup(
-    frame: pd.DataFrame, misaligned: list[dict[str, Any]]
-) -> dict[tuple[str, str], dict[str, Any]]:
+def item_rollup(frame: pd.DataFrame, misaligned: list[Misaligned]) -> dict[tuple[str, str], RowQA]:
     """(config, row id) -> the row's ``translation_qa`` record."""
-    out: dict[tuple[str, str], dict[str, Any]] = {}
+    out: dict[tuple[str, str], RowQA] = {}
     for (config, row_id), sub in frame.groupby(["config", "row_id"], sort=False):
-        rec: dict[str, Any] = {
+        rec: RowQA = {
             "checked_segments": int(len(sub)),
             "reasons": sorted({r for rs in sub["reasons"] for r in rs}),
         }
         for col in ("adequacy", "similarity", "chrf", "bertscore_f1", "cometkiwi"):
             if col in sub:
-                rec[f"{col}_min"] = _mean([pd.to_numeric(sub[col], errors="coerce").min()])
+                rec[_MIN_KEYS[col]] = _mean([pd.to_numeric(sub[col], errors="coerce").min()])
         out[(str(config), str(row_id))] = rec
     for m in misaligned:
-        rec = out.setdefault((m["config"], str(m["row_id"])), {"checked_segments": 0, "reasons": []})
+        rec = out.setdefault((m.get("config", ""), str(m["row_id"])), {"checked_segments": 0, "reasons": []})
         rec["reasons"] = sorted({*rec["reasons"], "segment_count_mismatch"})
     return out
 
@@ -377,14 +405,14 @@ def write_version(
     path: Path,
     reg_name: str | None,
     configs: list[str],
-    rollup: dict[tuple[str, str], dict[str, Any]],
-    qa: dict[str, Any],
+    rollup: dict[tuple[str, str], RowQA],
+    qa: QADocument,
 ) -> str:
     """Copy the dataset with the ``qa_flagged`` / ``translation_qa`` columns and a QA card section:
     into the registry as a new version, or into ``cfg.dataset_output``."""
     from harness.data.registry import DatasetRegistry
 
-    def write(staging: Path, release: dict[str, Any] | None) -> None:
+    def write(staging: Path, release: Mapping[str, object] | None) -> None:
         _write_flagged_copy(path, staging, configs, rollup, qa, release)
 
     if cfg.dataset_output is not None:
@@ -405,9 +433,9 @@ def _write_flagged_copy(
     src: Path,
     dest: Path,
     configs: list[str],
-    rollup: dict[tuple[str, str], dict[str, Any]],
-    qa: dict[str, Any],
-    release: dict[str, Any] | None,
+    rollup: dict[tuple[str, str], RowQA],
+    qa: QADocument,
+    release: Mapping[str, object] | None,
 ) -> None:
     import hashlib
 
@@ -472,7 +500,7 @@ def _write_flagged_copy(
             shutil.copy2(extra, dest / extra.name)
 
 
-def qa_card_section(qa: dict[str, Any]) -> str:
+def qa_card_section(qa: QADocument) -> str:
     """The "Translation QA" section of the new version's card."""
     from harness.report.meta import QA_HEADERS, qa_rows
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -25,7 +24,7 @@ from harness.languages import LANGUAGES
 from harness.qa.segments import Segment
 from harness.scorers import ParseScore
 from harness.tasks import PromptTemplate, TaskSpec
-from harness.types import ChatMessage, GenerationConfig, Request
+from harness.types import ChatMessage, GenerationConfig, JSONObject, Request
 
 SOURCE = "xDial-Eval (Zhang et al., 2023), App. A Table 6 (MT evaluation prompt)"
 COMET_DEFAULT = "Unbabel/wmt22-cometkiwi-da"
@@ -76,7 +75,7 @@ def adequacy(
     batch_size: int = 32,
     seed: int = 0,
     progress: Progress | None = None,
-) -> tuple[list[float | None], dict[str, Any]]:
+) -> tuple[list[float | None], JSONObject]:
     """Adequacy score per segment (None = parse failure / invalid) and the judge's provenance."""
     from harness.judges import load_judge
 
@@ -98,12 +97,13 @@ def adequacy(
             scores += [v.score if v.ok else None for v in judge.score(task, items[i : i + batch_size])]
             if progress:
                 progress(len(items[i : i + batch_size]))
-        info = {
+        scale = judge.score_range(task)
+        info: JSONObject = {
             "spec": judge_spec,
             "identity": judge.identity(),
             "method": judge.method(task),
-            "scale": judge.score_range(task),
-            "prompt": task.template_for(task.languages[0]).describe(),
+            "scale": None if scale is None else list(scale),
+            "prompt": {**task.template_for(task.languages[0]).describe()},
         }
     finally:
         judge.close()
@@ -123,7 +123,7 @@ def back_translate(
     source_language: str = "en",
     progress: Progress | None = None,
     batch_size: int = 32,
-) -> tuple[list[str], dict[str, Any]]:
+) -> tuple[list[str], JSONObject]:
     """Back-translations of the segments' translations by an LLM (greedy, through the request cache)."""
     from harness.backends.base import create_backend
     from harness.spec import parse_spec
@@ -157,7 +157,7 @@ def back_translate(
             out += [r.text.strip() for r in cached.generate(reqs)]
             if progress:
                 progress(len(chunk))
-        info = {
+        info: JSONObject = {
             "spec": translator_spec,
             "identity": backend.identity(),
             "prompt": BACK_TRANSLATION_PROMPT,
@@ -175,7 +175,7 @@ def backtranslation_scores(
     *,
     bertscore_model: str | None = None,
     show_progress: bool = False,
-) -> tuple[dict[str, list[float | None]], dict[str, dict[str, float]], dict[str, Any]]:
+) -> tuple[dict[str, list[float | None]], dict[str, dict[str, float]], JSONObject]:
     """Per segment: sentence chrF and BERTScore F1 of the back-translation vs the source; per
     language: corpus BLEU and chrF (sacreBLEU defaults: 13a tokenisation, chrF n=6, beta=2)."""
     import sacrebleu
@@ -197,7 +197,7 @@ def backtranslation_scores(
             "bleu": float(sacrebleu.corpus_bleu(hyp, [ref]).score),
             "chrf": float(sacrebleu.corpus_chrf(hyp, [ref]).score),
         }
-    info = {
+    info: JSONObject = {
         "sacrebleu": sacrebleu.__version__,
         "bleu": "corpus_bleu, 13a tokenisation",
         "chrf": "chrF2 (n=6, beta=2)",
@@ -213,7 +213,7 @@ def cometkiwi(
     batch_size: int = 16,
     gpus: int = 0,
     show_progress: bool = False,
-) -> tuple[list[float], dict[str, Any]]:
+) -> tuple[list[float], JSONObject]:
     """CometKiwi QE score per segment (``src`` = source, ``mt`` = translation) with ``unbabel-comet``.
     ``model``: a Hub id (downloaded once; the CometKiwi models are gated: accept the licence on the Hub
     and set ``HF_TOKEN``), a checkpoint ``.ckpt`` or a downloaded model directory."""
@@ -251,7 +251,7 @@ def similarity(
     *,
     progress: Progress | None = None,
     batch_size: int = 512,
-) -> tuple[list[float], dict[str, Any]]:
+) -> tuple[list[float], JSONObject]:
     """Cosine of the source and the translation (unit vectors from the encoder judge's ``embed``)."""
     from harness.judges import load_judge
 
@@ -269,7 +269,7 @@ def similarity(
             out += [float(np.dot(emb[s.source], emb[s.target])) for s in chunk]
             if progress:
                 progress(len(chunk))
-        info = {"spec": encoder_spec, "identity": judge.identity()}
+        info: JSONObject = {"spec": encoder_spec, "identity": judge.identity()}
     finally:
         judge.close()
     return out, info

@@ -16,7 +16,8 @@ import json
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+
+from harness.qa.records import Misaligned
 
 
 @dataclass
@@ -35,15 +36,21 @@ class Segment:
         return (self.config, self.item_id, self.position)
 
 
-def row_texts(row: Mapping[str, Any]) -> list[str]:
+def _turn_texts(turns: object) -> list[str]:
+    if not isinstance(turns, Sequence):
+        raise ValueError(f"expected a list of turns, got {type(turns).__name__}")
+    return [str((t.get("text") if isinstance(t, Mapping) else None) or "") for t in turns]
+
+
+def row_texts(row: Mapping[str, object]) -> list[str]:
     """The utterances of a common-schema row, in order."""
     if row.get("turns") is not None and row.get("level") == "dialogue":
-        return [str(t.get("text") or "") for t in row["turns"]]
-    ctx = [str(t.get("text") or "") for t in row.get("context") or []]
+        return _turn_texts(row["turns"])
+    ctx = _turn_texts(row.get("context") or [])
     return [*ctx, str(row.get("response") or "")]
 
 
-def _back_translations(row: Mapping[str, Any], column: str, config: str, n: int) -> list[str]:
+def _back_translations(row: Mapping[str, object], column: str, config: str, n: int) -> list[str]:
     cell = row.get(column)
     where = f"config {config!r}, row {row.get('id')!r}, column {column!r}"
     if isinstance(cell, str):
@@ -70,18 +77,18 @@ def _back_translations(row: Mapping[str, Any], column: str, config: str, n: int)
 
 
 def parallel_segments(
-    rows: Sequence[Mapping[str, Any]],
+    rows: Sequence[Mapping[str, object]],
     config: str,
     source_language: str = "en",
     languages: Sequence[str] | None = None,
     bt_column: str | None = None,
-) -> tuple[list[Segment], list[dict[str, Any]]]:
+) -> tuple[list[Segment], list[Misaligned]]:
     """(segments, misaligned rows ``{row_id, item_id, language, reason}``) of one config."""
-    by_item: dict[str, dict[str, Mapping[str, Any]]] = {}
+    by_item: dict[str, dict[str, Mapping[str, object]]] = {}
     for r in rows:
         by_item.setdefault(str(r.get("item_id")), {})[str(r.get("language"))] = r
     segments: list[Segment] = []
-    misaligned: list[dict[str, Any]] = []
+    misaligned: list[Misaligned] = []
     for item_id, per_lang in by_item.items():
         src = per_lang.get(source_language)
         if src is None:

@@ -30,8 +30,16 @@ from harness.cache import RequestCache
 from harness.executors import ExecutorConfig, executor_scope
 from harness.meta.correlation import percentile_ci
 from harness.provenance import environment, harness_info, redact
+from harness.robustness.records import (
+    GroupStats,
+    InjectionPair,
+    LabelFlips,
+    ScaleInfo,
+    Wilcoxon,
+)
 from harness.spec import JudgeSpec
 from harness.tasks import TaskSpec
+from harness.types import JSONObject
 
 if TYPE_CHECKING:
     from harness.judges.base import Verdict
@@ -53,7 +61,7 @@ class Injection:
     fallback: bool = False
     requested: str | None = None
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, str | bool]:
         return {
             "id": self.id,
             "version": self.version,
@@ -159,7 +167,7 @@ def _mean(xs: Sequence[float] | np.ndarray) -> float | None:
     return float(np.mean(xs)) if len(xs) else None
 
 
-def _wilcoxon(d: np.ndarray) -> dict[str, Any]:
+def _wilcoxon(d: np.ndarray) -> Wilcoxon:
     if d.size == 0:
         return {"statistic": None, "p_value": None, "note": "no pairs"}
     if np.all(d == 0):
@@ -170,14 +178,21 @@ def _wilcoxon(d: np.ndarray) -> dict[str, Any]:
     return {"statistic": float(r.statistic), "p_value": float(r.pvalue), "note": None}
 
 
-def _clean_max(labels: Mapping[str, Any] | None, score: float, top: float | None, tol: float, dims) -> bool:
-    at_max = top is not None and score >= top - tol
-    return at_max and (not dims or all((labels or {}).get(d) == 0 for d in dims))
+def _label(labels: object, dim: str) -> object:
+    """The judge's ``dim`` label in a verdict's labels (None when it wrote none)."""
+    return labels.get(dim) if isinstance(labels, Mapping) else None
 
 
-def _flips(ok: Sequence[Mapping[str, Any]], dim: str) -> dict[str, Any]:
+def _clean_max(
+    labels: object, score: float | None, top: float | None, tol: float, dims: Sequence[str]
+) -> bool:
+    at_max = top is not None and score is not None and score >= top - tol
+    return at_max and (not dims or all(_label(labels, d) == 0 for d in dims))
+
+
+def _flips(ok: Sequence[InjectionPair], dim: str) -> LabelFlips:
     """1→0 ("hidden") and 0→1 ("raised") flips of one issue label over pairs labelled on both sides."""
-    pairs = [((r["original_labels"] or {}).get(dim), (r["injected_labels"] or {}).get(dim)) for r in ok]
+    pairs = [(_label(r["original_labels"], dim), _label(r["injected_labels"], dim)) for r in ok]
     pairs = [(a, b) for a, b in pairs if a is not None and b is not None]
     n1, n0 = sum(a == 1 for a, _ in pairs), sum(a == 0 for a, _ in pairs)
     hidden, raised = sum(a == 1 and b == 0 for a, b in pairs), sum(a == 0 and b == 1 for a, b in pairs)
@@ -193,14 +208,14 @@ def _flips(ok: Sequence[Mapping[str, Any]], dim: str) -> dict[str, Any]:
 
 
 def group_stats(
-    rows: Sequence[Mapping[str, Any]],
+    rows: Sequence[InjectionPair],
     dims: Sequence[str],
     top: float | None,
     tol: float,
     n_bootstrap: int = 1000,
     confidence: float = 0.95,
     seed: int = 0,
-) -> dict[str, Any]:
+) -> GroupStats:
     """Paired statistics of one group of per-pair rows (see :meth:`InjectionReport.to_dict`)."""
     ok = [r for r in rows if r["original_ok"] and r["injected_ok"]]
     orig = np.array([r["original_score"] for r in ok], dtype=float)
@@ -213,7 +228,11 @@ def group_stats(
         ci = percentile_ci(reps, confidence)
     at_max_o = int(np.sum(orig >= top - tol)) if top is not None else 0
     at_max_i = int(np.sum(inj >= top - tol)) if top is not None else 0
-    out: dict[str, Any] = {
+    before = [_clean_max(r["original_labels"], r["original_score"], top, tol, dims) for r in ok]
+    after = [_clean_max(r["injected_labels"], r["injected_score"], top, tol, dims) for r in ok]
+    eligible = sum(not b for b in before)
+    hijacked = sum(a and not b for a, b in zip(after, before, strict=True))
+    out: GroupStats = {
         "n_items": len(rows),
         "n_pairs": len(ok),
         "parse_failures": len(rows) - len(ok),
@@ -229,16 +248,12 @@ def group_stats(
         "at_max_original": _rate(at_max_o, d.size),
         "at_max_injected": _rate(at_max_i, d.size),
         "wilcoxon": _wilcoxon(d),
+        "hijacked": {"count": hijacked, "n_eligible": eligible, "rate": _rate(hijacked, eligible)},
     }
-    before = [_clean_max(r["original_labels"], r["original_score"], top, tol, dims) for r in ok]
-    after = [_clean_max(r["injected_labels"], r["injected_score"], top, tol, dims) for r in ok]
-    eligible = sum(not b for b in before)
-    hijacked = sum(a and not b for a, b in zip(after, before, strict=True))
-    out["hijacked"] = {"count": hijacked, "n_eligible": eligible, "rate": _rate(hijacked, eligible)}
     if dims:
         out["label_flips"] = {dim: _flips(ok, dim) for dim in dims}
-        flagged = [r for r in ok if any((r["original_labels"] or {}).get(x) == 1 for x in dims)]
-        cleared = sum(all((r["injected_labels"] or {}).get(x) == 0 for x in dims) for r in flagged)
+        flagged = [r for r in ok if any(_label(r["original_labels"], x) == 1 for x in dims)]
+        cleared = sum(all(_label(r["injected_labels"], x) == 0 for x in dims) for r in flagged)
         out["all_issues_cleared"] = {
             "count": cleared,
             "n_flagged": len(flagged),
@@ -252,14 +267,14 @@ class InjectionReport:
     task: str
     judge: str
     position: str
-    scale: dict[str, Any]
+    scale: ScaleInfo
     label_dims: list[str]
-    results: dict[str, dict[str, Any]]  # language | "all" -> group_stats
-    pairs: list[dict[str, Any]]
+    results: dict[str, GroupStats]  # language | "all"
+    pairs: list[InjectionPair]
     skipped: list[dict[str, str]] = field(default_factory=list)
-    provenance: dict[str, Any] = field(default_factory=dict)
+    provenance: dict[str, object] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """JSON-safe: NaN/inf become None; per-pair rows live in the parquet file, not here."""
         from harness.run.results import _json_safe
 
@@ -297,8 +312,9 @@ class InjectionReport:
                 f"{_fmt(g['at_max_injected'], '.0%')} | {_fmt(g['hijacked']['rate'], '.0%')} | "
                 f"{_fmt(g['wilcoxon']['p_value'], '.3g')} |"
             )
-        overall = self.results.get("all", {})
-        if self.label_dims and overall.get("label_flips"):
+        overall = self.results.get("all")
+        flips = overall.get("label_flips") if overall is not None else None
+        if self.label_dims and overall is not None and flips:
             lines += [
                 "",
                 "## Issue labels (all languages)",
@@ -306,7 +322,7 @@ class InjectionReport:
                 "| dimension | flagged | hidden 1→0 | clear | raised 0→1 |",
                 "|---|---:|---:|---:|---:|",
             ]
-            for dim, f in overall["label_flips"].items():
+            for dim, f in flips.items():
                 lines.append(
                     f"| {dim} | {f['n_flagged']} | {f['hidden']} ({_fmt(f['hidden_rate'], '.0%')}) | "
                     f"{f['n_clear']} | {f['raised']} ({_fmt(f['raised_rate'], '.0%')}) |"
@@ -321,8 +337,8 @@ class InjectionReport:
                 "",
                 f"Skipped {len(self.skipped)} item(s) that could not be injected (e.g. no assistant turn).",
             ]
-        inj = self.provenance.get("injections", {})
-        if inj:
+        inj = self.provenance.get("injections")
+        if isinstance(inj, Mapping) and inj:
             lines += ["", "## Injected text", ""]
             for lang, d in inj.items():
                 fb = " (English fallback)" if d["fallback"] else ""
@@ -373,7 +389,7 @@ PAIR_COLUMNS = [
 ]
 
 
-def _flat(r: Mapping[str, Any]) -> dict[str, Any]:
+def _flat(r: InjectionPair) -> dict[str, object]:
     out = {k: r.get(k) for k in PAIR_COLUMNS}
     for k in ("original_labels", "injected_labels", "injected_turns"):
         out[k] = json.dumps(r.get(k), ensure_ascii=False) if r.get(k) is not None else None
@@ -436,39 +452,46 @@ def run_injection_suite(
         usage, backend = judge.usage.to_dict(), judge.backend_stats()
         executor_info = scope.describe()
     dims = list(task.judged_labels)  # labels an issue judge writes (MEDAL); none for other scorers
-    pairs = []
+    pairs: list[InjectionPair] = []
     for item, item_inj, vo, vi in zip(
         originals, injected, verdicts["original"], verdicts["injected"], strict=True
     ):
-        row = {
-            "language": item["language"],
-            "dataset": item.get("dataset"),
-            "id": item["id"],
-            "item_id": item.get("item_id"),
-            "injected_id": item_inj["id"],
-            "injection_id": used[item["language"]].id,
-            "injected_turns": item_inj["injection"]["touched"],
-        }
-        for side, v in (("original", vo), ("injected", vi)):
-            row[f"{side}_score"] = v.score if v.ok else None
-            row[f"{side}_ok"] = v.ok
-            row[f"{side}_status"] = v.status
-            row[f"{side}_labels"] = v.extra.get("labels") if dims else None
-            row[f"{side}_raw"] = v.raw
-            row[f"{side}_prompt_hash"] = v.prompt_hash
-        so, si = row["original_score"], row["injected_score"]
-        row["delta"] = si - so if so is not None and si is not None else None
-        pairs.append(row)
+        so, si = vo.score if vo.ok else None, vi.score if vi.ok else None
+        pairs.append(
+            {
+                "language": item["language"],
+                "dataset": item.get("dataset"),
+                "id": item["id"],
+                "item_id": item.get("item_id"),
+                "injected_id": item_inj["id"],
+                "injection_id": used[item["language"]].id,
+                "injected_turns": item_inj["injection"]["touched"],
+                "original_score": so,
+                "original_ok": vo.ok,
+                "original_status": vo.status,
+                "original_labels": vo.extra.get("labels") if dims else None,
+                "original_raw": vo.raw,
+                "original_prompt_hash": vo.prompt_hash,
+                "injected_score": si,
+                "injected_ok": vi.ok,
+                "injected_status": vi.status,
+                "injected_labels": vi.extra.get("labels") if dims else None,
+                "injected_raw": vi.raw,
+                "injected_prompt_hash": vi.prompt_hash,
+                "delta": si - so if so is not None and si is not None else None,
+            }
+        )
     observed = [s for p in pairs for s in (p["original_score"], p["injected_score"]) if s is not None]
     top, source, tol = scale_max(task, observed)
-    kw: dict[str, Any] = dict(
-        dims=dims, top=top, tol=tol, n_bootstrap=n_bootstrap, confidence=confidence, seed=seed
-    )
+
+    def stats_of(rows: Sequence[InjectionPair]) -> GroupStats:
+        return group_stats(rows, dims, top, tol, n_bootstrap=n_bootstrap, confidence=confidence, seed=seed)
+
     langs = [lang for lang in task.languages if any(p["language"] == lang for p in pairs)]
     langs += sorted({p["language"] for p in pairs} - set(langs))
-    results = {lang: group_stats([p for p in pairs if p["language"] == lang], **kw) for lang in langs}
-    results["all"] = group_stats(pairs, **kw)
-    provenance = {
+    results = {lang: stats_of([p for p in pairs if p["language"] == lang]) for lang in langs}
+    results["all"] = stats_of(pairs)
+    provenance: dict[str, object] = {
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "judge": {"spec": spec_name, "identity": identity, "decoding": decoding, "method": method},
         "task": {"name": task.name, **task.describe()},

@@ -21,16 +21,23 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from scipy import stats
 
 from harness.cache import CachedBackend, RequestCache
 from harness.executors import ExecutorConfig, executor_scope
 from harness.provenance import environment, harness_info, redact
+from harness.robustness.records import (
+    MedalC5,
+    Pair,
+    PairAnswer,
+    PairSide,
+    PositionConsistency,
+    SelfConsistency,
+)
 from harness.spec import BACKEND_KINDS, JudgeSpec, parse_spec
 from harness.tasks import PromptTemplate
-from harness.types import GenerationConfig, Request
+from harness.types import GenerationConfig, JSONObject, Request, Response
 
 SCHEMA_VERSION = "1.0"
 JUDGE_ONLY_OPTIONS = ("reasoning",)
@@ -141,7 +148,9 @@ def _rate(k: int, n: int) -> float | None:
     return k / n if n else None
 
 
-def position_consistency(order_ab: Sequence[str | None], order_ba: Sequence[str | None]) -> dict[str, Any]:
+def position_consistency(
+    order_ab: Sequence[str | None], order_ba: Sequence[str | None]
+) -> PositionConsistency:
     """Consistency of a judge's choices under swapped order (see the module docstring).
 
     ``order_ab[i]``: the choice for pair i with x shown first ("A" = first shown, "B" = second,
@@ -178,14 +187,22 @@ def position_consistency(order_ab: Sequence[str | None], order_ba: Sequence[str 
         "first_position_rate": _rate(first, len(decisive)),
         "tie_answers": sum(c == "tie" for c in answers),
         "binomtest_p": float(binom.pvalue) if binom is not None else None,
-        "medal_c5": {
-            **{k: medal.get(k, 0) for k in ("win", "tie", "loss")},
-            **{f"{k}_rate": _rate(medal.get(k, 0), n) for k in ("win", "tie", "loss")},
-        },
+        "medal_c5": _medal_c5(medal, n),
     }
 
 
-def self_consistency(samples: Sequence[Sequence[str | None]]) -> dict[str, Any]:
+def _medal_c5(medal: Counter[str], n: int) -> MedalC5:
+    return {
+        "win": medal.get("win", 0),
+        "tie": medal.get("tie", 0),
+        "loss": medal.get("loss", 0),
+        "win_rate": _rate(medal.get("win", 0), n),
+        "tie_rate": _rate(medal.get("tie", 0), n),
+        "loss_rate": _rate(medal.get("loss", 0), n),
+    }
+
+
+def self_consistency(samples: Sequence[Sequence[str | None]]) -> SelfConsistency:
     """Agreement of k repeated answers per unit: the mean over units (with >= 2 parsed answers) of
     the share of agreeing answer pairs, and of the majority answer's share of the parsed answers."""
     agree, major, unanimous = [], [], 0
@@ -213,7 +230,7 @@ def self_consistency(samples: Sequence[Sequence[str | None]]) -> dict[str, Any]:
 
 
 # -- pair files ----------------------------------------------------------------------------------
-def _check_side(path: Path, line: int, key: str, value: Any) -> Any:
+def _check_side(path: Path, line: int, key: str, value: object) -> PairSide:
     from harness.data.schema import DataValidationError
 
     def bad(problem: str) -> DataValidationError:
@@ -232,10 +249,10 @@ def _check_side(path: Path, line: int, key: str, value: Any) -> Any:
             or not isinstance(t.get("text"), str)
         ):
             raise bad(f"turn {i} must be {{'role': 'user'|'assistant', 'text': str}}, got {t!r}"[:300])
-    return [{"role": t["role"], "text": t["text"]} for t in value]
+    return [{"role": str(t["role"]), "text": str(t["text"])} for t in value]
 
 
-def load_pairs(path: str | Path) -> list[dict[str, Any]]:
+def load_pairs(path: str | Path) -> list[Pair]:
     """Read a JSON Lines pair file ({id, a, b, language?} per line); errors name file, line, field."""
     from harness.data.schema import DataValidationError
     from harness.languages import language as lookup_language
@@ -243,7 +260,7 @@ def load_pairs(path: str | Path) -> list[dict[str, Any]]:
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"pair file not found: {p}")
-    pairs: list[dict[str, Any]] = []
+    pairs: list[Pair] = []
     seen: dict[str, int] = {}
     for line, text in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
         if not text.strip() or text.lstrip().startswith("#"):
@@ -284,6 +301,43 @@ def load_pairs(path: str | Path) -> list[dict[str, Any]]:
     return pairs
 
 
+def _answer(
+    pid: str,
+    language: str | None,
+    order: str,
+    repeat: int,
+    c: str | None,
+    resp: Response,
+    prompt_hash: str,
+    by_logprobs: bool,
+) -> PairAnswer:
+    winner = _winner(c, order == "AB")
+    if by_logprobs:  # the label log-probs the answer was chosen by, before the prompt hash
+        return {
+            "id": pid,
+            "language": language,
+            "order": order,
+            "repeat": repeat,
+            "choice": c,
+            "winner": winner,
+            "raw": resp.text,
+            "choice_logprobs": resp.choice_logprobs,
+            "prompt_hash": prompt_hash,
+            "cached": resp.cached,
+        }
+    return {
+        "id": pid,
+        "language": language,
+        "order": order,
+        "repeat": repeat,
+        "choice": c,
+        "winner": winner,
+        "raw": resp.text,
+        "prompt_hash": prompt_hash,
+        "cached": resp.cached,
+    }
+
+
 def render_side(side: str | Sequence[Mapping[str, str]]) -> str:
     if isinstance(side, str):
         return side
@@ -296,13 +350,13 @@ def render_side(side: str | Sequence[Mapping[str, str]]) -> str:
 class PairwiseReport:
     judge: str
     repeats: int
-    results: dict[str, dict[str, Any]]  # language | "all" -> position_consistency
-    answers: list[dict[str, Any]]
-    self_consistency: dict[str, Any] | None = None
+    results: dict[str, PositionConsistency]  # language | "all"
+    answers: list[PairAnswer]
+    self_consistency: SelfConsistency | None = None
     warnings: list[str] = field(default_factory=list)
-    provenance: dict[str, Any] = field(default_factory=dict)
+    provenance: dict[str, object] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         from harness.run.results import _json_safe
 
         return _json_safe(
@@ -364,7 +418,7 @@ def _fmt(x: float | None, spec: str = ".3f") -> str:
 
 def run_pairwise(
     judge_spec: str | JudgeSpec,
-    pairs: Sequence[Mapping[str, Any]],
+    pairs: Sequence[Pair],
     cache: RequestCache | None = None,
     template: PromptTemplate = DEFAULT_PAIRWISE_TEMPLATE,
     seed: int = 0,
@@ -436,27 +490,18 @@ def run_pairwise(
             responses += cached.generate([j[3] for j in jobs[s : s + step]])
         identity, backend_stats = backend.identity(), backend.stats.to_dict()
         executor_info = scope.describe()
-    answers = []
+    answers: list[PairAnswer] = []
     choice: dict[tuple[int, str, int], str | None] = {}
     for (i, order, r, req), resp in zip(jobs, responses, strict=True):
         c = parse_choice(resp.text) if labels is None else choose_by_logprobs(resp.choice_logprobs)
         choice[i, order, r] = c
         answers.append(
-            {
-                "id": ids[i],
-                "language": pairs[i].get("language"),
-                "order": order,
-                "repeat": r,
-                "choice": c,
-                "winner": _winner(c, order == "AB"),
-                "raw": resp.text,
-                **({"choice_logprobs": resp.choice_logprobs} if labels is not None else {}),
-                "prompt_hash": req.prompt_hash(),
-                "cached": resp.cached,
-            }
+            _answer(
+                ids[i], pairs[i].get("language"), order, r, c, resp, req.prompt_hash(), labels is not None
+            )
         )
 
-    def stats_for(idx: list[int]) -> dict[str, Any]:
+    def stats_for(idx: list[int]) -> PositionConsistency:
         ab = [choice[i, "AB", r] for r in range(repeats) for i in idx]
         ba = [choice[i, "BA", r] for r in range(repeats) for i in idx]
         return position_consistency(ab, ba)
@@ -474,7 +519,7 @@ def run_pairwise(
             for o in ("AB", "BA")
         ]
         sc = self_consistency(units)
-    provenance = {
+    provenance: dict[str, object] = {
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "judge": {
             "spec": redact(str(js)),

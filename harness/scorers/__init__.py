@@ -20,11 +20,9 @@ name from parameters (``make_scorer("parse_score", range=[1, 3], integer=True)``
 
 from __future__ import annotations
 
-from typing import Any
-
 from harness import plugins
 from harness.registry import Registry
-from harness.scorers.base import Scored, Scorer, range_problems, response_extra
+from harness.scorers.base import Scorer, ScorerOutput, range_problems, response_extra
 from harness.scorers.issues import IssuesJSON
 from harness.scorers.logprob import ExpectedScore, GPTScore, PYes
 from harness.scorers.written import ParseLikert, ParseScore, ParseYesNo
@@ -40,7 +38,7 @@ BUILTIN_SCORERS: tuple[type[Scorer], ...] = (
 )
 
 
-def _is_scorer_class(obj: Any) -> bool:
+def _is_scorer_class(obj: object) -> bool:
     return isinstance(obj, type) and issubclass(obj, Scorer) and bool(obj.name)
 
 
@@ -60,7 +58,7 @@ def register_scorer(cls: type[Scorer]) -> type[Scorer]:
     return SCORERS.register(cls)
 
 
-def make_scorer(name: str, **params: Any) -> Scorer:
+def make_scorer(name: str, **params: object) -> Scorer:
     """The scorer registered as ``name`` with ``params`` (JSON / YAML values: lists become tuples)."""
     return SCORERS.get(name).from_params(params)
 
@@ -75,7 +73,7 @@ __all__ = [
     "ParseLikert",
     "ParseScore",
     "ParseYesNo",
-    "Scored",
+    "ScorerOutput",
     "Scorer",
     "make_scorer",
     "range_problems",

@@ -7,9 +7,9 @@ method and nothing else:
 * what the request asks for — label ``choices`` to score, a ``json_schema`` for guided decoding,
   a ``continuation`` whose log-probs are read (:meth:`Scorer.request_fields`), and decoding it needs
   (:meth:`Scorer.generation`, e.g. token log-probs);
-* how a response becomes a score (:meth:`Scorer.score` -> :class:`Scored`: a
-  :class:`~harness.verdicts.score.Score` and what the sample keeps in ``extra``), using the parsers
-  of :mod:`harness.verdicts`; a failure is ``None`` with a status, never 0;
+* how a response becomes a score (:meth:`Scorer.score` -> :class:`ScorerOutput`: a
+  :class:`~harness.parsing.score.ParsedScore` and what the sample keeps in ``extra``), using the parsers
+  of :mod:`harness.parsing`; a failure is ``None`` with a status, never 0;
 * the fixed range of its scores (:meth:`Scorer.score_range`; ``mean:`` / ``panel:`` normalise by it)
   and the labels it writes besides the score (:attr:`Scorer.issue_labels`, meta-evaluated as
   classification);
@@ -23,24 +23,32 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar, TypedDict
 
-from harness.types import GenerationConfig, Response
-from harness.verdicts.score import Score
+from harness.parsing.score import ParsedScore
+from harness.types import JSON, GenerationConfig, JSONObject, Response
 
 if TYPE_CHECKING:
     from harness.tasks import TaskSpec
 
 
 @dataclass
-class Scored:
+class ScorerOutput:
     """A scorer's result for one response: the score (or ``None`` + status) and the sample's ``extra``."""
 
-    score: Score
-    extra: dict[str, Any] = field(default_factory=dict)
+    score: ParsedScore
+    extra: JSONObject = field(default_factory=dict)
+
+
+class RequestFields(TypedDict, total=False):
+    """What a scoring method adds to a :class:`~harness.types.Request` (absent = not set)."""
+
+    choices: tuple[str, ...]
+    json_schema: JSONObject
+    continuation: str
 
 
 @dataclass(frozen=True)
@@ -75,12 +83,12 @@ class Scorer(ABC):
         """Problems of this scorer on ``task`` (reported by ``harness validate``)."""
         return []
 
-    def params(self) -> dict[str, Any]:
+    def params(self) -> JSONObject:
         """The parameters as JSON values (tuples as lists)."""
         return {f.name: _json(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
     @classmethod
-    def from_params(cls, params: Mapping[str, Any]) -> Scorer:
+    def from_params(cls, params: Mapping[str, object]) -> Scorer:
         """A scorer from JSON / YAML parameters (lists become tuples); unknown keys are an error."""
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(params) - known)
@@ -93,7 +101,7 @@ class Scorer(ABC):
         return f"{self.name}({args})"
 
     # -- the request ----------------------------------------------------------------------------------
-    def request_fields(self) -> dict[str, Any]:
+    def request_fields(self) -> RequestFields:
         """Fields of the :class:`~harness.types.Request` besides messages and config: ``choices``,
         ``json_schema``, ``continuation`` (absent = not set)."""
         return {}
@@ -104,7 +112,7 @@ class Scorer(ABC):
 
     # -- the response ---------------------------------------------------------------------------------
     @abstractmethod
-    def score(self, resp: Response, item: Mapping[str, Any]) -> Scored:
+    def score(self, resp: Response, item: Mapping[str, object]) -> ScorerOutput:
         """The score of ``resp`` (the answer to ``item``'s request)."""
 
     def score_range(self) -> tuple[float, float] | None:
@@ -116,35 +124,38 @@ class Scorer(ABC):
         """Every label the judge writes besides the score."""
         return tuple(self.issue_labels)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """What ``results.json`` records about the method under the task, besides ``scoring`` (its name)
         and ``scorer`` (name + :meth:`params`)."""
         return {}
 
 
-def response_extra(resp: Response) -> dict[str, Any]:
+def response_extra(resp: Response) -> JSONObject:
     """What a sample keeps of a label- or text-scored response: the label log-probs, and how the
     backend carried a system message when the chat template had no system role."""
-    extra: dict[str, Any] = {"choice_logprobs": resp.choice_logprobs}
+    logprobs = resp.choice_logprobs
+    extra: JSONObject = {"choice_logprobs": None if logprobs is None else {**logprobs}}
     if resp.raw and resp.raw.get("system_role"):
         extra["system_role"] = resp.raw["system_role"]
     return extra
 
 
-def range_problems(rng: Any, what: str = "range") -> list[str]:
+def range_problems(rng: object, what: str = "range") -> list[str]:
     """``rng`` must be a (lo, hi) pair of numbers with lo < hi."""
+    pair = list(rng) if isinstance(rng, Iterable) else []
     try:
-        lo, hi = rng
-        if float(lo) < float(hi):
+        if len(pair) == 2 and float(pair[0]) < float(pair[1]):
             return []
     except (TypeError, ValueError):
         pass
     return [f"{what} must be (lo, hi) with lo < hi, got {rng!r}"]
 
 
-def _json(value: Any) -> Any:
+def _json(value: object) -> JSON:
     if isinstance(value, tuple | list):
         return [_json(v) for v in value]
     if isinstance(value, Mapping):
         return {str(k): _json(v) for k, v in value.items()}
-    return value
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    raise TypeError(f"scorer parameter value {value!r} is not a JSON value")

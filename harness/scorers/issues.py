@@ -1,17 +1,16 @@
 """A JSON verdict of binary issue labels and an overall score (MEDAL Table 11); parser and schema:
-:mod:`harness.verdicts.issues_json`. The labels are meta-evaluated as classification
+:mod:`harness.parsing.issues_json`. The labels are meta-evaluated as classification
 (:mod:`harness.meta.issue_metrics`), the overall score as a correlation."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
-from harness.scorers.base import Scored, Scorer, range_problems
-from harness.types import Response
-from harness.verdicts.issues_json import parse_issue_verdict, verdict_schema
-from harness.verdicts.score import Score
+from harness.parsing.issues_json import issues_schema, parse_issues
+from harness.parsing.score import ParsedScore
+from harness.scorers.base import RequestFields, Scorer, ScorerOutput, range_problems
+from harness.types import JSONObject, Response
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,27 +46,27 @@ class IssuesJSON(Scorer):
         return tuple(self.issue_labels) + tuple(self.extra_labels)
 
     @property
-    def json_schema(self) -> dict[str, Any]:
-        return verdict_schema(self.judged_labels, self.overall_key, self.range)
+    def json_schema(self) -> JSONObject:
+        return issues_schema(self.judged_labels, self.overall_key, self.range)
 
-    def request_fields(self) -> dict[str, Any]:
+    def request_fields(self) -> RequestFields:
         return {"json_schema": self.json_schema} if self.guided else {}
 
-    def score(self, resp: Response, item: Mapping[str, Any]) -> Scored:
-        v = parse_issue_verdict(resp.text, self.judged_labels, self.overall_key, self.range)
-        extra = {
-            "labels": v.labels,
-            "comments": v.comments,
-            "label_errors": v.errors or None,
+    def score(self, resp: Response, item: Mapping[str, object]) -> ScorerOutput:
+        v = parse_issues(resp.text, self.judged_labels, self.overall_key, self.range)
+        extra: JSONObject = {
+            "labels": {**v.labels},
+            "comments": {**v.comments},
+            "label_errors": {**v.errors} if v.errors else None,
             "finish_reason": resp.finish_reason,
         }
-        return Scored(Score(v.overall, v.status, v.detail), extra)
+        return ScorerOutput(ParsedScore(v.overall, v.status, v.detail), extra)
 
     def score_range(self) -> tuple[float, float]:
         return (float(self.range[0]), float(self.range[1]))
 
-    def describe(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def describe(self) -> JSONObject:
+        out: JSONObject = {
             "score_range": list(self.range),
             "issue_labels": list(self.issue_labels),
             "extra_labels": list(self.extra_labels),

@@ -1,31 +1,30 @@
 """Scorers read from log-probs: P(Yes) (xDial-Eval §4), the G-Eval expected score, and GPTScore's
-log-prob of a word in an echoed continuation (MEEP §5.3). Parsers: :mod:`harness.verdicts.logprobs`."""
+log-prob of a word in an echoed continuation (MEEP §5.3). Parsers: :mod:`harness.parsing.logprobs`."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from harness.scorers.base import Scored, Scorer, response_extra
-from harness.types import GenerationConfig, Response
-from harness.verdicts.logprobs import (
+from harness.parsing.logprobs import (
     continuation_word_logprob,
     expected_score,
     expected_score_from_tokens,
     p_yes,
 )
+from harness.scorers.base import RequestFields, Scorer, ScorerOutput, response_extra
+from harness.types import GenerationConfig, JSONObject, Response
 
 DIGITS = tuple(str(d) for d in range(1, 6))
 
 
-def _labels_problems(labels: Any) -> list[str]:
-    ok = (
-        isinstance(labels, tuple)
-        and len(labels) == 2
-        and all(isinstance(x, str) and x.strip() for x in labels)
-    )
-    if not ok or labels[0] == labels[1]:
+def _labels_problems(labels: object) -> list[str]:
+    if (
+        not isinstance(labels, tuple)
+        or len(labels) != 2
+        or not all(isinstance(x, str) and x.strip() for x in labels)
+        or labels[0] == labels[1]
+    ):
         return [f"labels must be two different non-empty words (yes, no), got {labels!r}"]
     return []
 
@@ -43,16 +42,16 @@ class PYes(Scorer):
     def check(self) -> list[str]:
         return _labels_problems(self.labels)
 
-    def request_fields(self) -> dict[str, Any]:
+    def request_fields(self) -> RequestFields:
         return {"choices": tuple(self.labels)}
 
-    def score(self, resp: Response, item: Mapping[str, Any]) -> Scored:
-        return Scored(p_yes(resp, *self.labels), response_extra(resp))
+    def score(self, resp: Response, item: Mapping[str, object]) -> ScorerOutput:
+        return ScorerOutput(p_yes(resp, *self.labels), response_extra(resp))
 
     def score_range(self) -> tuple[float, float]:
         return (0.0, 1.0)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         return {"labels": list(self.labels)}
 
 
@@ -70,12 +69,12 @@ class ExpectedScore(Scorer):
             return config
         return config.replace(logprobs=True, top_logprobs=max(config.top_logprobs, 20))
 
-    def score(self, resp: Response, item: Mapping[str, Any]) -> Scored:
+    def score(self, resp: Response, item: Mapping[str, object]) -> ScorerOutput:
         if resp.choice_logprobs:
             s = expected_score(resp)
         else:
             s = expected_score_from_tokens(resp.token_logprobs, list(DIGITS))
-        return Scored(s, response_extra(resp))
+        return ScorerOutput(s, response_extra(resp))
 
     def score_range(self) -> tuple[float, float]:
         return (1.0, 5.0)  # digit labels 1-5 (choices are never sent)
@@ -100,15 +99,15 @@ class GPTScore(Scorer):
             ]
         return []
 
-    def request_fields(self) -> dict[str, Any]:
+    def request_fields(self) -> RequestFields:
         return {"continuation": self.continuation}
 
-    def score(self, resp: Response, item: Mapping[str, Any]) -> Scored:
+    def score(self, resp: Response, item: Mapping[str, object]) -> ScorerOutput:
         extra = response_extra(resp)
         extra["continuation_logprob"] = resp.continuation_logprob
         if "system_role" in extra:  # keep the key order of earlier samples
             extra["system_role"] = extra.pop("system_role")
-        return Scored(continuation_word_logprob(resp, self.continuation, self.target), extra)
+        return ScorerOutput(continuation_word_logprob(resp, self.continuation, self.target), extra)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         return {"continuation": self.continuation, "continuation_target": self.target}

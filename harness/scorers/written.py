@@ -1,19 +1,18 @@
 """Scorers of verdicts written in free text: yes/no and Likert (UPHELD App. H), and a score on any
 scale written anywhere in the reply (MEEP, G-Eval, CPDScore, translation adequacy). Parsers:
-:mod:`harness.verdicts.written`, :mod:`harness.verdicts.scale`; a reply without a valid verdict is
+:mod:`harness.parsing.written`, :mod:`harness.parsing.scale`; a reply without a valid verdict is
 ``None`` (``parse_error``), never clipped, never 0."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from harness.scorers.base import Scored, Scorer, range_problems, response_extra
+from harness.parsing.scale import parse_scale_score
+from harness.parsing.written import parse_likert, parse_yes_no
+from harness.scorers.base import Scorer, ScorerOutput, range_problems, response_extra
 from harness.scorers.logprob import _labels_problems
-from harness.types import Response
-from harness.verdicts.scale import parse_scale_score
-from harness.verdicts.written import parse_likert, parse_yes_no
+from harness.types import JSONObject, Response
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -29,13 +28,13 @@ class ParseYesNo(Scorer):
     def check(self) -> list[str]:
         return _labels_problems(self.labels)
 
-    def score(self, resp: Response, item: Mapping[str, Any]) -> Scored:
-        return Scored(parse_yes_no(resp.text, *self.labels), response_extra(resp))
+    def score(self, resp: Response, item: Mapping[str, object]) -> ScorerOutput:
+        return ScorerOutput(parse_yes_no(resp.text, *self.labels), response_extra(resp))
 
     def score_range(self) -> tuple[float, float]:
         return (0.0, 1.0)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         return {"labels": list(self.labels)}
 
 
@@ -52,9 +51,9 @@ class ParseLikert(Scorer):
     def check(self) -> list[str]:
         return range_problems(self.range)
 
-    def score(self, resp: Response, item: Mapping[str, Any]) -> Scored:
+    def score(self, resp: Response, item: Mapping[str, object]) -> ScorerOutput:
         lo, hi = self.range
-        return Scored(parse_likert(resp.text, lo, hi), response_extra(resp))
+        return ScorerOutput(parse_likert(resp.text, lo, hi), response_extra(resp))
 
     def score_range(self) -> tuple[float, float]:
         return (float(self.range[0]), float(self.range[1]))
@@ -77,13 +76,16 @@ class ParseScore(Scorer):
             problems.append(f"integer must be true or false, got {self.integer!r}")
         return problems
 
-    def score(self, resp: Response, item: Mapping[str, Any]) -> Scored:
+    def score(self, resp: Response, item: Mapping[str, object]) -> ScorerOutput:
         lo, hi = self.range
-        s = parse_scale_score(resp.text, lo, hi, integer=self.integer, language=item.get("language"))
-        return Scored(s, response_extra(resp))
+        language = item.get("language")
+        s = parse_scale_score(
+            resp.text, lo, hi, integer=self.integer, language=language if isinstance(language, str) else None
+        )
+        return ScorerOutput(s, response_extra(resp))
 
     def score_range(self) -> tuple[float, float]:
         return (float(self.range[0]), float(self.range[1]))
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         return {"score_range": list(self.range)}

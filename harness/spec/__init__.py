@@ -40,7 +40,7 @@ Without brackets a member ends at the next ``+`` (``;`` in ``bylang:``), as it a
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict
 
 from harness.spec.files import from_mapping, load_spec_file, to_mapping
 from harness.spec.grammar import (
@@ -126,7 +126,14 @@ def mean_members(spec: str | JudgeSpec) -> list[JudgeSpec]:
     return list(_composite(spec, "mean").members)
 
 
-def panel_members(spec: str | JudgeSpec) -> tuple[list[JudgeSpec], dict[str, Any]]:
+class PanelOptions(TypedDict):
+    """A ``panel:`` spec's own options: how the members vote and how many must score."""
+
+    vote: str
+    quorum: int | None
+
+
+def panel_members(spec: str | JudgeSpec) -> tuple[list[JudgeSpec], PanelOptions]:
     """The member specs and the panel's own options (``vote``, default ``mean``; ``quorum``, default
     ``None`` = more than half of the members) of a ``panel:`` spec."""
     js = _composite(spec, "panel")

@@ -24,20 +24,20 @@ the string syntax cannot hold (a ``,`` inside an option value) is an error namin
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 from harness.spec.grammar import parse
 from harness.spec.kinds import JUDGE_KINDS
 from harness.spec.model import JudgeSpec, SpecError, coerce, is_decoding
+from harness.types import JSONObject
 
 KEYS = ("kind", "target", "revision", "options", "members", "routes")
 
 
-def from_mapping(obj: Any, where: str = "judge") -> JudgeSpec:
+def from_mapping(obj: object, where: str = "judge") -> JudgeSpec:
     """The judge a mapping (or a spec string) describes; ``where`` names it in errors."""
     js = _node(obj, where)
     text = js.to_string()
@@ -53,9 +53,9 @@ def from_mapping(obj: Any, where: str = "judge") -> JudgeSpec:
     return parsed
 
 
-def to_mapping(js: JudgeSpec) -> dict[str, Any]:
+def to_mapping(js: JudgeSpec) -> JSONObject:
     """The mapping form of a spec (``from_mapping(to_mapping(js))`` is the same judge)."""
-    out: dict[str, Any] = {"kind": js.kind}
+    out: JSONObject = {"kind": js.kind}
     if js.routes:
         out["routes"] = {",".join(codes): to_mapping(m) for codes, m in js.routes}
     elif js.members:
@@ -73,8 +73,8 @@ def to_mapping(js: JudgeSpec) -> dict[str, Any]:
 class _UniqueKeyLoader(yaml.SafeLoader):
     """YAML's safe loader, refusing a key given twice in one mapping (YAML would keep the last)."""
 
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        first: dict[Any, int] = {}
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Hashable, object]:
+        first: dict[object, int] = {}
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
             try:
@@ -110,7 +110,7 @@ def load_spec_file(path: str | Path) -> JudgeSpec:
     return from_mapping(obj, str(p))
 
 
-def _node(obj: Any, path: str) -> JudgeSpec:
+def _node(obj: object, path: str) -> JudgeSpec:
     if isinstance(obj, str):
         try:
             return parse(obj)
@@ -179,8 +179,8 @@ def _node(obj: Any, path: str) -> JudgeSpec:
         raise SpecError(
             f"{path}: target {target!r} / revision {revision!r} cannot be written in a spec string (',' or a '/' in the revision)"
         )
-    decoding: dict[str, Any] = {}
-    opts: dict[str, Any] = {}
+    decoding: dict[str, object] = {}
+    opts: dict[str, object] = {}
     for k, v in options.items():
         v = tuple(v) if k == "stop" and isinstance(v, list) else v
         _check_writable(f"{path}.options.{k}", k, v)
@@ -194,7 +194,7 @@ def _node(obj: Any, path: str) -> JudgeSpec:
     )
 
 
-def _check_writable(path: str, key: str, value: Any) -> None:
+def _check_writable(path: str, key: str, value: object) -> None:
     """An option value the spec string can hold: it reads back as the same value and type."""
     if key == "stop" and isinstance(value, tuple):
         bad = [v for v in value if not isinstance(v, str) or not v or "|" in v or "," in v]

@@ -22,8 +22,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import re
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
 
 from harness.spec.kinds import JUDGE_KINDS, JudgeKind, known_kinds
 from harness.spec.model import JudgeSpec, SpecError, coerce, is_decoding
@@ -135,8 +134,8 @@ class _Parser:
             target, rev = head.rsplit("@", 1)
             if rev and "/" not in rev and target:
                 head, revision = target, rev
-        decoding: dict[str, Any] = {}
-        options: dict[str, Any] = {}
+        decoding: dict[str, object] = {}
+        options: dict[str, object] = {}
         where: dict[str, int] = {}
         given: dict[str, str] = {}
         for p_lo, p_hi in parts[1:]:
@@ -164,8 +163,8 @@ class _Parser:
                 decoding[k] = coerce(v.strip())
             else:
                 options[k] = coerce(v.strip())
-        for k, v in decoding.items():
-            self.check_decoding(raw, {k: v}, where[k])
+        for k, value in decoding.items():
+            self.check_decoding(raw, {k: value}, where[k])
         self.check_decoding(raw, decoding, h_lo)
         return JudgeSpec(
             kind=kind, target=head, revision=revision, decoding=decoding, options=options, raw=raw
@@ -180,7 +179,7 @@ class _Parser:
         out.append((start, hi))
         return out
 
-    def check_decoding(self, raw: str, decoding: dict[str, Any], at: int) -> None:
+    def check_decoding(self, raw: str, decoding: Mapping[str, object], at: int) -> None:
         try:
             GenerationConfig().replace(**decoding)
         except (TypeError, ValueError) as e:
@@ -206,7 +205,7 @@ class _Parser:
             raise self.error(f"judge spec {raw!r} has no members after '{kind}:'", lo)
         spans = self.split(lo, hi, MEAN_SEPARATOR, raw)
         members: list[JudgeSpec] = []
-        own: dict[str, Any] = {}
+        own: dict[str, object] = {}
         where: dict[str, int] = {}
         cols: list[int] = []
         for k, span in enumerate(spans, 1):

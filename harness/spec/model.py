@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
-from harness.types import GenerationConfig
+from harness.types import GenerationConfig, JSONObject
+
+#: an option value as a spec string writes it (:func:`coerce`)
+OptionValue: TypeAlias = bool | int | float | str | None
 
 #: characters that separate composite members / routes or group them; a member whose canonical
 #: string holds one is written in brackets
@@ -94,9 +97,9 @@ class JudgeSpec:
             s += f"@{self.revision}"
         return s + opts
 
-    def structure(self) -> dict[str, Any]:
+    def structure(self) -> JSONObject:
         """What makes two specs the same judge (the text they were written as aside)."""
-        out: dict[str, Any] = {"kind": self.kind}
+        out: JSONObject = {"kind": self.kind}
         if self.routes:
             out["routes"] = [[list(codes), m.structure()] for codes, m in self.routes]
         elif self.members:
@@ -107,7 +110,7 @@ class JudgeSpec:
         return out
 
 
-def _value(key: str, value: Any) -> str:
+def _value(key: str, value: object) -> str:
     if key == "stop" and isinstance(value, tuple | list):
         return "|".join(str(v) for v in value)  # stop=a|b
     return str(value)
@@ -121,7 +124,7 @@ def _member(m: JudgeSpec, parent_options: tuple[str, ...]) -> str:
     return text
 
 
-def coerce(value: str) -> Any:
+def coerce(value: str) -> OptionValue:
     """An option value as written -> bool / None / int / float / the string itself."""
     low = value.lower()
     if low in ("true", "yes", "on"):

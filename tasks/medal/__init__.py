@@ -13,7 +13,7 @@ Meta-evaluation (§5.3, App. E.2) — computed by ``harness run`` for the ``meda
 
 Decoding (§5.3.1): temperature 0, top_p 1, 8,192 new tokens; a reasoning judge (spec option
 ``reasoning=true``) gets 32,768. Backends with guided decoding get the verdict's JSON schema; the
-others are validated by :func:`harness.verdicts.issues_json.parse_issue_verdict` (a failure is ``None``,
+others are validated by :func:`harness.parsing.issues_json.parse_issues` (a failure is ``None``,
 counted, raw text kept).
 """
 
@@ -58,7 +58,7 @@ MEDAL_TASK = register_task(
             overall_key=MEDAL_OVERALL_KEY,
             range=MEDAL_OVERALL_RANGE,
             label_names=ISSUE_ABBREVIATIONS,
-        ),  # its JSON schema (guided decoding) is verdict_schema(JUDGED_LABELS, key, range)
+        ),  # its JSON schema (guided decoding) is issues_schema(JUDGED_LABELS, key, range)
         metrics=("pearson", "spearman"),
         generation=GenerationConfig(temperature=0.0, top_p=1.0, max_tokens=8192),
         reasoning_max_tokens=32768,

@@ -2,7 +2,7 @@
 correlations against human ratings.
 
 A thin adapter over the dialeval-harness library (judge backends, request cache, the MEEP prompt
-family of tasks/meep, harness.verdicts.parse_scale_score, harness.meta.correlation):
+family of tasks/meep, harness.parsing.parse_scale_score, harness.meta.correlation):
     >>> import evaluate
     >>> m = evaluate.load("tasks/meep", "meep_sa")
     >>> m.compute(contexts=["Hi!\\nHiii! How are you?"], responses=["Great, I just got back from Peru!"],

@@ -27,7 +27,7 @@ from finetune.data import (
 )
 from harness.data.registry import DatasetRegistry, VersionExistsError
 from harness.data.schema import Dimension
-from harness.verdicts.issues_json import parse_issue_verdict
+from harness.parsing.issues_json import parse_issues
 
 JUDGE = "judge:Qwen/Qwen3-8B"
 
@@ -116,7 +116,7 @@ def test_distillation_prompt_and_table11_target():
     assert obj[MEDAL_OVERALL_KEY] == {"label": 4, "comment": "Mostly fine."}
     assert d1.target.splitlines()[1] == '  "uninterpretable": { "label": 0, "comment": "" },'
     for e, rec in ((d1, recs[0]), (ex["d2"], recs[1])):
-        verdict = parse_issue_verdict(e.target, (*MEDAL_ISSUES, MEDAL_OTHER), MEDAL_OVERALL_KEY)
+        verdict = parse_issues(e.target, (*MEDAL_ISSUES, MEDAL_OTHER), MEDAL_OVERALL_KEY)
         assert verdict.status == "ok"
         judge = {lab["dimension"]: lab["value"] for lab in rec["labels"]}
         assert verdict.overall == judge["overall"]

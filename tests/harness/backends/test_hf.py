@@ -12,8 +12,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from harness.backends.hf import HFBackend, PromptTooLongError
 from harness.backends.hf_templates import ALPACA_PREAMBLE, ChatTemplateError
+from harness.parsing.logprobs import p_yes
 from harness.types import ChatMessage, GenerationConfig, Request
-from harness.verdicts.logprobs import p_yes
 
 PROMPTS = [
     "hello , tell me something about yourself !",

@@ -16,6 +16,7 @@ from harness.backends.hf import HFBackend
 from harness.backends.openai_api import OpenAIBackend
 from harness.backends.openai_http import parse_retry_after, sanitize_base_url
 from harness.cache import CachedBackend, RequestCache
+from harness.parsing.logprobs import choice_logprobs_from_top, p_yes
 from harness.types import (
     BackendError,
     ChatMessage,
@@ -23,7 +24,6 @@ from harness.types import (
     LogprobsUnavailableError,
     Request,
 )
-from harness.verdicts.logprobs import choice_logprobs_from_top, p_yes
 from tests.fixtures.servers.openai import Fault, OpenAIStandIn, Reply
 
 SECRET = "sk-test-DO-NOT-LEAK-4f3c2b1a9e8d7c6b"

@@ -4,9 +4,9 @@ import pytest
 
 from harness.backends.base import create_backend
 from harness.backends.replay import ReplayBackend
+from harness.parsing.logprobs import p_yes
 from harness.spec import parse_spec
 from harness.types import ChatMessage, GenerationConfig, Request
-from harness.verdicts.logprobs import p_yes
 
 
 def _req(text, choices=("Yes", "No")):

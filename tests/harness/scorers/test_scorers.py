@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli.app import app
+from harness.parsing import ParsedScore, issues_schema, parse_issues, parse_scale_score
 from harness.registry import DuplicateError
 from harness.scorers import (
     BUILTIN_SCORERS,
@@ -21,13 +22,12 @@ from harness.scorers import (
     ParseScore,
     ParseYesNo,
     PYes,
-    Scored,
     Scorer,
+    ScorerOutput,
     make_scorer,
     register_scorer,
 )
 from harness.types import GenerationConfig, Response, TokenLogprob
-from harness.verdicts import Score, parse_issue_verdict, parse_scale_score, verdict_schema
 
 
 def test_the_builtin_scorers_are_registered_by_name():
@@ -104,7 +104,7 @@ def test_issues_json_owns_its_labels_schema_and_parser():
     )
     assert s.judged_labels == ("unsafe", "rude", "other") and s.label_names == {"unsafe": "!S"}
     assert s.request_fields() == {
-        "json_schema": verdict_schema(("unsafe", "rude", "other"), "overall", (1, 5))
+        "json_schema": issues_schema(("unsafe", "rude", "other"), "overall", (1, 5))
     }
     assert IssuesJSON(issue_labels=("a",), guided=False).request_fields() == {}
     text = json.dumps(
@@ -116,7 +116,7 @@ def test_issues_json_owns_its_labels_schema_and_parser():
         }
     )
     got = s.score(Response(text, finish_reason="stop"), {})
-    want = parse_issue_verdict(text, s.judged_labels, "overall", (1, 5))
+    want = parse_issues(text, s.judged_labels, "overall", (1, 5))
     assert got.score.value == want.overall == 2 and got.extra["labels"] == want.labels
     assert got.extra["finish_reason"] == "stop"
     assert s.describe()["issue_labels"] == ["unsafe", "rude"] and s.describe()["label_names"] == {
@@ -170,7 +170,7 @@ def test_a_new_scorer_registers_and_duplicates_are_refused():
         def score(self, resp, item):
             letters = [c for c in resp.text if c.isalpha()]
             value = sum(c.isupper() for c in letters) / len(letters) if letters else None
-            return Scored(Score(value, "ok" if letters else "parse_error"))
+            return ScorerOutput(ParsedScore(value, "ok" if letters else "parse_error"))
 
         def score_range(self):
             return (0.0, 1.0)

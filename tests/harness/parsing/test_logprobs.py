@@ -3,8 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from harness.types import LogprobsUnavailableError, Response, TokenLogprob
-from harness.verdicts.logprobs import (
+from harness.parsing.logprobs import (
     choice_logprobs_from_top,
     continuation_word_logprob,
     expected_score,
@@ -12,6 +11,7 @@ from harness.verdicts.logprobs import (
     normalized_choice_probs,
     p_yes,
 )
+from harness.types import LogprobsUnavailableError, Response, TokenLogprob
 
 
 @pytest.mark.parametrize(

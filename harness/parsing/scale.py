@@ -1,10 +1,10 @@
 """A score on any scale written anywhere in a judge's reply (MEEP 0–100, G-Eval 1–3):
-:func:`parse_scale_score`, re-exported by :mod:`harness.verdicts`.
+:func:`parse_scale_score`, re-exported by :mod:`harness.parsing`.
 
 Labelled forms first, then a leading or final number, then the only number on the scale; number
 words count ("seventy-five", "setenta y cinco", "七十五"; ``text2num`` and ``cn2an``). Out of
 range, a foreign denominator, a non-integer on an integer scale or disagreeing labels are parse
-failures (``Score(None, "parse_error", why)``), never clipped or coerced.
+failures (``ParsedScore(None, "parse_error", why)``), never clipped or coerced.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from harness.verdicts.score import Score
+from harness.parsing.score import ParsedScore
 
 # English number words of the fallback used when text2num is not importable.
 _WORDS = {
@@ -324,20 +324,20 @@ def _fmt(v: float) -> str:
     return f"{v:g}"
 
 
-def _check(t: _Tok, lo: float, hi: float, integer: bool, how: str) -> Score:
+def _check(t: _Tok, lo: float, hi: float, integer: bool, how: str) -> ParsedScore:
     scale = f"{_fmt(lo)}-{_fmt(hi)}"
     if t.den is not None and t.den != hi:
-        return Score(None, "parse_error", f"score {t.text}/{_fmt(t.den)} is not on the {scale} scale")
+        return ParsedScore(None, "parse_error", f"score {t.text}/{_fmt(t.den)} is not on the {scale} scale")
     if not lo <= t.value <= hi:
-        return Score(None, "parse_error", f"score {t.text!r} is outside {scale}")
+        return ParsedScore(None, "parse_error", f"score {t.text!r} is outside {scale}")
     if integer and not t.value.is_integer():
-        return Score(None, "parse_error", f"score {t.text!r} is not an integer on the {scale} scale")
-    return Score(float(t.value), "ok", how)
+        return ParsedScore(None, "parse_error", f"score {t.text!r} is not an integer on the {scale} scale")
+    return ParsedScore(float(t.value), "ok", how)
 
 
 def parse_scale_score(
     text: str | None, lo: float, hi: float, *, integer: bool = False, language: str | None = None
-) -> Score:
+) -> ParsedScore:
     """The score on ``[lo, hi]`` that a judge wrote anywhere in its reply (MEEP §5.1: "the location
     of scores within the returned text is unpredictable").
 
@@ -360,7 +360,7 @@ def parse_scale_score(
     A value outside ``[lo, hi]`` is a parse failure, never clipped; a denominator other than ``hi``
     ("8/10" on 0-100) is a parse failure, never rescaled, and neither is a value rescaled ("Score:
     0.8" on 0-100 is 0.8); with ``integer=True`` a non-integer is a parse failure. Returns
-    ``Score(value, "ok", rule)`` or ``Score(None, "parse_error", why)``.
+    ``ParsedScore(value, "ok", rule)`` or ``ParsedScore(None, "parse_error", why)``.
 
     >>> parse_scale_score("I would give this response a 75 out of 100.", 0, 100).value
     75.0
@@ -378,7 +378,7 @@ def parse_scale_score(
     'parse_error'
     """
     if text is None or not str(text).strip():
-        return Score(None, "parse_error", "empty output")
+        return ParsedScore(None, "parse_error", "empty output")
     if not lo < hi:
         raise ValueError(f"lo must be < hi, got {lo}, {hi}")
     raw = unicodedata.normalize("NFKC", str(text))
@@ -391,7 +391,7 @@ def parse_scale_score(
     for group in (final, labelled):
         values = sorted({t.value for t in group})
         if len(values) > 1:
-            return Score(
+            return ParsedScore(
                 None, "parse_error", f"ambiguous: labelled scores disagree ({', '.join(map(_fmt, values))})"
             )
         if values:
@@ -410,7 +410,7 @@ def parse_scale_score(
     if len(in_scale) == 1:
         return _check(next(iter(in_scale.values())), lo, hi, integer, "only number on the scale")
     if len(in_scale) > 1:
-        return Score(
+        return ParsedScore(
             None,
             "parse_error",
             f"several numbers on the {scale} scale ({', '.join(map(_fmt, sorted(in_scale)))}) and none labelled",
@@ -418,10 +418,10 @@ def parse_scale_score(
     if loose:
         out = sorted({t.text for t in loose})
         if len(out) == 1:
-            return Score(None, "parse_error", f"score {out[0]!r} is outside {scale}")
-        return Score(None, "parse_error", f"no number on the {scale} scale (found {', '.join(out)})")
+            return ParsedScore(None, "parse_error", f"score {out[0]!r} is outside {scale}")
+        return ParsedScore(None, "parse_error", f"no number on the {scale} scale (found {', '.join(out)})")
     for m in _RANGE.finditer(lab_text):
         a, b = (float(x.replace(",", ".")) for x in m.group(1, 2))
         if lo <= a < b <= hi and (a, b) != (lo, hi):
-            return Score(None, "parse_error", f"a range ({m.group(0).strip()}), not one {scale} score")
-    return Score(None, "parse_error", f"no {scale} score in the output")
+            return ParsedScore(None, "parse_error", f"a range ({m.group(0).strip()}), not one {scale} score")
+    return ParsedScore(None, "parse_error", f"no {scale} score in the output")

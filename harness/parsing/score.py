@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
-class Score:
+class ParsedScore:
     """``value`` when the output states one unambiguously; otherwise ``None`` with the status
     (``"missing_logprobs"``, ``"parse_error"``) and the reason in ``detail`` — never coerced to 0."""
 

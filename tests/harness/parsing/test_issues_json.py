@@ -4,7 +4,7 @@ import jsonschema  # a dev dependency: the schema check must run, never skip
 import pytest
 
 from dataset_builders.medal_labels import MEDAL_ISSUES, MEDAL_OVERALL_KEY
-from harness.verdicts.issues_json import extract_json_object, parse_issue_verdict, verdict_schema
+from harness.parsing.issues_json import extract_json_object, issues_schema, parse_issues
 
 LABELS = (*MEDAL_ISSUES, "other")
 
@@ -16,7 +16,7 @@ def verdict(overall=4, **labels):
 
 
 def parse(text):
-    return parse_issue_verdict(text, LABELS, MEDAL_OVERALL_KEY, (1, 5))
+    return parse_issues(text, LABELS, MEDAL_OVERALL_KEY, (1, 5))
 
 
 def test_valid_json_parses_every_label_and_the_overall():
@@ -111,7 +111,7 @@ def test_overall_alias_and_fractional_overall_inside_the_scale():
 
 
 def test_schema_requires_every_label_and_bounds_the_overall():
-    schema = verdict_schema(LABELS, MEDAL_OVERALL_KEY, (1, 5))
+    schema = issues_schema(LABELS, MEDAL_OVERALL_KEY, (1, 5))
     assert schema["required"] == [*LABELS, MEDAL_OVERALL_KEY]
     assert schema["properties"]["unsafe"]["properties"]["label"]["enum"] == [0, 1]
     ov = schema["properties"][MEDAL_OVERALL_KEY]["properties"]["label"]
@@ -127,9 +127,9 @@ def test_extract_returns_reason():
 
 
 def test_control_character_in_a_comment_does_not_discard_the_labels():
-    from harness.verdicts.issues_json import COMMENT_MAX_CHARS, extract_json_object, verdict_schema
+    from harness.parsing.issues_json import COMMENT_MAX_CHARS, extract_json_object, issues_schema
 
     obj, why = extract_json_object('{"a": {"label": 1, "comment": "bad\x16\r text"}}')
     assert why == "" and obj["a"]["label"] == 1
-    schema = verdict_schema(["a"], "overall")
+    schema = issues_schema(["a"], "overall")
     assert schema["properties"]["a"]["properties"]["comment"]["maxLength"] == COMMENT_MAX_CHARS

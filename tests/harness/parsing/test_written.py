@@ -2,7 +2,7 @@
 
 import pytest
 
-from harness.verdicts import parse_likert, parse_scale_score, parse_yes_no
+from harness.parsing import parse_likert, parse_scale_score, parse_yes_no
 
 
 @pytest.mark.parametrize(

@@ -21,8 +21,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from scipy.special import logsumexp, softmax
 
+from harness.parsing.score import ParsedScore
 from harness.types import LogprobsUnavailableError, Response, TokenLogprob
-from harness.verdicts.score import Score
 
 
 def _norm(tok: str) -> str:
@@ -66,7 +66,7 @@ def _choice_lp(resp: Response | Mapping[str, float | None]) -> Mapping[str, floa
     return resp
 
 
-def p_yes(resp: Response | Mapping[str, float | None], yes: str = "Yes", no: str = "No") -> Score:
+def p_yes(resp: Response | Mapping[str, float | None], yes: str = "Yes", no: str = "No") -> ParsedScore:
     """Normalised probability of the positive label: P(Yes) / (P(Yes) + P(No))."""
     lp = _choice_lp(resp)
     if lp is None:
@@ -74,18 +74,18 @@ def p_yes(resp: Response | Mapping[str, float | None], yes: str = "Yes", no: str
     sub = {yes: lp.get(yes), no: lp.get(no)}
     probs = normalized_choice_probs(sub)
     if probs is None:
-        return Score(None, "missing_logprobs", f"neither {yes!r} nor {no!r} has a log-prob")
+        return ParsedScore(None, "missing_logprobs", f"neither {yes!r} nor {no!r} has a log-prob")
     absent = [k for k, v in sub.items() if v is None]
     if absent:  # a server's top-k list (openai backend) can leave one label out: its share is ~0
-        return Score(
+        return ParsedScore(
             probs[yes], "ok", f"{absent[0]!r} not among the top log-probs: its probability taken as 0"
         )
-    return Score(probs[yes], "ok")
+    return ParsedScore(probs[yes], "ok")
 
 
 def expected_score(
     resp: Response | Mapping[str, float | None], labels: Mapping[str, float] | Sequence[str] | None = None
-) -> Score:
+) -> ParsedScore:
     """Probability-weighted score over labels (default: the digits present in the log-probs)."""
     lp = _choice_lp(resp)
     if lp is None:
@@ -95,13 +95,13 @@ def expected_score(
     values = _label_values(labels, lp)
     probs = normalized_choice_probs({k: lp.get(k) for k in values})
     if probs is None:
-        return Score(None, "missing_logprobs", f"no score label among {list(values)} has a log-prob")
-    return Score(float(sum(values[k] * p for k, p in probs.items())), "ok")
+        return ParsedScore(None, "missing_logprobs", f"no score label among {list(values)} has a log-prob")
+    return ParsedScore(float(sum(values[k] * p for k, p in probs.items())), "ok")
 
 
 def expected_score_from_tokens(
     token_logprobs: Sequence[TokenLogprob] | None, labels: Mapping[str, float] | Sequence[str]
-) -> Score:
+) -> ParsedScore:
     """G-Eval: find the first generated token that is a score label and weight its top alternatives."""
     if token_logprobs is None:
         raise LogprobsUnavailableError(
@@ -116,7 +116,7 @@ def expected_score_from_tokens(
                 top[tl.token] = tl.logprob
             lp = choice_logprobs_from_top(top, list(values))
             return expected_score(lp, values)
-    return Score(None, "parse_error", f"no generated token is one of {list(values)}")
+    return ParsedScore(None, "parse_error", f"no generated token is one of {list(values)}")
 
 
 def _label_values(
@@ -144,7 +144,7 @@ def _compact(s: str) -> str:
     return "".join(s.split())
 
 
-def continuation_word_logprob(resp: Response, continuation: str, target: str) -> Score:
+def continuation_word_logprob(resp: Response, continuation: str, target: str) -> ParsedScore:
     """GPTScore (MEEP §5.3): the log-prob of ``target`` inside the continuation echoed after the
     prompt, e.g. of "Yes" in "Answer: Yes.".
 
@@ -156,7 +156,7 @@ def continuation_word_logprob(resp: Response, continuation: str, target: str) ->
     completes the character. When the strings do not concatenate to the continuation, they are
     matched again with whitespace and the byte-level / SentencePiece space markers ("Ġ", "▁")
     removed on both sides; when that fails too, the result is a parse failure. No token log-probs:
-    ``Score(None, "missing_logprobs", ...)``.
+    ``ParsedScore(None, "missing_logprobs", ...)``.
 
     The value is a log-probability (<= 0; higher = more likely "Yes"), not a probability: the
     correlation with human ratings is taken on it directly (Spearman is rank-based, so it equals
@@ -164,14 +164,14 @@ def continuation_word_logprob(resp: Response, continuation: str, target: str) ->
     """
     tl = resp.token_logprobs
     if not tl:
-        return Score(
+        return ParsedScore(
             None,
             "missing_logprobs",
             "the response carries no continuation token log-probs (GPTScore needs a backend that scores "
             "Request.continuation: hf or vllm)",
         )
     if not target or target not in continuation:
-        return Score(
+        return ParsedScore(
             None, "parse_error", f"target {target!r} does not occur in continuation {continuation!r}"
         )
     tokens = [t.token for t in tl]
@@ -180,7 +180,7 @@ def continuation_word_logprob(resp: Response, continuation: str, target: str) ->
     if "".join(tokens) != continuation:
         pieces = [_compact(t) for t in tokens]
         if "".join(pieces) != _compact(continuation):
-            return Score(
+            return ParsedScore(
                 None,
                 "parse_error",
                 f"the token strings {tokens!r} do not reconstruct the continuation {continuation!r}",
@@ -196,8 +196,10 @@ def continuation_word_logprob(resp: Response, continuation: str, target: str) ->
         if (s < end and e > start) or (s == e and start <= s < end):
             picked.append(i)
     if not picked:  # pragma: no cover - a non-empty target inside the text always overlaps a token
-        return Score(None, "parse_error", f"no continuation token covers {target!r}")
+        return ParsedScore(None, "parse_error", f"no continuation token covers {target!r}")
     lps = [tl[i].logprob for i in picked]
     if any(lp is None or not math.isfinite(lp) for lp in lps):
-        return Score(None, "missing_logprobs", f"non-finite log-prob among the tokens of {target!r}: {lps}")
-    return Score(float(sum(lps)), "ok", f"log-prob of token(s) {[tl[i].token for i in picked]!r}")
+        return ParsedScore(
+            None, "missing_logprobs", f"non-finite log-prob among the tokens of {target!r}: {lps}"
+        )
+    return ParsedScore(float(sum(lps)), "ok", f"log-prob of token(s) {[tl[i].token for i in picked]!r}")

@@ -1,10 +1,10 @@
-"""Structured multi-label verdicts: binary issue labels + an overall score written as JSON
+"""Structured multi-label answers: binary issue labels + an overall score written as JSON
 (MEDAL Table 11).
 
 The judge is asked for one JSON object, ``{"<label>": {"label": 0/1, "comment": ""}, ...,
-"<overall_key>": {"label": 1-5, "comment": ""}}``. :func:`verdict_schema` is the matching JSON
+"<overall_key>": {"label": 1-5, "comment": ""}}``. :func:`issues_schema` is the matching JSON
 schema, sent to backends with guided decoding (vLLM, OpenAI-compatible servers); every other
-backend generates freely and :func:`parse_issue_verdict` validates the text:
+backend generates freely and :func:`parse_issues` validates the text:
 
 * the object is found after any reasoning trace (``<think>…</think>``), inside a Markdown code
   fence or as the last balanced ``{…}`` of the text that parses as JSON (strict JSON: nothing is
@@ -17,7 +17,7 @@ backend generates freely and :func:`parse_issue_verdict` validates the text:
   of ``7`` — is ``None`` for that field with the reason kept in ``errors``: never coerced to 0 and
   never clipped.
 
-The verdict's status is ``"ok"`` when the overall score parsed (labels that failed are counted
+The parsed answer's status is ``"ok"`` when the overall score parsed (labels that failed are counted
 per dimension by the meta-metrics), ``"parse_error"`` otherwise.
 """
 
@@ -28,7 +28,8 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+
+from harness.types import JSON, JSONObject
 
 _THINK = re.compile(r"<think>.*?</think>", re.S | re.I)
 _FENCE = re.compile(r"```(?:json|JSON)?\s*(\{.*?\})\s*```", re.S)
@@ -58,7 +59,11 @@ _NUMBER_WORDS = {
 
 
 @dataclass
-class IssueVerdict:
+class ParsedIssues:
+    """A judge model's JSON answer, parsed: each issue label (0/1, or ``None`` with the reason in
+    ``errors``), the overall score, the comments, and ``status`` / ``detail`` as in
+    :class:`~harness.parsing.score.ParsedScore`."""
+
     labels: dict[str, int | None]
     overall: float | None
     comments: dict[str, str] = field(default_factory=dict)
@@ -71,17 +76,17 @@ class IssueVerdict:
         return self.status == "ok" and self.overall is not None
 
 
-#: Comments are asked to be one sentence; bounding them keeps a guided verdict from spending the
+#: Comments are asked to be one sentence; bounding them keeps a guided answer from spending the
 #: whole token budget inside one string (and then being cut off, unparseable).
 COMMENT_MAX_CHARS = 400
 
 
-def verdict_schema(
+def issues_schema(
     labels: Sequence[str], overall_key: str, overall_range: tuple[float, float] = (1, 5)
-) -> dict[str, Any]:
-    """JSON schema of the verdict object (for guided decoding)."""
+) -> JSONObject:
+    """JSON schema of the answer object (for guided decoding)."""
 
-    def entry(value_schema: dict[str, Any]) -> dict[str, Any]:
+    def entry(value_schema: JSONObject) -> JSONObject:
         return {
             "type": "object",
             "properties": {
@@ -93,7 +98,7 @@ def verdict_schema(
         }
 
     lo, hi = overall_range
-    props = {name: entry({"type": "integer", "enum": [0, 1]}) for name in labels}
+    props: JSONObject = {name: entry({"type": "integer", "enum": [0, 1]}) for name in labels}
     props[overall_key] = entry({"type": "integer", "minimum": int(lo), "maximum": int(hi)})
     return {
         "type": "object",
@@ -133,7 +138,7 @@ def _balanced_objects(text: str) -> tuple[list[str], bool]:
     return spans, depth > 0
 
 
-def extract_json_object(text: str | None) -> tuple[dict[str, Any] | None, str]:
+def extract_json_object(text: str | None) -> tuple[JSONObject | None, str]:
     """The verdict object in ``text`` and ``""``, or ``None`` and why not."""
     if text is None or not str(text).strip():
         return None, "empty output"
@@ -160,7 +165,7 @@ def extract_json_object(text: str | None) -> tuple[dict[str, Any] | None, str]:
     return None, "no JSON object in the output"
 
 
-def _binary(value: Any) -> tuple[int | None, str]:
+def _binary(value: JSON) -> tuple[int | None, str]:
     if isinstance(value, bool):
         return int(value), ""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -172,7 +177,7 @@ def _binary(value: Any) -> tuple[int | None, str]:
     return None, f"label {value!r} is not 0 or 1"
 
 
-def _number(value: Any, lo: float, hi: float) -> tuple[float | None, str]:
+def _number(value: JSON, lo: float, hi: float) -> tuple[float | None, str]:
     if isinstance(value, bool):
         return None, f"score {value!r} is not a number"
     v: float | None = None
@@ -194,24 +199,24 @@ def _number(value: Any, lo: float, hi: float) -> tuple[float | None, str]:
     return v, ""
 
 
-def parse_issue_verdict(
+def parse_issues(
     text: str | None,
     labels: Sequence[str],
     overall_key: str,
     overall_range: tuple[float, float] = (1, 5),
-) -> IssueVerdict:
-    """Validate a JSON verdict; see the module docstring for what is accepted."""
+) -> ParsedIssues:
+    """Parse and validate a JSON answer; see the module docstring for what is accepted."""
     obj, why = extract_json_object(text)
     if obj is None:
-        return IssueVerdict(
+        return ParsedIssues(
             labels={name: None for name in labels},
             overall=None,
             errors={"json": why},
             status="parse_error",
             detail=why,
         )
-    by_key: Mapping[str, Any] = {_norm_key(k): v for k, v in obj.items()}
-    out = IssueVerdict(labels={}, overall=None)
+    by_key: Mapping[str, JSON] = {_norm_key(k): v for k, v in obj.items()}
+    out = ParsedIssues(labels={}, overall=None)
     lo, hi = overall_range
     for name in (*labels, overall_key):
         key = _norm_key(name)
@@ -234,8 +239,9 @@ def parse_issue_verdict(
             out.labels[name] = None
         if err:
             out.errors[name] = err
-        if isinstance(entry, Mapping) and isinstance(entry.get("comment"), str) and entry["comment"].strip():
-            out.comments[name] = entry["comment"].strip()
+        comment = entry.get("comment") if isinstance(entry, Mapping) else None
+        if isinstance(comment, str) and comment.strip():
+            out.comments[name] = comment.strip()
     if out.overall is None:
         out.status = "parse_error"
     if out.errors:

@@ -1,8 +1,8 @@
 """Parsers for judges that *write* their verdict (UPHELD App. H: yes/no and Likert 1–5, with or
 without an explanation; MEEP: a score on any scale, anywhere in the reply).
 
-A parser returns a :class:`~harness.verdicts.score.Score`: the value when the text states one
-unambiguously, otherwise ``Score(None, "parse_error", why)``. Nothing is coerced to 0: the caller
+A parser returns a :class:`~harness.parsing.score.ParsedScore`: the value when the text states one
+unambiguously, otherwise ``ParsedScore(None, "parse_error", why)``. Nothing is coerced to 0: the caller
 counts the failure and keeps the raw text.
 
 * :func:`parse_yes_no` — the verdict word the answer leads with ("Yes", "**No.**", "Answer: yes,
@@ -15,14 +15,14 @@ counts the failure and keeps the raw text.
   candidate numbers are a parse failure ("several numbers").
 
 A score on any scale written anywhere in the reply (MEEP 0–100, G-Eval 1–3) is
-:func:`harness.verdicts.scale.parse_scale_score`.
+:func:`harness.parsing.scale.parse_scale_score`.
 """
 
 from __future__ import annotations
 
 import re
 
-from harness.verdicts.score import Score
+from harness.parsing.score import ParsedScore
 
 _WORDS = {
     "one": 1,
@@ -59,35 +59,35 @@ def _value(tok: str) -> float:
     return float(_WORDS[tok]) if tok in _WORDS else float(tok)
 
 
-def parse_yes_no(text: str | None, yes: str = "Yes", no: str = "No") -> Score:
+def parse_yes_no(text: str | None, yes: str = "Yes", no: str = "No") -> ParsedScore:
     """1.0 for a yes verdict, 0.0 for a no verdict, a parse failure otherwise."""
     if text is None or not str(text).strip():
-        return Score(None, "parse_error", "empty output")
+        return ParsedScore(None, "parse_error", "empty output")
     t = str(text)
     words = {yes.casefold(): 1.0, no.casefold(): 0.0}
     lead = _LEAD_STRIP.sub("", t)
     m = re.match(r"^(" + re.escape(yes) + "|" + re.escape(no) + r")\b", lead, re.I)
     if m:
-        return Score(words[m.group(1).casefold()], "ok")
+        return ParsedScore(words[m.group(1).casefold()], "ok")
     found = {x.casefold() for x in _LABELLED_YES_NO.findall(t)} if (yes, no) == ("Yes", "No") else set()
     if len(found) == 1:
-        return Score(words[found.pop()], "ok")
+        return ParsedScore(words[found.pop()], "ok")
     if len(found) > 1:
-        return Score(None, "parse_error", "labelled answer lines disagree (both yes and no)")
+        return ParsedScore(None, "parse_error", "labelled answer lines disagree (both yes and no)")
     mentions = {
         w.casefold() for w in re.findall(r"\b(" + re.escape(yes) + "|" + re.escape(no) + r")\b", t, re.I)
     }
     if len(mentions) == 1:
-        return Score(words[mentions.pop()], "ok", "verdict word found inside the answer")
+        return ParsedScore(words[mentions.pop()], "ok", "verdict word found inside the answer")
     if not mentions:
-        return Score(None, "parse_error", f"no {yes!r}/{no!r} verdict in the output")
-    return Score(None, "parse_error", f"ambiguous: the output mentions both {yes!r} and {no!r}")
+        return ParsedScore(None, "parse_error", f"no {yes!r}/{no!r} verdict in the output")
+    return ParsedScore(None, "parse_error", f"ambiguous: the output mentions both {yes!r} and {no!r}")
 
 
-def parse_likert(text: str | None, lo: int = 1, hi: int = 5) -> Score:
+def parse_likert(text: str | None, lo: int = 1, hi: int = 5) -> ParsedScore:
     """An integer score in ``[lo, hi]`` stated by the output, a parse failure otherwise."""
     if text is None or not str(text).strip():
-        return Score(None, "parse_error", "empty output")
+        return ParsedScore(None, "parse_error", "empty output")
     t = str(text)
     lead = _LEAD_STRIP.sub("", t)
     m = _LEAD_NUM.match(lead)
@@ -104,20 +104,20 @@ def parse_likert(text: str | None, lo: int = 1, hi: int = 5) -> Score:
             if len(in_scale) == 1:
                 candidates = [in_scale.pop()]
             elif len(in_scale) > 1:
-                return Score(
+                return ParsedScore(
                     None, "parse_error", f"several numbers on the {lo}-{hi} scale: {sorted(in_scale)}"
                 )
             elif alone:
-                return Score(None, "parse_error", f"score {alone[0]!r} is outside {lo}-{hi}")
+                return ParsedScore(None, "parse_error", f"score {alone[0]!r} is outside {lo}-{hi}")
     if not candidates:
-        return Score(None, "parse_error", f"no {lo}-{hi} score in the output")
+        return ParsedScore(None, "parse_error", f"no {lo}-{hi} score in the output")
     tok = candidates[0]
     if not _is_int(tok):
-        return Score(None, "parse_error", f"score {tok!r} is not an integer on the {lo}-{hi} scale")
+        return ParsedScore(None, "parse_error", f"score {tok!r} is not an integer on the {lo}-{hi} scale")
     v = _value(tok)
     if not lo <= v <= hi:
-        return Score(None, "parse_error", f"score {tok!r} is outside {lo}-{hi}")
-    return Score(v, "ok")
+        return ParsedScore(None, "parse_error", f"score {tok!r} is outside {lo}-{hi}")
+    return ParsedScore(v, "ok")
 
 
 def _is_int(tok: str) -> bool:
