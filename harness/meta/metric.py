@@ -39,19 +39,17 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, ClassVar, TypeAlias
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from harness.meta.panel_vote import PanelView
+from harness.types import JSON  # noqa: F401  (re-exported: a JSON value, the content of a results.json section)
 
 if TYPE_CHECKING:
     from harness.tasks import TaskSpec
-
-#: a JSON value (the content of a results.json section)
-JSON: TypeAlias = dict[str, "JSON"] | list["JSON"] | str | int | float | bool | None
 
 
 class Level(StrEnum):

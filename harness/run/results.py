@@ -57,6 +57,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, overload
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -76,6 +77,8 @@ from harness.run.document import (  # noqa: F401  (re-exported: the typed reader
 
 if TYPE_CHECKING:
     from rich.table import Table
+
+    from harness.types import JSON, JSONObject
 
 SAMPLE_SCHEMA = pa.schema(
     [
@@ -122,18 +125,23 @@ def _atomic_write_bytes(path: Path, data: bytes) -> None:
 
 
 @overload
-def _json_safe(obj: Mapping[str, object]) -> dict[str, object]: ...
+def _json_safe(obj: Mapping[str, object]) -> JSONObject: ...
 @overload
-def _json_safe(obj: object) -> object: ...
-def _json_safe(obj: object) -> object:
-    """``obj`` with NaN and infinities as None (JSON has neither), mappings as dicts, tuples as lists."""
+def _json_safe(obj: object) -> JSON: ...
+def _json_safe(obj: object) -> JSON:
+    """``obj`` as JSON values: NaN and infinities as None (JSON has neither), mappings as dicts,
+    tuples as lists, NumPy scalars as Python numbers; anything else is a TypeError naming its type."""
+    if obj is None or isinstance(obj, bool | int | str):
+        return obj
     if isinstance(obj, float):
         return None if math.isnan(obj) or math.isinf(obj) else obj
     if isinstance(obj, Mapping):
         return {str(k): _json_safe(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [_json_safe(v) for v in obj]
-    return obj
+    if isinstance(obj, np.generic):
+        return _json_safe(obj.item())
+    raise TypeError(f"a {type(obj).__name__} is not a JSON value: {obj!r:.80}")
 
 
 def write_results(
