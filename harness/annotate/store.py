@@ -417,6 +417,26 @@ class Project:
             ).fetchone()
         return Progress(int(done), int(skipped), int(flagged), int(total))
 
+    def progress_by_language(self) -> list[tuple[str, str, Progress]]:
+        """(annotator, language, progress) for every annotator and language of their queue."""
+        with self._lock:
+            totals = self._conn.execute(
+                "SELECT n.name, i.language, count(*) FROM assignments a JOIN items i ON i.id = a.item "
+                "JOIN annotators n ON n.id = a.annotator GROUP BY n.id, i.language ORDER BY n.id, i.language"
+            ).fetchall()
+            done = {
+                (name, lang): (int(d), int(s), int(f))
+                for name, lang, d, s, f in self._conn.execute(
+                    "SELECT n.name, i.language, count(*), sum(s.skip), sum(s.flag IS NOT NULL) FROM submissions s "
+                    "JOIN items i ON i.id = s.item JOIN annotators n ON n.id = s.annotator "
+                    "WHERE s.retracted = 0 GROUP BY n.id, i.language"
+                )
+            }
+        return [
+            (name, lang, Progress(*done.get((name, lang), (0, 0, 0)), int(total)))
+            for name, lang, total in totals
+        ]
+
     def next_item(self, annotator: str) -> ItemView | None:
         """The first item of the annotator's queue not submitted yet (None: the queue is done)."""
         aid = self._annotator_id(annotator)
