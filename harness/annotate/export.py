@@ -148,9 +148,8 @@ def export(
     dims = _form_dimensions(project)
     form = project.form
     agree = agreement(project, n_bootstrap=n_bootstrap, seed=seed)
-    annotators = sorted(
-        {str(lab["annotator"]) for rs in by_config.values() for r in rs for lab in r["labels"]}
-    )  # type: ignore[attr-defined]
+    labelled = project.labels()
+    annotators = sorted(set(labelled.loc[labelled["value"].notna(), "annotator"].astype(str)))
 
     def write(staging: Path, release: dict[str, object]) -> None:
         staging.mkdir(parents=True)

@@ -22,6 +22,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 import krippendorff
 import numpy as np
@@ -29,9 +30,11 @@ import pandas as pd
 from scipy.stats import bootstrap
 from sklearn.metrics import cohen_kappa_score
 
+from harness.annotate.active import Estimate, estimate
+from harness.annotate.judge_runs import judge_scores, scores_for
 from harness.annotate.store import Progress, Project
-from harness.meta.agreement import ALPHA_LEVEL, adjacent_agreement, percent_agreement
-from harness.meta.metric import MetricEntry
+from harness.meta.agreement import ALPHA_LEVEL, AlphaLevel, adjacent_agreement, percent_agreement
+from harness.meta.metric import MetaMetric, MetricEntry
 
 #: tolerance of the adjacent agreement of rating scales (MEDAL Table 4, ``overall``)
 ADJACENT_TOLERANCE = 1.0
@@ -118,12 +121,38 @@ class JudgeAgreement:
 
 
 @dataclass(frozen=True)
+class ActiveStatus:
+    """The importance-weighted estimate of an active project's judge–human correlation so far."""
+
+    estimate: Estimate
+    target_half_width: float
+    more_labels: int | None  # labels still needed for the target CI half-width (None: no CI yet)
+    unplanned: int  # items outside the plan (the judge run has no score for them)
+
+    def to_json(self) -> dict[str, object]:
+        e = self.estimate
+        return {
+            "metric": e.metric,
+            "value": e.value,
+            "ci": list(e.ci) if e.ci else None,
+            "half_width": e.half_width,
+            "n_labels": e.n_labels,
+            "n_items": e.n_items,
+            "n_waiting": e.n_waiting,
+            "target_half_width": self.target_half_width,
+            "more_labels": self.more_labels,
+            "unplanned": self.unplanned,
+        }
+
+
+@dataclass(frozen=True)
 class ProjectStatus:
     name: str
     progress: list[ProgressRow]
     agreement: list[DimensionAgreement]
     judge: JudgeAgreement | None = None
     confidence: float = 0.95
+    active: ActiveStatus | None = None
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -132,6 +161,7 @@ class ProjectStatus:
             "progress": [r.to_json() for r in self.progress],
             "agreement": [a.to_json() for a in self.agreement],
             "judge": self.judge.to_json() if self.judge else None,
+            "active": self.active.to_json() if self.active else None,
         }
 
 
@@ -142,17 +172,21 @@ def _finite(value: float) -> float | None:
     return float(value) if value is not None and math.isfinite(value) else None
 
 
+@dataclass(frozen=True)
+class Boot:
+    """Bootstrap settings: resamples, confidence level, seed."""
+
+    n_bootstrap: int = 200
+    confidence: float = 0.95
+    seed: int = 0
+
+
 def _ci(
-    data: tuple[np.ndarray, ...],
-    statistic: Callable[..., float],
-    *,
-    n_bootstrap: int,
-    confidence: float,
-    seed: int,
+    data: tuple[np.ndarray, ...], statistic: Callable[..., float], boot: Boot
 ) -> tuple[float, float] | None:
     """Percentile bootstrap CI of ``statistic`` over the rows of ``data`` (paired), None when it
     cannot be computed (too few items, a statistic undefined on most resamples)."""
-    if n_bootstrap < 2 or len(data[0]) < 2:
+    if boot.n_bootstrap < 2 or len(data[0]) < 2:
         return None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -162,10 +196,10 @@ def _ci(
                 statistic,
                 paired=True,
                 vectorized=False,
-                n_resamples=n_bootstrap,
-                confidence_level=confidence,
+                n_resamples=boot.n_bootstrap,
+                confidence_level=boot.confidence,
                 method="percentile",
-                rng=np.random.default_rng(seed),
+                rng=np.random.default_rng(boot.seed),
             )
         except (ValueError, ZeroDivisionError):
             return None
@@ -200,8 +234,8 @@ def dimension_agreement(
     matrix_frame = matrix_frame.loc[:, matrix_frame.notna().sum(axis=0) >= 2]
     matrix = matrix_frame.to_numpy(dtype=float)
     n_items = matrix.shape[1]
-    level = ALPHA_LEVEL[kind]
-    boot = {"n_bootstrap": n_bootstrap, "confidence": confidence, "seed": seed}
+    level = cast(AlphaLevel, ALPHA_LEVEL[kind])
+    boot = Boot(n_bootstrap, confidence, seed)
     cols = (np.arange(n_items),)
 
     domain = np.unique(matrix[~np.isnan(matrix)]) if n_items else np.array([])
@@ -213,16 +247,16 @@ def dimension_agreement(
         return float(krippendorff.alpha(sub, value_domain=domain, level_of_measurement=level))
 
     alpha_value = alpha_of(cols[0]) if n_items else math.nan
-    alpha = Stat(_finite(alpha_value), _ci(cols, alpha_of, **boot) if n_items else None, n_items)
+    alpha = Stat(_finite(alpha_value), _ci(cols, alpha_of, boot) if n_items else None, n_items)
 
     exact = percent_agreement(triples)
     shares = _pair_shares(matrix, 0.0)
-    percent = Stat(_finite(exact.value), _ci((shares,), np.mean, **boot), exact.n_items)
+    percent = Stat(_finite(exact.value), _ci((shares,), np.mean, boot), exact.n_items)
     adjacent = None
     if kind != "binary":
         adj = adjacent_agreement(triples, ADJACENT_TOLERANCE)
         adjacent = Stat(
-            _finite(adj.value), _ci((_pair_shares(matrix, ADJACENT_TOLERANCE),), np.mean, **boot), adj.n_items
+            _finite(adj.value), _ci((_pair_shares(matrix, ADJACENT_TOLERANCE),), np.mean, boot), adj.n_items
         )
 
     kappas: dict[tuple[str, str], Stat] = {}
@@ -244,7 +278,7 @@ def dimension_agreement(
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 value = kappa_of(y1, y2)
-            kappas[(names[a], names[b])] = Stat(_finite(value), _ci((y1, y2), kappa_of, **boot), n)
+            kappas[(names[a], names[b])] = Stat(_finite(value), _ci((y1, y2), kappa_of, boot), n)
     return DimensionAgreement(dimension, kind, level, n_items, alpha, percent, adjacent, kappas, weights)
 
 
@@ -275,30 +309,6 @@ def human_means(project: Project, dimension: str | None = None) -> pd.DataFrame:
     grouped = rows.groupby(["item_id", "config", "record_id", "language"], sort=False)["value"]
     out = grouped.agg(["mean", "count"]).reset_index()
     return out.rename(columns={"mean": "human", "count": "n_labels"})
-
-
-def judge_scores(run_dir: Path, task: str | None) -> tuple[str, pd.DataFrame]:
-    """(task, frame of dataset, id, language, score) of a judge run's samples for ``task`` (the run's
-    only task when None)."""
-    from harness.run.samples import SAMPLES_FILE
-
-    path = Path(run_dir)
-    path = path / SAMPLES_FILE if path.is_dir() else path
-    if not path.is_file():
-        raise FileNotFoundError(f"{run_dir} holds no {SAMPLES_FILE}; pass the folder of a `harness run`")
-    frame = pd.read_parquet(path, columns=["task", "dataset", "id", "language", "score"])
-    tasks = sorted(frame["task"].unique())
-    if task is None:
-        if len(tasks) != 1:
-            raise ValueError(
-                f"the run {run_dir} judged several tasks ({', '.join(tasks)}); create the project with --task"
-            )
-        task = tasks[0]
-    elif task not in tasks:
-        raise ValueError(
-            f"the run {run_dir} did not judge task {task!r} (its tasks: {', '.join(tasks) or 'none'})"
-        )
-    return task, frame[frame["task"] == task].drop(columns="task")
 
 
 def judge_agreement(
@@ -340,13 +350,40 @@ def judge_agreement(
     out = MetaOutput()
     if len(samples) >= 3:
         chosen = [META_METRICS.get(n) for n in names]
-        by_class: dict[type, list] = {}
+        by_class: dict[type[MetaMetric], list[MetaMetric]] = {}
         for m in chosen:
             if m.applies(ctx):
                 by_class.setdefault(type(m), []).append(m)
         for cls, group in by_class.items():
             merge_entries(out.entries, cls.compute_together(group, ctx).entries)
     return JudgeAgreement(str(run_dir), task_name, project.form.headline_dimension, len(samples), out.entries)
+
+
+def active_status(
+    project: Project, *, target_half_width: float = 0.05, confidence: float = 0.95
+) -> ActiveStatus | None:
+    """The estimate of an active project's judge–human correlation from its labels so far (LURE
+    weights of :mod:`harness.annotate.active`), with the labels a target CI half-width needs; None
+    for a random project."""
+    plan = project.active_plan()
+    if plan is None:
+        return None
+    humans = human_means(project)
+    planned = set(plan.item_ids)
+    humans = humans[humans["item_id"].isin(planned)]
+    keys = list(zip(humans["config"], humans["record_id"], strict=True))
+    _, judge = scores_for(Path(project.meta["judge_run"]), project.meta.get("active_task") or None, keys)
+    metric = project.meta.get("active_metric", "pearson")
+    est = estimate(
+        plan,
+        list(humans["item_id"]),
+        np.array([np.nan if j is None else j for j in judge], dtype=float),
+        humans["human"].to_numpy(dtype=float),
+        metric=metric,
+        confidence=confidence,
+    )
+    more = est.labels_for_half_width(target_half_width)
+    return ActiveStatus(est, target_half_width, more, len(project.items()) - plan.n_items)
 
 
 def project_status(
@@ -356,6 +393,7 @@ def project_status(
     n_bootstrap: int = 200,
     confidence: float = 0.95,
     seed: int = 0,
+    target_half_width: float = 0.05,
 ) -> ProjectStatus:
     """Progress, agreement so far and (with a judge run) the judge's agreement with the labels."""
     rows = [ProgressRow(a, lang, p) for a, lang, p in project.progress_by_language()]
@@ -365,4 +403,5 @@ def project_status(
         if judge_run is not None
         else None
     )
-    return ProjectStatus(project.name, rows, agree, judge, confidence)
+    active = active_status(project, target_half_width=target_half_width, confidence=confidence)
+    return ProjectStatus(project.name, rows, agree, judge, confidence, active)
