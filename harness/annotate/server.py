@@ -36,8 +36,6 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError
-
 from harness.annotate.store import AnnotationError, Project, Submission
 
 if TYPE_CHECKING:
@@ -48,8 +46,6 @@ if TYPE_CHECKING:
 ASSETS = Path(str(resources.files("harness.annotate") / "assets"))
 MAX_BODY = 64 * 1024
 """The largest request body accepted (bytes): a submission with a long flag comment is a few KiB."""
-MAX_FLAG = 4000
-"""The longest flag comment accepted (characters)."""
 
 T = TypeVar("T")
 
@@ -67,40 +63,17 @@ SECURITY_HEADERS = {
 }
 
 
-class SubmitBody(BaseModel):
-    """The JSON body of ``POST /api/{token}/submit`` (unknown keys and wrong types are refused)."""
+class BadRequest(Exception):
+    """A request the web layer refuses before it reaches the store (not JSON, too large)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    item_id: StrictStr
-    submission_id: StrictStr
-    labels: dict[StrictStr, StrictInt | StrictFloat] = {}
-    skip: StrictBool = False
-    flag: StrictStr | None = None
-
-    def submission(self) -> Submission:
-        if not self.submission_id.strip() or len(self.submission_id) > 200:
-            raise AnnotationError("submission_id: expected a non-empty id of at most 200 characters (a uuid)")
-        if self.flag is not None and len(self.flag) > MAX_FLAG:
-            raise AnnotationError(f"flag: a comment of at most {MAX_FLAG} characters, got {len(self.flag)}")
-        labels = {k: float(v) for k, v in self.labels.items()}
-        return Submission(
-            item_id=self.item_id, submission_id=self.submission_id, labels=labels, skip=self.skip, flag=self.flag
-        )
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
 
 
-def _error_status(e: AnnotationError) -> int:
+def _error_status(e: AnnotationError | BadRequest) -> int:
     status = getattr(e, "status", 400)
     return status if isinstance(status, int) and 400 <= status < 500 else 400
-
-
-def body_problem(e: ValidationError) -> str:
-    """One sentence naming each field of the body that is wrong."""
-    parts = []
-    for err in e.errors():
-        where = ".".join(str(p) for p in err["loc"]) or "body"
-        parts.append(f"{where}: {err['msg']}")
-    return "bad submission: " + "; ".join(parts)
 
 
 def guideline_html(markdown: str) -> str:
@@ -128,10 +101,6 @@ MEDIA_TYPES = {
 }
 
 
-class PayloadTooLarge(Exception):
-    """A request body over :data:`MAX_BODY` (HTTP 413)."""
-
-
 async def read_body(request: Request, limit: int = MAX_BODY) -> bytes:
     """The request body, refused (without reading it all) when it is larger than ``limit`` bytes."""
     declared = request.headers.get("content-length")
@@ -139,15 +108,15 @@ async def read_body(request: Request, limit: int = MAX_BODY) -> bytes:
         try:
             size = int(declared)
         except ValueError:
-            raise AnnotationError(f"Content-Length {declared!r} is not a number") from None
+            raise BadRequest(400, f"Content-Length {declared!r} is not a number") from None
         if size > limit:
-            raise PayloadTooLarge(f"request body of {size} bytes; at most {limit} bytes are accepted")
+            raise BadRequest(413, f"request body of {size} bytes; at most {limit} bytes are accepted")
     chunks: list[bytes] = []
     total = 0
     async for chunk in request.stream():
         total += len(chunk)
         if total > limit:
-            raise PayloadTooLarge(f"request body over {limit} bytes; at most {limit} bytes are accepted")
+            raise BadRequest(413, f"request body over {limit} bytes; at most {limit} bytes are accepted")
         chunks.append(chunk)
     return b"".join(chunks)
 
@@ -156,8 +125,7 @@ def create_app(project: Project) -> Starlette:
     """The annotator app over one project (every route; JSON errors for every refusal)."""
     from starlette.applications import Starlette
     from starlette.exceptions import HTTPException
-    from starlette.requests import Request
-    from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response
+    from starlette.responses import FileResponse, HTMLResponse, Response
     from starlette.routing import Route
 
     worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="annotate-store")
@@ -184,9 +152,7 @@ def create_app(project: Project) -> Starlette:
                 token = request.path_params["token"]
                 annotator = await on_store(lambda: project.annotator_for(token))
                 return send(await handler(request, annotator))
-            except PayloadTooLarge as e:
-                return error(str(e), 413)
-            except AnnotationError as e:
+            except (AnnotationError, BadRequest) as e:
                 return error(str(e), _error_status(e))
 
         return endpoint
@@ -197,7 +163,10 @@ def create_app(project: Project) -> Starlette:
     async def next_item(request: Request, annotator: str) -> object:
         def work() -> dict[str, object]:
             item = project.next_item(annotator)
-            return {"item": None if item is None else item.to_json(), "progress": project.progress(annotator).to_json()}
+            return {
+                "item": None if item is None else item.to_json(),
+                "progress": project.progress(annotator).to_json(),
+            }
 
         return await on_store(work)
 
@@ -206,11 +175,8 @@ def create_app(project: Project) -> Starlette:
         try:
             data = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise AnnotationError(f"the body is not JSON: {e}") from None
-        try:
-            sub = SubmitBody.model_validate(data).submission()
-        except ValidationError as e:
-            raise AnnotationError(body_problem(e)) from None
+            raise BadRequest(400, f"the body is not JSON: {e}") from None
+        sub = Submission.from_json(data)
         progress = await on_store(lambda: project.submit(annotator, sub))
         return {"progress": progress.to_json()}
 
@@ -219,7 +185,10 @@ def create_app(project: Project) -> Starlette:
 
         def work() -> dict[str, object]:
             item = project.undo(annotator)
-            return {"item": None if item is None else item.to_json(), "progress": project.progress(annotator).to_json()}
+            return {
+                "item": None if item is None else item.to_json(),
+                "progress": project.progress(annotator).to_json(),
+            }
 
         return await on_store(work)
 

@@ -12,7 +12,7 @@
   const TOKEN = decodeURIComponent(parts[parts.length - 1] || "");
   const RESERVED = { enter: "submit", s: "skip", u: "undo", f: "flag" };
   const state = {
-    form: null, item: null, values: {}, active: null, busy: false, progress: null, pending: null, flagOpen: false,
+    form: null, toggleKeys: {}, item: null, values: {}, active: null, busy: false, progress: null, pending: null, flagOpen: false,
   };
 
   const $ = (id) => document.getElementById(id);
@@ -82,12 +82,24 @@
   }
 
   // -- keys ---------------------------------------------------------------------------------------
+  function assignToggleKeys(fields) {
+    // a binary issue is one toggle with one letter: the form's letter unless the page uses it
+    // (S, U, F) or another toggle took it; then a letter of the dimension's name, then any free one
+    const taken = new Set(Object.keys(RESERVED));
+    const out = {};
+    for (const f of fields.filter((x) => x.kind === "binary")) {
+      const yes = (f.points || []).find((p) => Number(p.value) === Number(f.max));
+      const preferred = [yes && yes.key, ...(f.keys || [])].filter(Boolean).map((k) => String(k).toLowerCase());
+      const name = f.dimension.toLowerCase().replace(/[^a-z]/g, "");
+      const candidates = [...preferred, ...name, ..."abcdeghijklmnopqrtvwxyz"];
+      const k = candidates.find((c) => /^[a-z]$/.test(c) && !taken.has(c));
+      if (k) { out[f.dimension] = k; taken.add(k); }
+    }
+    return out;
+  }
+
   function toggleKey(field) {
-    // a binary issue is one toggle: its key is the one of the "yes" point (or the field's only key)
-    const keys = (field.keys || []).map((k) => String(k).toLowerCase());
-    const yes = (field.points || []).find((p) => Number(p.value) === Number(field.max));
-    const k = (yes && yes.key ? String(yes.key).toLowerCase() : keys[keys.length - 1]) || "";
-    return k && !(k in RESERVED) ? k : "";
+    return state.toggleKeys[field.dimension] || "";
   }
 
   function pointKey(field, point, i) {
@@ -97,7 +109,8 @@
   }
 
   function scaleFields() {
-    return state.form.fields.filter((f) => f.kind === "likert");
+    // the fields digits fill in: Likert scales, and continuous ones with anchor points
+    return state.form.fields.filter((f) => f.kind !== "binary" && (f.points || []).length > 0);
   }
 
   // -- the form ---------------------------------------------------------------------------------------
@@ -150,7 +163,7 @@
             onclick: () => toggle(f),
           }, el("span", {}, el("span", { class: "name", text: f.dimension }), on ? " — yes" : " — no"), k ? el("kbd", { text: k.toUpperCase() }) : null),
         );
-      } else if (f.kind === "likert") {
+      } else if ((f.points || []).length > 0) {
         wrap.append(el("div", { class: "name", text: f.dimension }));
         if (f.definition) wrap.append(el("div", { class: "def", text: f.definition }));
         const points = el("div", { class: "points", role: "group", "aria-label": f.dimension });
@@ -164,23 +177,29 @@
           }, el("span", { text: formatValue(p.value) }), p.label && p.label !== formatValue(p.value) ? el("span", { class: "small", text: ` ${p.label}` }) : null, k && k !== String(formatValue(p.value)) ? el("kbd", { text: k }) : null));
         });
         wrap.append(points);
+        if (f.kind === "continuous") wrap.append(numberInput(f));
         wrap.addEventListener("click", () => { if (state.active !== f.dimension) { state.active = f.dimension; renderFields(); } });
       } else {
-        wrap.append(el("label", { class: "name", text: `${f.dimension} (${f.min}–${f.max})` }));
-        const input = el("input", {
-          type: "number", min: f.min, max: f.max, step: "any", value: state.values[f.dimension] ?? "",
-          "data-dimension": f.dimension,
-        });
-        input.addEventListener("input", () => {
-          if (input.value === "") delete state.values[f.dimension];
-          else state.values[f.dimension] = Number(input.value);
-          updateMissing();
-        });
-        wrap.append(input);
+        wrap.append(el("div", { class: "name", text: f.dimension }));
+        if (f.definition) wrap.append(el("div", { class: "def", text: f.definition }));
+        wrap.append(numberInput(f));
       }
       box.append(wrap);
     }
     updateMissing();
+  }
+
+  function numberInput(f) {
+    const input = el("input", {
+      type: "number", min: f.min, max: f.max, step: "any", value: state.values[f.dimension] ?? "",
+      "data-dimension": f.dimension, "aria-label": `${f.dimension} (${f.min}–${f.max})`,
+    });
+    input.addEventListener("change", () => {
+      if (input.value === "") delete state.values[f.dimension];
+      else state.values[f.dimension] = Number(input.value);
+      renderFields();
+    });
+    return el("label", { class: "number small" }, `any value ${formatValue(f.min)}–${formatValue(f.max)}: `, input);
   }
 
   function formatValue(v) {
@@ -402,6 +421,7 @@
     setBusy(true);
     try {
       state.form = await call("GET", "form");
+      state.toggleKeys = assignToggleKeys(state.form.fields);
       renderForm();
       await loadNext();
       document.body.dataset.ready = "1";
