@@ -64,7 +64,14 @@ class ServerProcess:
     def start(self) -> str:
         env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "harness.annotate.server", str(self.project_file), "--port", str(self.port)],
+            [
+                sys.executable,
+                "-m",
+                "harness.annotate.server",
+                str(self.project_file),
+                "--port",
+                str(self.port),
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -96,7 +103,10 @@ def projects(tmp_path_factory) -> Iterator[dict[str, object]]:
     tokens = {"medal": medal.tokens()["ann-en"], "xdial": xdial.tokens()["ann-ar"]}
     medal.close()
     xdial.close()
-    servers = {"medal": ServerProcess(root / "medal-style.sqlite"), "xdial": ServerProcess(root / "xdial-style.sqlite")}
+    servers = {
+        "medal": ServerProcess(root / "medal-style.sqlite"),
+        "xdial": ServerProcess(root / "xdial-style.sqlite"),
+    }
     for s in servers.values():
         s.start()
     yield {"root": root, "tokens": tokens, "servers": servers}
@@ -111,7 +121,11 @@ def open_page(browser, url: str, errors: list[str]):
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.on(
         "console",
-        lambda m: errors.append(m.text) if m.type == "error" and "net::ERR_CONNECTION_REFUSED" not in m.text else None,
+        lambda m: (
+            errors.append(m.text)
+            if m.type == "error" and "net::ERR_CONNECTION_REFUSED" not in m.text
+            else None
+        ),
     )
     page.goto(url)
     page.locator("body[data-ready='1']").wait_for(state="attached")
@@ -165,10 +179,16 @@ def test_two_annotators_at_once_keyboard_and_mouse_through_a_kill_9(browser, pro
         assert "Guideline" in medal.inner_text(".guideline") and medal.locator("#definitions dt").count() == 9
         assert medal.locator("button.toggle").count() == 8 and medal.locator("button.point").count() == 5
         assert "Enter" in medal.inner_text("#shortcuts") and "undo" in medal.inner_text("#shortcuts")
-        letters = [toggle_letter(medal, d) for d in medal.eval_on_selector_all("button.toggle", "b => b.map(x => x.dataset.dimension)")]
+        letters = [
+            toggle_letter(medal, d)
+            for d in medal.eval_on_selector_all("button.toggle", "b => b.map(x => x.dataset.dimension)")
+        ]
         assert len(set(letters)) == 8 and not set(letters) & {"s", "u", "f"}
         assert medal.locator(".msg").count() >= 4 and medal.locator(".persona").count() >= 1
-        assert xdial.get_attribute(".card.item", "dir") == "rtl" and xdial.get_attribute(".card.item", "lang") == "ar"
+        assert (
+            xdial.get_attribute(".card.item", "dir") == "rtl"
+            and xdial.get_attribute(".card.item", "lang") == "ar"
+        )
         assert xdial.locator(".msg.rated").count() == 1
         medal.screenshot(path=str(ARTIFACTS / "medal.png"), full_page=True)
         xdial.screenshot(path=str(ARTIFACTS / "xdial-ar.png"), full_page=True)
@@ -201,7 +221,9 @@ def test_two_annotators_at_once_keyboard_and_mouse_through_a_kill_9(browser, pro
         medal.keyboard.press("Enter")
         medal.locator("#error:not([hidden])").wait_for()
         assert "does not answer" in medal.inner_text("#error") and current(medal) == m2
-        assert medal.get_attribute(".field[data-dimension='irrelevant'] button.toggle", "aria-pressed") == "true"
+        assert (
+            medal.get_attribute(".field[data-dimension='irrelevant'] button.toggle", "aria-pressed") == "true"
+        )
         x2 = current(xdial)
         xdial.click(".field[data-dimension='relevance'] button.point[data-value='2']")
         xdial.click("#submit")
@@ -243,7 +265,9 @@ def test_two_annotators_at_once_keyboard_and_mouse_through_a_kill_9(browser, pro
         expected_m[m4] = medal_by_keyboard(medal, set(), 5)
         medal.keyboard.press("Enter")
         wait_moved_on(medal, m4)
-        assert "1 skipped" in medal.inner_text("#progress-text") and "1 flagged" in medal.inner_text("#progress-text")
+        assert "1 skipped" in medal.inner_text("#progress-text") and "1 flagged" in medal.inner_text(
+            "#progress-text"
+        )
         medal.screenshot(path=str(ARTIFACTS / "medal-after.png"), full_page=True)
     finally:
         ctx_m.close()
