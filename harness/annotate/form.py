@@ -333,8 +333,9 @@ def guideline(dims: Sequence[Dimension], task: TaskSpec | None, dataset: str) ->
                 question = question.replace("{" + placeholder + "}", f"[{placeholder}]")
             parts.append(
                 "## The question\n\nThe judges are asked (the item's text stands in the brackets):\n\n"
-                + "\n".join(f"> {line}" for line in _unescape(question).strip().splitlines())
-                + f"\n\n*Source: {tpl.source}.*"
+                + "```text\n"
+                + _unescape(question).strip()
+                + f"\n```\n\n*Source: {tpl.source}.*"
             )
     parts.append("## Labels\n\n" + dimension_table(dims))
     sources = sorted({d.source for d in dims if d.source})

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+import numpy as np
 import pyarrow.parquet as pq
 
 from harness.annotate.form import Form, form_for
@@ -46,6 +47,7 @@ from harness.provenance import utc_now
 if TYPE_CHECKING:
     import pandas as pd
 
+    from harness.annotate.active import ActivePlan
     from harness.tasks import TaskSpec
 
 SCHEMA_VERSION = "1"
@@ -53,8 +55,12 @@ SCHEMA_VERSION = "1"
 RTL_LANGUAGES = frozenset({"ar", "he", "fa", "ur", "ps", "yi", "dv", "sd", "ug", "ckb"})
 MAX_FLAG_CHARS = 2000
 MAX_ID_CHARS = 128
+_PROJECT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}$")
 _ANNOTATOR = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
 _BATCH = 20_000
+#: active selection: the uniform share of the sampling distribution, and the metric it targets
+ACTIVE_FLOOR = 0.1
+ACTIVE_METRIC = "pearson"
 Select = Literal["random", "active"]
 
 _SCHEMA = """
@@ -64,7 +70,7 @@ CREATE TABLE annotators (
 );
 CREATE TABLE items (
     id INTEGER PRIMARY KEY, key TEXT NOT NULL, config TEXT NOT NULL, record_id TEXT NOT NULL,
-    language TEXT NOT NULL, record TEXT NOT NULL, q REAL
+    language TEXT NOT NULL, record TEXT NOT NULL, q REAL, step_q REAL
 );
 CREATE TABLE assignments (
     annotator INTEGER NOT NULL, item INTEGER NOT NULL, position INTEGER NOT NULL,
@@ -189,6 +195,22 @@ def hash_token(token: str) -> str:
 
 def direction(language: str) -> Literal["ltr", "rtl"]:
     return "rtl" if language.split("-")[0].lower() in RTL_LANGUAGES else "ltr"
+
+
+def projects_dir() -> Path:
+    """Where projects live by default: ``$DIALEVAL_HOME/annotations``."""
+    from harness.cache import default_home
+
+    return default_home() / "annotations"
+
+
+def project_path(name: str, directory: Path | None = None) -> Path:
+    """The SQLite file of project ``name`` (in ``directory``, default :func:`projects_dir`)."""
+    if not _PROJECT.match(name or ""):
+        raise ProjectError(
+            f"invalid project name {name!r}: 1 to 96 letters, digits, '_', '.' or '-', starting with a letter or digit"
+        )
+    return Path(directory or projects_dir()) / f"{name}.sqlite"
 
 
 def check_annotators(names: Sequence[str]) -> list[str]:
@@ -348,6 +370,12 @@ class Project:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def set_meta(self, **values: str) -> None:
+        """Record settings of the project (e.g. the host and port its addresses use)."""
+        with self._lock, self._write():
+            self._conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", sorted(values.items()))
+        self.meta.update(values)
+
     # -- annotators and tokens --------------------------------------------------------------------
     def annotators(self) -> list[str]:
         with self._lock:
@@ -416,6 +444,26 @@ class Project:
                 (aid,),
             ).fetchone()
         return Progress(int(done), int(skipped), int(flagged), int(total))
+
+    def progress_by_language(self) -> list[tuple[str, str, Progress]]:
+        """(annotator, language, progress) for every annotator and language of their queue."""
+        with self._lock:
+            totals = self._conn.execute(
+                "SELECT n.name, i.language, count(*) FROM assignments a JOIN items i ON i.id = a.item "
+                "JOIN annotators n ON n.id = a.annotator GROUP BY n.id, i.language ORDER BY n.id, i.language"
+            ).fetchall()
+            done = {
+                (name, lang): (int(d), int(s), int(f))
+                for name, lang, d, s, f in self._conn.execute(
+                    "SELECT n.name, i.language, count(*), sum(s.skip), sum(s.flag IS NOT NULL) FROM submissions s "
+                    "JOIN items i ON i.id = s.item JOIN annotators n ON n.id = s.annotator "
+                    "WHERE s.retracted = 0 GROUP BY n.id, i.language"
+                )
+            }
+        return [
+            (name, lang, Progress(*done.get((name, lang), (0, 0, 0)), int(total)))
+            for name, lang, total in totals
+        ]
 
     def next_item(self, annotator: str) -> ItemView | None:
         """The first item of the annotator's queue not submitted yet (None: the queue is done)."""
@@ -591,6 +639,28 @@ class Project:
             columns=["item_id", "config", "record_id", "language", "q", "annotators"],
         )
 
+    def active_plan(self) -> ActivePlan | None:
+        """The sampling plan an active project's queues follow (None for random selection): the
+        planned items (those the judge run scored), their probabilities and the order they were drawn."""
+        if self.meta.get("select") != "active":
+            return None
+        from harness.annotate.active import ActivePlan
+
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT i.key, i.q, i.step_q, min(a.position) AS pos FROM items i JOIN assignments a "
+                "ON a.item = i.id WHERE i.q IS NOT NULL GROUP BY i.id ORDER BY i.id"
+            ).fetchall()
+        by_position = sorted(rows, key=lambda r: r[3])
+        return ActivePlan(
+            item_ids=tuple(r[0] for r in rows),
+            q=np.array([r[1] for r in rows], dtype=float),
+            order=tuple(r[0] for r in by_position),
+            policy="active",
+            floor=float(self.meta.get("active_floor", ACTIVE_FLOOR)),
+            step_q=np.array([r[2] for r in by_position], dtype=float),
+        )
+
     def records(self) -> Iterator[tuple[str, str, dict[str, object]]]:
         """(item key, config, source record without its labels) of every item, in the dataset's order."""
         with self._lock:
@@ -688,8 +758,8 @@ def _create(
         "per_item": str(per_item),
         "languages": ",".join(languages or []),
         "select": select,
-        "judge_run": str(judge_run or ""),
-        "surrogate_run": str(surrogate_run or ""),
+        "judge_run": str(Path(judge_run).resolve()) if judge_run else "",
+        "surrogate_run": str(Path(surrogate_run).resolve()) if surrogate_run else "",
         "seed": str(seed),
         "created_at": utc_now(),
         "form": form.to_record(),
@@ -723,9 +793,11 @@ def _create(
         raise ProjectError(
             f"the dataset {dataset_ref} (configs {', '.join(form.configs)}) has no item{where}"
         )
-    order, q = _queue_order(conn, n, select, judge_run, surrogate_run, seed, rng)
-    if q is not None:
-        conn.executemany("UPDATE items SET q = ? WHERE id = ?", ((float(p), i) for i, p in enumerate(q)))
+    extra: dict[str, str] = {}
+    order, planned = _queue_order(conn, n, select, judge_run, surrogate_run, seed, rng, form.task, extra)
+    if planned is not None:
+        conn.executemany("UPDATE items SET q = ?, step_q = ? WHERE id = ?", planned)
+    conn.executemany("INSERT INTO meta VALUES (?, ?)", sorted(extra.items()))
     with _bar(show_progress, "assigning items", total=n) as advance:
         rows: list[tuple[int, int, int]] = []
         for position, (item, chosen) in enumerate(
@@ -752,11 +824,44 @@ def _queue_order(
     surrogate_run: Path | None,
     seed: int,
     rng: random.Random,
-) -> tuple[list[int], list[float] | None]:
-    """The order items enter the queues, and each item's sampling probability (active selection)."""
+    task: str | None,
+    meta: dict[str, str],
+) -> tuple[list[int], list[tuple[float, float, int]] | None]:
+    """The order items enter the queues (item ids) and, for active selection, each planned item's
+    (q, probability when drawn, item id) (:mod:`harness.annotate.active`). Random: a seeded shuffle.
+    Active: the plan's order over the items the judge run scored; items it could not score follow,
+    shuffled, outside the plan."""
     order = list(range(n))
     rng.shuffle(order)
-    return order, None
+    if select == "random" or judge_run is None:
+        return order, None
+    from harness.annotate.active import plan_active
+    from harness.annotate.judge_runs import scores_for
+
+    keys = [(c, r) for c, r in conn.execute("SELECT config, record_id FROM items ORDER BY id")]
+    task_name, judge = scores_for(judge_run, task, keys)
+    surrogate = scores_for(surrogate_run, task_name, keys)[1] if surrogate_run is not None else None
+    scored = [i for i in range(n) if judge[i] is not None and (surrogate is None or surrogate[i] is not None)]
+    if len(scored) < 3:
+        raise ProjectError(
+            f"the judge run {judge_run} scored {len(scored)} of the project's {n} items; active selection "
+            "needs the run of the project's task on the same dataset (harness run --dataset ... --task ...)"
+        )
+    ids = [str(i) for i in scored]
+    plan = plan_active(
+        ids,
+        np.array([judge[i] for i in scored], dtype=float),
+        None if surrogate is None else np.array([surrogate[i] for i in scored], dtype=float),
+        seed=seed,
+        floor=ACTIVE_FLOOR,
+        metric=ACTIVE_METRIC,
+    )
+    meta.update(active_task=task_name, active_floor=str(ACTIVE_FLOOR), active_metric=ACTIVE_METRIC)
+    planned = [int(i) for i in plan.order]
+    q = dict(zip(plan.item_ids, plan.q, strict=True))
+    rest = [i for i in order if i not in set(scored)]
+    rows = [(float(q[str(i)]), float(sq), i) for i, sq in zip(planned, plan.step_q, strict=True)]
+    return planned + rest, rows
 
 
 @contextlib.contextmanager
