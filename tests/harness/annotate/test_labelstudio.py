@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import html
 import json
+import os
+import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -373,3 +375,48 @@ def test_an_export_with_a_bad_cell_imports_nothing(tmp_path, medal_dir):
     with pytest.raises(LabelStudioExportError, match=r"field 'overall': 6 is outside"):
         import_ls(project, path)
     assert project.labels().empty
+
+
+# --------------------------------------------------------------------------------------------------
+# provisioning the server's virtualenv
+
+SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "provision_label_studio.sh"
+
+
+def _provision(tmp_path: Path, venv_python: str) -> subprocess.CompletedProcess[str]:
+    """Run the script with a stand-in ``python3`` whose venv's python runs ``venv_python`` (sh)."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    script = (
+        '#!/bin/sh\n[ "$1" = "-m" ] && [ "$2" = "venv" ] || exit 1\nmkdir -p "$3/bin"\n'
+        f'cat > "$3/bin/python" <<\'EOF\'\n#!/bin/sh\n{venv_python}\nEOF\nchmod +x "$3/bin/python"\n'
+    )
+    (fake / "python3").write_text(script)
+    (fake / "python3").chmod(0o755)
+    env = {
+        **os.environ,
+        "PATH": f"{fake}:{os.environ['PATH']}",
+        "DIALEVAL_LABEL_STUDIO_VENV": str(tmp_path / "v"),
+    }
+    return subprocess.run(
+        ["bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def test_provisioning_says_in_one_line_that_the_package_cannot_be_installed(tmp_path):
+    res = _provision(tmp_path, 'echo "ERROR: No matching distribution found for label-studio" >&2; exit 1')
+    assert res.returncode == 3, (res.stdout, res.stderr)
+    (line,) = res.stderr.strip().splitlines()
+    assert "package cannot be installed here" in line and "No matching distribution" in line
+    assert str(tmp_path) in line  # the log's path
+    assert not (tmp_path / "v").exists()  # nothing half-built is left to be taken for a venv
+
+
+def test_provisioning_fails_when_the_installed_server_does_not_import(tmp_path):
+    res = _provision(
+        tmp_path, 'case "$*" in *"pip install"*) exit 0;; esac\necho "ImportError: no django" >&2\nexit 1'
+    )
+    assert res.returncode == 1, (res.stdout, res.stderr)
+    (line,) = res.stderr.strip().splitlines()
+    assert "does not run" in line and "ImportError: no django" in line
+    assert not (tmp_path / "v" / "provisioned").exists()
