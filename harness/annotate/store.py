@@ -802,15 +802,15 @@ def _create(
     rows_in_files = sum(pq.read_metadata(Path(dataset_dir) / data_file(c)).num_rows for c in form.configs)
     with _bar(show_progress, "reading items", total=None if languages else rows_in_files) as advance:
         for batch in _read_items(dataset_dir, form, languages):
-            rows = []
+            items: list[tuple[int, str, str, str, str, str]] = []
             for config, rid, language, record in batch:
                 key = hashlib.sha256(f"{salt}{config}\x00{rid}".encode()).hexdigest()[:16]
-                rows.append((n, key, config, rid, language, record))
+                items.append((n, key, config, rid, language, record))
                 n += 1
             conn.executemany(
-                "INSERT INTO items (id, key, config, record_id, language, record) VALUES (?,?,?,?,?,?)", rows
+                "INSERT INTO items (id, key, config, record_id, language, record) VALUES (?,?,?,?,?,?)", items
             )
-            advance(len(rows))
+            advance(len(items))
     if n == 0:
         where = f" in language(s) {', '.join(languages)}" if languages else ""
         raise ProjectError(
