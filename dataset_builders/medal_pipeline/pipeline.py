@@ -425,7 +425,7 @@ def _create_project_if_missing(
         seed=cfg.curation.seed,
         pipeline_name=cfg.name,
     )
-    n = len(made.items())
+    n = made.n_items()
     made.close()
     where = f" --dir {a.project_dir}" if a.project_dir else ""
     _say(

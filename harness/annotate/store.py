@@ -635,6 +635,10 @@ class Project:
         self._conn.execute("COMMIT")
 
     # -- reading everything -----------------------------------------------------------------------
+    def n_items(self) -> int:
+        with self._lock:
+            return int(self._conn.execute("SELECT count(*) FROM items").fetchone()[0])
+
     def items(self) -> pd.DataFrame:
         """One row per item: item_id (the opaque key), config, record_id, language, q (the active
         plan's sampling probability, else NaN) and the annotators it is assigned to."""

@@ -219,7 +219,7 @@ def start(
     except _USER_ERRORS as e:
         fail(error_message(e))
         raise AssertionError from e  # unreachable: fail exits
-    n_items = len(project.items())
+    n_items = project.n_items()
     console.print(
         f"created {name} at {project.path}: {n_items} items of {ref} ({', '.join(project.form.configs)}), "
         f"{per_item} annotator(s) per item, {select} order; form: {', '.join(project.form.dimensions)}"
@@ -451,7 +451,7 @@ def export_ls_command(
         fail(error_message(e))
         raise AssertionError from e
     console.print(
-        f"wrote {len(project.items())} Label Studio tasks to {tasks_path} and the labeling config to {config_path}; "
+        f"wrote {project.n_items()} Label Studio tasks to {tasks_path} and the labeling config to {config_path}; "
         f"import the tasks into a Label Studio project with that config, then bring its JSON export back "
         f"with `harness annotate import-ls {name} EXPORT.json`"
     )
