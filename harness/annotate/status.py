@@ -229,12 +229,16 @@ def dimension_agreement(
 ) -> DimensionAgreement:
     """Agreement on one dimension from ``labels`` (columns item_id, annotator, dimension, value)."""
     rows = labels[(labels["dimension"] == dimension) & labels["value"].notna()]
+    level = cast(AlphaLevel, ALPHA_LEVEL[kind])
+    if rows.empty:  # nothing labelled yet: every statistic undefined
+        none = Stat(None, None, 0)
+        adjacent = None if kind == "binary" else none
+        return DimensionAgreement(dimension, kind, level, 0, none, none, adjacent, {}, KAPPA_WEIGHTS.get(kind))
     triples = pd.DataFrame({"item": rows["item_id"], "annotator": rows["annotator"], "value": rows["value"]})
     matrix_frame = triples.pivot_table(index="annotator", columns="item", values="value", aggfunc="first")
     matrix_frame = matrix_frame.loc[:, matrix_frame.notna().sum(axis=0) >= 2]
     matrix = matrix_frame.to_numpy(dtype=float)
     n_items = matrix.shape[1]
-    level = cast(AlphaLevel, ALPHA_LEVEL[kind])
     boot = Boot(n_bootstrap, confidence, seed)
     cols = (np.arange(n_items),)
 

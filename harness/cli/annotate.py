@@ -146,7 +146,14 @@ def start(
             "--task", help="The task whose label schema and guideline the form shows (harness ls tasks)"
         ),
     ] = None,
-    per_item: Annotated[int, typer.Option("--per-item", min=1, help="Annotators per item")] = 1,
+    per_item: Annotated[
+        int | None,
+        typer.Option(
+            "--per-item",
+            min=1,
+            help="Annotators per item (default 2, so agreement can be measured; 1 with one annotator)",
+        ),
+    ] = None,
     languages: Annotated[
         list[str] | None, typer.Option("--languages", help="Only these languages (codes, comma-separated)")
     ] = None,
@@ -191,6 +198,7 @@ def start(
     port = DEFAULT_PORT if port is None else port
     try:
         names = check_annotators(_split(annotators))
+        per_item = min(2, len(names)) if per_item is None else per_item
         path = project_path(name, directory)
         if path.exists():
             fail(
@@ -386,6 +394,8 @@ def status_command(
     project = _open(name, directory)
     if target <= 0:
         fail("--target-half-width must be positive")
+    if judge_run is None and project.meta.get("judge_run"):
+        judge_run = Path(project.meta["judge_run"])  # the run the project was made with (active selection)
     try:
         status = project_status(project, judge_run=judge_run, n_bootstrap=bootstrap, target_half_width=target)
     except _USER_ERRORS as e:

@@ -194,6 +194,8 @@ def test_active_selection_orders_queues_by_the_plan_and_status_estimates(env, ju
             "demo-turn",
             "--annotators",
             "a,b",
+            "--per-item",
+            "1",
             "--select",
             "active",
             "--judge-run",
