@@ -180,13 +180,15 @@ def export(
             "created_at": utc_now(),
             "fingerprint": fingerprint,
             "options": {"project": project.name, "task": form.task, "source_dataset": form.dataset},
-            "inputs": [
+            "inputs": [  # per config: the project's labels (sha256 of the Parquet file they became)
                 {
-                    "kind": "annotation project",
-                    "path": str(project.path),
-                    "dataset": form.dataset,
+                    "config": c,
+                    "file": str(project.path),
+                    "source": f"annotation project {project.name} on {form.dataset}",
+                    "sha256": hashlib.sha256((staging / data_file(c)).read_bytes()).hexdigest(),
                     "dataset_dir": project.meta.get("dataset_dir"),
                 }
+                for c in entries
             ],
             "configs": entries,
             "dimensions": [d.to_dict() for d in dims],

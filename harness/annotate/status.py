@@ -233,7 +233,9 @@ def dimension_agreement(
     if rows.empty:  # nothing labelled yet: every statistic undefined
         none = Stat(None, None, 0)
         adjacent = None if kind == "binary" else none
-        return DimensionAgreement(dimension, kind, level, 0, none, none, adjacent, {}, KAPPA_WEIGHTS.get(kind))
+        return DimensionAgreement(
+            dimension, kind, level, 0, none, none, adjacent, {}, KAPPA_WEIGHTS.get(kind)
+        )
     triples = pd.DataFrame({"item": rows["item_id"], "annotator": rows["annotator"], "value": rows["value"]})
     matrix_frame = triples.pivot_table(index="annotator", columns="item", values="value", aggfunc="first")
     matrix_frame = matrix_frame.loc[:, matrix_frame.notna().sum(axis=0) >= 2]

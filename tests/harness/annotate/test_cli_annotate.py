@@ -150,6 +150,8 @@ def test_start_status_export_and_run_on_the_export(env, judge_run, tmp_path):
         assert sorted(lab["value"] for lab in row["labels"]) == pytest.approx(by_record[row["id"]])
         assert row["rating"] == pytest.approx(sum(by_record[row["id"]]) / len(by_record[row["id"]]))
         assert row["system"] is None and row["language"] in ("en", "ar")
+    shown = runner.invoke(app, ["datasets", "show", "demo-humans@1.0.0", "--agreement"])
+    assert shown.exit_code == 0 and "annotation project rel" in shown.output, shown.output
     card = (rv.path / "README.md").read_text()
     assert "Inter-annotator agreement" in card and "Guideline used" in card
     r = runner.invoke(app, ["annotate", "export", "rel", "--as", "demo-humans@1.0.0"])
