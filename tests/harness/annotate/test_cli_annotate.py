@@ -350,3 +350,38 @@ def test_label_studio_export_and_import_commands(env, tmp_path):
     assert labels["value"].tolist() == pytest.approx([4.0])
     export.write_text("not json", encoding="utf-8")
     assert str(export) in _error_line(runner.invoke(app, ["annotate", "import-ls", "ls", str(export)]))
+
+
+def test_token_and_revoke_commands(env):
+    from harness.annotate.store import AnnotationError
+
+    r = runner.invoke(
+        app,
+        [
+            "annotate",
+            "start",
+            "tok",
+            "--dataset",
+            "demo@1.0.0",
+            "--config",
+            "demo-dial",
+            "--annotators",
+            "a,b",
+            "--no-serve",
+            "-q",
+            "--port",
+            "9001",
+        ],
+    )
+    old = dict(re.findall(r"(\w)\s+│?\s*http://127\.0\.0\.1:9001/a/([A-Za-z0-9_-]+)", r.output))
+    assert set(old) == {"a", "b"}, r.output
+    r = runner.invoke(app, ["annotate", "token", "tok", "a"])
+    (new,) = re.findall(r"http://127\.0\.0\.1:9001/a/([A-Za-z0-9_-]+)", r.output)  # the project's port
+    project = Project.open(project_path("tok"))
+    assert project.annotator_for(new) == "a"
+    with pytest.raises(AnnotationError):
+        project.annotator_for(old["a"])
+    assert runner.invoke(app, ["annotate", "revoke", "tok", "b"]).exit_code == 0
+    with pytest.raises(AnnotationError):
+        project.annotator_for(old["b"])
+    assert "no annotator 'c'" in _error_line(runner.invoke(app, ["annotate", "token", "tok", "c"]))
