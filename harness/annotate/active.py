@@ -41,6 +41,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Literal
 
 import numpy as np
@@ -363,8 +364,8 @@ def _weighted_corr(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[float, 
         return None
     r = float(np.clip(c[0, 1] / math.sqrt(c[0, 0] * c[1, 1]), -1.0, 1.0))
     sw = w.sum()
-    zx = (x - np.average(x, weights=w)) / math.sqrt(c[0, 0])
-    zy = (y - np.average(y, weights=w)) / math.sqrt(c[1, 1])
+    zx = (x - (w @ x) / sw) / math.sqrt(c[0, 0])
+    zy = (y - (w @ y) / sw) / math.sqrt(c[1, 1])
     psi = zx * zy - 0.5 * r * (zx**2 + zy**2)
     var = float(np.sum(w**2 * psi**2) / sw**2)
     return r, var
@@ -425,7 +426,7 @@ def estimate(
         return result(None, None)
     r, var = got
     var *= max(0.0, 1.0 - n_used / plan.n_items)
-    zcrit = float(stats.norm.ppf(0.5 + confidence / 2.0))
+    zcrit = NormalDist().inv_cdf(0.5 + confidence / 2.0)
     if n_used >= plan.n_items or var <= 0:
         ci = (r, r)
     else:
