@@ -25,7 +25,9 @@ unbiased for its pool mean. The correlation is the weighted Pearson correlation 
 mid-ranks for Spearman) of the labelled items: a smooth function of weighted means, consistent for
 the pool value with an ``O(1/M)`` bias like the ordinary sample correlation; with uniform draws
 every weight is 1 and it *is* the ordinary sample correlation. Its CI is the delta-method
-(sandwich) interval on Fisher's z scale with the finite-population factor ``1 - M / N``.
+(sandwich) interval on Fisher's z scale, each item's term with the finite-population factor
+``1 - π_i``, ``π_i ≈ min(1, M q_i)`` its inclusion probability (``1 - M / N`` for random
+selection).
 
 **Assumptions.** The labels of the pool are fixed (noisy draws independent of the selection given
 the item); the plan (judge and surrogate scores) is fixed before the first label, or recalibrated
@@ -356,9 +358,12 @@ def _weighted_midranks(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return mid[np.searchsorted(uniq, x)]
 
 
-def _weighted_corr(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[float, float] | None:
-    """Weighted Pearson correlation and its delta-method variance (with-replacement sandwich);
-    None when undefined (no variation)."""
+def _weighted_corr(
+    x: np.ndarray, y: np.ndarray, w: np.ndarray, fpc: np.ndarray | None = None
+) -> tuple[float, float] | None:
+    """Weighted Pearson correlation and its delta-method (sandwich) variance, each item's term
+    multiplied by its finite-population factor ``fpc`` (1 - its inclusion probability; default 1:
+    sampling with replacement); None when undefined (no variation)."""
     c = np.cov(x, y, aweights=w, bias=True)
     if not (c[0, 0] > 0 and c[1, 1] > 0):
         return None
@@ -367,8 +372,8 @@ def _weighted_corr(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[float, 
     zx = (x - (w @ x) / sw) / math.sqrt(c[0, 0])
     zy = (y - (w @ y) / sw) / math.sqrt(c[1, 1])
     psi = zx * zy - 0.5 * r * (zx**2 + zy**2)
-    var = float(np.sum(w**2 * psi**2) / sw**2)
-    return r, var
+    terms = w**2 * psi**2 if fpc is None else fpc * w**2 * psi**2
+    return r, float(np.sum(terms) / sw**2)
 
 
 def estimate(
@@ -421,11 +426,15 @@ def estimate(
     x, y, wu = j[used], h[used], w[used]
     if metric == "spearman":
         x, y = _weighted_midranks(x, wu), _weighted_midranks(y, wu)
-    got = _weighted_corr(x, y, wu)
+    # each item's inclusion probability in a sample of n_used, approximated as min(1, n_used q_i):
+    # the finite-population factor 1 - n/N of simple random sampling, item by item
+    pos = {item: k for k, item in enumerate(plan.item_ids)}
+    q_used = plan.q[[pos[i] for i, u in zip(ids, used, strict=True) if u]]
+    fpc = 1.0 - np.minimum(1.0, n_used * q_used)
+    got = _weighted_corr(x, y, wu, fpc)
     if got is None:
         return result(None, None)
     r, var = got
-    var *= max(0.0, 1.0 - n_used / plan.n_items)
     zcrit = NormalDist().inv_cdf(0.5 + confidence / 2.0)
     if n_used >= plan.n_items or var <= 0:
         ci = (r, r)
