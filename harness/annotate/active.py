@@ -25,11 +25,14 @@ unbiased for its pool mean. The correlation is the weighted Pearson correlation 
 mid-ranks for Spearman) of the labelled items: a smooth function of weighted means, consistent for
 the pool value with an ``O(1/M)`` bias like the ordinary sample correlation; with uniform draws
 every weight is 1 and it *is* the ordinary sample correlation. Its CI is the delta-method
-(sandwich) interval on Fisher's z scale with the finite-population factor ``1 - M / N``.
+(sandwich) interval on Fisher's z scale, each item's term with the finite-population factor
+``1 - π_i``, ``π_i ≈ min(1, M q_i)`` its inclusion probability (``1 - M / N`` for random
+selection).
 
 **Assumptions.** The labels of the pool are fixed (noisy draws independent of the selection given
-the item); the plan (judge and surrogate scores) is fixed before the first label and the surrogate
-has not seen the labels it is scored against; the labelled items are a prefix of the plan's order
+the item); the plan (judge and surrogate scores) is fixed before the first label, or recalibrated
+by :func:`replan`, whose proposal for each later draw depends only on the labels before it, and the
+surrogate has not been trained on the labels it is scored against; the labelled items are a prefix of the plan's order
 (labels past the first unlabelled item of the order wait until that gap is filled); the number of
 labels is not chosen by peeking at the estimate.
 """
@@ -40,6 +43,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Literal
 
 import numpy as np
@@ -139,22 +143,34 @@ class ActivePlan:
         return np.array([by_item.get(i, 0.0) for i in labelled], dtype=float)
 
 
-def _draw(ids: tuple[str, ...], q: np.ndarray, seed: int, policy: str, floor: float) -> ActivePlan:
+def _draw(
+    ids: tuple[str, ...],
+    q: np.ndarray,
+    seed: int,
+    policy: str,
+    floor: float,
+    done: Sequence[int] = (),
+    done_q: np.ndarray | None = None,
+) -> ActivePlan:
     """Successive sampling without replacement proportional to ``q`` (Efraimidis–Spirakis keys:
-    sorting ``log(U) / q`` gives that order), with each draw's probability at the time."""
+    sorting ``log(U) / q`` gives that order), with each draw's probability at the time; the items
+    ``done`` (positions, already drawn with probabilities ``done_q``) stay first."""
     rng = np.random.default_rng(seed)
-    keys = np.log(rng.random(q.shape[0])) / q
-    idx = np.argsort(-keys, kind="stable")
-    drawn = q[idx]
+    rest = np.setdiff1d(np.arange(q.shape[0]), np.asarray(done, dtype=int), assume_unique=False)
+    qr = q[rest] / q[rest].sum()
+    keys = np.log(rng.random(rest.shape[0])) / qr
+    idx = rest[np.argsort(-keys, kind="stable")]
+    drawn = q[idx] / q[rest].sum()
     before = np.concatenate(([0.0], np.cumsum(drawn)[:-1]))
     remaining = np.clip(1.0 - before, drawn, None)  # rounding: never below the item's own mass
+    head = np.zeros(0) if done_q is None else np.asarray(done_q, dtype=float)
     return ActivePlan(
         item_ids=ids,
         q=q,
-        order=tuple(ids[i] for i in idx),
+        order=tuple(ids[i] for i in (*done, *idx)),
         policy=policy,
         floor=floor,
-        step_q=drawn / remaining,
+        step_q=np.concatenate((head, drawn / remaining)),
     )
 
 
@@ -179,7 +195,8 @@ def acquisition(
     the judge's standardised score, or normal score for Spearman; ``u``: the human label's). ``u`` is
     predicted as Gaussian given the judge and the surrogate, with assumed correlations
     ``judge_corr`` (judge–human) and ``surrogate_corr`` (surrogate–human); by default both are
-    ``sqrt(ρ)`` for the judges' correlation ρ with each other (one common factor), capped at 0.7.
+    ``sqrt(|ρ|)`` for the judges' correlation ρ with each other (one common factor; the surrogate's
+    with the sign of ρ), capped at 0.7; :func:`replan` estimates them from the labels so far.
     Without a surrogate, ``u`` depends on the judge alone."""
     _check_metric(metric)
     to_z = _normal_scores if metric == "spearman" else _standardise
@@ -191,11 +208,12 @@ def acquisition(
         rho = float(np.clip(np.mean(z * g), -0.99, 0.99))
     default = min(math.sqrt(abs(rho)), _MAX_ASSUMED_CORR)
     r_jh = default if judge_corr is None else float(judge_corr)
-    r_gh = 0.0 if surrogate is None else default if surrogate_corr is None else float(surrogate_corr)
+    # by default a surrogate that disagrees with the judge in sign disagrees with the humans too
+    default_gh = default if rho >= 0 else -default
+    r_gh = 0.0 if surrogate is None else default_gh if surrogate_corr is None else float(surrogate_corr)
     # u | z, g ~ N(mean, tau^2) under a trivariate standard normal with the assumed correlations
     cov = np.array([[1.0, rho], [rho, 1.0]])
-    # a surrogate that disagrees with the judge in sign is assumed to disagree with the humans too
-    c = np.array([r_jh, r_gh if rho >= 0 else -r_gh])
+    c = np.array([r_jh, r_gh])
     beta = np.linalg.solve(cov, c)
     tau2 = float(np.clip(1.0 - c @ beta, 0.05, 1.0))
     mean = beta[0] * z + beta[1] * g
@@ -233,6 +251,60 @@ def plan_active(
     q = (1.0 - floor) * acq + floor / n
     q = q / q.sum()
     return _draw(ids, q, seed, "active", floor)
+
+
+def replan(
+    plan: ActivePlan,
+    labelled: Sequence[str],
+    human: np.ndarray,
+    judge: np.ndarray,
+    surrogate: np.ndarray | None,
+    *,
+    seed: int,
+    metric: str = "pearson",
+    min_labels: int = 20,
+) -> ActivePlan:
+    """The plan recalibrated on the labels so far: the labelled prefix of ``plan.order`` stays as
+    drawn; the remaining items are drawn again from a proposal whose judge–human and
+    surrogate–human correlations are the weighted estimates from those labels (the defaults of
+    :func:`acquisition` until there are ``min_labels``). The LURE weights stay unbiased: each draw's
+    probability depends only on the labels before it.
+
+    ``judge`` and ``surrogate``: the pool's scores, aligned with ``plan.item_ids``; ``human``: the
+    labels of ``labelled``, aligned with it. A random plan is returned unchanged."""
+    if plan.policy == "random":
+        return plan
+    _check_metric(metric)
+    n = plan.n_items
+    j = _scores("judge", judge, n)
+    g = None if surrogate is None else _scores("surrogate", surrogate, n)
+    ids = list(labelled)
+    h = _scores("human", human, len(ids))
+    m = plan.prefix(ids)
+    pos = {item: k for k, item in enumerate(plan.item_ids)}
+    head = [pos[i] for i in plan.order[:m]]
+    r_jh = r_gh = None
+    if m >= min_labels:
+        w = plan.weights(ids)
+        keep = w > 0
+        label_of = dict(zip(ids, h, strict=True))
+        hh = np.array([label_of[i] for i in plan.order[:m]])
+        by_item = dict(zip(np.asarray(ids)[keep], w[keep], strict=True))
+        ww = np.array([by_item[i] for i in plan.order[:m]])
+        rank = metric == "spearman"
+        fit_j = _weighted_corr(*_pair(j[head], hh, ww, rank), ww)
+        r_jh = None if fit_j is None else float(np.clip(fit_j[0], -0.9, 0.9))
+        if g is not None:
+            fit_g = _weighted_corr(*_pair(g[head], hh, ww, rank), ww)
+            r_gh = None if fit_g is None else float(np.clip(fit_g[0], -0.9, 0.9))
+    acq = acquisition(j, g, metric=metric, surrogate_corr=r_gh, judge_corr=r_jh)
+    q = (1.0 - plan.floor) * acq + plan.floor / n
+    q = q / q.sum()
+    return _draw(plan.item_ids, q, seed, plan.policy, plan.floor, head, plan.step_q[:m])
+
+
+def _pair(x: np.ndarray, y: np.ndarray, w: np.ndarray, rank: bool) -> tuple[np.ndarray, np.ndarray]:
+    return (_weighted_midranks(x, w), _weighted_midranks(y, w)) if rank else (x, y)
 
 
 def _check_metric(metric: str) -> None:
@@ -286,19 +358,22 @@ def _weighted_midranks(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return mid[np.searchsorted(uniq, x)]
 
 
-def _weighted_corr(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[float, float] | None:
-    """Weighted Pearson correlation and its delta-method variance (with-replacement sandwich);
-    None when undefined (no variation)."""
+def _weighted_corr(
+    x: np.ndarray, y: np.ndarray, w: np.ndarray, fpc: np.ndarray | None = None
+) -> tuple[float, float] | None:
+    """Weighted Pearson correlation and its delta-method (sandwich) variance, each item's term
+    multiplied by its finite-population factor ``fpc`` (1 - its inclusion probability; default 1:
+    sampling with replacement); None when undefined (no variation)."""
     c = np.cov(x, y, aweights=w, bias=True)
     if not (c[0, 0] > 0 and c[1, 1] > 0):
         return None
     r = float(np.clip(c[0, 1] / math.sqrt(c[0, 0] * c[1, 1]), -1.0, 1.0))
     sw = w.sum()
-    zx = (x - np.average(x, weights=w)) / math.sqrt(c[0, 0])
-    zy = (y - np.average(y, weights=w)) / math.sqrt(c[1, 1])
+    zx = (x - (w @ x) / sw) / math.sqrt(c[0, 0])
+    zy = (y - (w @ y) / sw) / math.sqrt(c[1, 1])
     psi = zx * zy - 0.5 * r * (zx**2 + zy**2)
-    var = float(np.sum(w**2 * psi**2) / sw**2)
-    return r, var
+    terms = w**2 * psi**2 if fpc is None else fpc * w**2 * psi**2
+    return r, float(np.sum(terms) / sw**2)
 
 
 def estimate(
@@ -351,12 +426,16 @@ def estimate(
     x, y, wu = j[used], h[used], w[used]
     if metric == "spearman":
         x, y = _weighted_midranks(x, wu), _weighted_midranks(y, wu)
-    got = _weighted_corr(x, y, wu)
+    # each item's inclusion probability in a sample of n_used, approximated as min(1, n_used q_i):
+    # the finite-population factor 1 - n/N of simple random sampling, item by item
+    pos = {item: k for k, item in enumerate(plan.item_ids)}
+    q_used = plan.q[[pos[i] for i, u in zip(ids, used, strict=True) if u]]
+    fpc = 1.0 - np.minimum(1.0, n_used * q_used)
+    got = _weighted_corr(x, y, wu, fpc)
     if got is None:
         return result(None, None)
     r, var = got
-    var *= max(0.0, 1.0 - n_used / plan.n_items)
-    zcrit = float(stats.norm.ppf(0.5 + confidence / 2.0))
+    zcrit = NormalDist().inv_cdf(0.5 + confidence / 2.0)
     if n_used >= plan.n_items or var <= 0:
         ci = (r, r)
     else:

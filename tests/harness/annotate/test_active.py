@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from harness.annotate.active import Estimate, estimate, plan_active, plan_random
+from harness.annotate.active import Estimate, estimate, plan_active, plan_random, replan
 
 
 def _pool(n: int = 600, seed: int = 7) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
@@ -195,3 +195,38 @@ def test_bad_input_gets_one_clear_error():
         estimate(plan, [*labelled[:9], "stranger"], judge[:10], human[:10])
     with pytest.raises(ValueError, match="metric"):
         estimate(plan, labelled, judge[:10], human[:10], metric="kendall")
+
+
+def test_replan_keeps_the_labelled_prefix_and_redraws_the_rest():
+    ids, judge, surrogate, human = _pool(200)
+    pos = {i: k for k, i in enumerate(ids)}
+    plan = plan_active(ids, judge, surrogate, seed=1)
+    labelled = list(plan.order[:40])
+    again = replan(plan, labelled, human[[pos[i] for i in labelled]], judge, surrogate, seed=2)
+    assert again.order[:40] == plan.order[:40]
+    assert np.allclose(again.step_q[:40], plan.step_q[:40])
+    assert sorted(again.order) == sorted(ids)
+    assert again.order[40:] != plan.order[40:]
+    assert again.q.sum() == pytest.approx(1.0) and again.q.min() >= plan.floor / len(ids) * (1 - 1e-9)
+    rand = plan_random(ids, seed=0)
+    assert replan(rand, labelled, human[:40], judge, surrogate, seed=2) is rand
+
+
+def test_estimates_stay_unbiased_when_the_plan_is_recalibrated_on_the_labels_so_far():
+    ids, judge, surrogate, human = _pool()
+    pos = {i: k for k, i in enumerate(ids)}
+    truth = stats.pearsonr(judge, human)[0]
+    means, values = [], []
+    for seed in range(300):
+        plan = plan_active(ids, judge, surrogate, seed=seed)
+        for m in (30, 60):
+            done = list(plan.order[:m])
+            plan = replan(plan, done, human[[pos[i] for i in done]], judge, surrogate, seed=10_000 + seed)
+        labelled = list(plan.order[:150])
+        rows = [pos[i] for i in labelled]
+        means.append(np.mean(plan.weights(labelled) * human[rows]))
+        values.append(estimate(plan, labelled, judge[rows], human[rows]).value)
+    se = np.std(means, ddof=1) / math.sqrt(len(means))
+    assert abs(np.mean(means) - human.mean()) < 4 * se
+    se_r = np.std(values, ddof=1) / math.sqrt(len(values))
+    assert abs(np.mean(values) - truth) < 4 * se_r + 0.002
