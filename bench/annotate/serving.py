@@ -371,8 +371,8 @@ def markdown(r: dict) -> str:
             if r.get("project_reused")
             else f"Creating the project (reading {r['items']:,} items, assigning them): {r['project_create_s']:.0f} s. "
         )
-        + f"One store call in process, before the run: next item {r['store_ms']['next_item']:.0f} ms, progress "
-        f"{r['store_ms']['progress']:.0f} ms (a next-item request makes both); the server answers reads on "
+        + f"One store call in process, before the run: next item {r['store_ms']['next_item']:.1f} ms, progress "
+        f"{r['store_ms']['progress']:.1f} ms (a next-item request makes both); the server answers reads on "
         "four connections and writes one at a time, so with ten annotators a request also waits for the others'.",
     ]
     return "\n".join(lines)
