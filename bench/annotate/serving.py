@@ -378,6 +378,18 @@ def markdown(r: dict) -> str:
     return "\n".join(lines)
 
 
+def sentence(r: dict) -> str:
+    """One line for docs/annotation.md."""
+    nx = r["next_item"]
+    return (
+        f"Measured ({r['machine']['date']}, a {r['machine']['cpus']}-core machine shared with other jobs): "
+        f"{r['annotators']} annotators at once on a {r['items']:,}-item project sent {r['sent']:,} submissions "
+        f"through a kill -9 of the server; {r['stored_of_sent']:,} were stored, {r['lost']} lost, "
+        f"{r['duplicated']} duplicated; the next item came in {nx['p50_ms']:.0f} ms (median), "
+        f"{nx['p95_ms']:.0f} ms (p95)."
+    )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--items", type=int, default=1_000_000)
