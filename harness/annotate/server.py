@@ -19,8 +19,10 @@ API (all JSON; errors are ``{"error": message}`` with status 400, 403, 404, 405 
     POST /api/{token}/undo         {"item": the reopened item with its earlier labels, or null, "progress": ...}
     GET  /api/{token}/progress     {"done", "skipped", "flagged", "total"}
 
-The store's calls run on one worker thread, in order (SQLite writes are serialised anyway); the event
-loop stays free to read and refuse request bodies. A body over :data:`MAX_BODY` bytes is refused with
+The store's calls run off the event loop (:class:`StoreCalls`): writes (submit, undo) on one thread,
+in order, through the served :class:`Project`; reads (token, next item, progress) on a few threads,
+each with its own connection to the same SQLite file, which in WAL mode sees every committed write
+and never waits for the writer. The event loop stays free to read and refuse request bodies. A body over :data:`MAX_BODY` bytes is refused with
 413 from its Content-Length, or, without one, as soon as the stream passes the cap (it is never read whole).
 """
 
@@ -46,6 +48,8 @@ if TYPE_CHECKING:
 ASSETS = Path(str(resources.files("harness.annotate") / "assets"))
 MAX_BODY = 64 * 1024
 """The largest request body accepted (bytes): a submission with a long flag comment is a few KiB."""
+READERS = 4
+"""Threads (each with its own connection) that answer the read-only calls."""
 
 T = TypeVar("T")
 
@@ -121,6 +125,44 @@ async def read_body(request: Request, limit: int = MAX_BODY) -> bytes:
     return b"".join(chunks)
 
 
+class StoreCalls:
+    """The project's calls, run off the event loop: writes on one thread through ``project`` (so a
+    submission's idempotence check and its insert never interleave with another write), reads on
+    ``readers`` threads, each with its own :meth:`Project.open` of the same file."""
+
+    def __init__(self, project: Project, readers: int = READERS) -> None:
+        self.project = project
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="annotate-write")
+        self._readers = ThreadPoolExecutor(max_workers=readers, thread_name_prefix="annotate-read")
+        self._local = threading.local()
+        self._opened: list[Project] = []
+        self._lock = threading.Lock()
+
+    def _reader(self) -> Project:
+        mine: Project | None = getattr(self._local, "project", None)
+        if mine is None:
+            mine = Project.open(self.project.path)
+            self._local.project = mine
+            with self._lock:
+                self._opened.append(mine)
+        return mine
+
+    async def read(self, fn: Callable[[Project], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._readers, lambda: fn(self._reader()))
+
+    async def write(self, fn: Callable[[Project], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._writer, lambda: fn(self.project))
+
+    def close(self) -> None:
+        """Wait for the calls under way, then close the readers' connections (not the project's)."""
+        self._writer.shutdown(wait=True)
+        self._readers.shutdown(wait=True)
+        with self._lock:
+            for p in self._opened:
+                p.close()
+            self._opened.clear()
+
+
 def create_app(project: Project) -> Starlette:
     """The annotator app over one project (every route; JSON errors for every refusal)."""
     from starlette.applications import Starlette
@@ -128,7 +170,7 @@ def create_app(project: Project) -> Starlette:
     from starlette.responses import FileResponse, HTMLResponse, Response
     from starlette.routing import Route
 
-    worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="annotate-store")
+    store = StoreCalls(project)
     files = asset_files()
     page = page_html()
     form_json: dict[str, object] = dict(project.form.to_json())
@@ -143,14 +185,11 @@ def create_app(project: Project) -> Starlette:
     def error(message: str, status: int) -> Response:
         return send({"error": message}, status)
 
-    async def on_store(fn: Callable[[], T]) -> T:
-        return await asyncio.get_running_loop().run_in_executor(worker, fn)
-
     def api(handler: Callable[[Request, str], Any]) -> Callable[[Request], Any]:
         async def endpoint(request: Request) -> Response:
             try:
                 token = request.path_params["token"]
-                annotator = await on_store(lambda: project.annotator_for(token))
+                annotator = await store.read(lambda p: p.annotator_for(token))
                 return send(await handler(request, annotator))
             except (AnnotationError, BadRequest) as e:
                 return error(str(e), _error_status(e))
@@ -161,14 +200,14 @@ def create_app(project: Project) -> Starlette:
         return form_json
 
     async def next_item(request: Request, annotator: str) -> object:
-        def work() -> dict[str, object]:
-            item = project.next_item(annotator)
+        def work(p: Project) -> dict[str, object]:
+            item = p.next_item(annotator)
             return {
                 "item": None if item is None else item.to_json(),
-                "progress": project.progress(annotator).to_json(),
+                "progress": p.progress(annotator).to_json(),
             }
 
-        return await on_store(work)
+        return await store.read(work)
 
     async def submit(request: Request, annotator: str) -> object:
         raw = await read_body(request)
@@ -177,28 +216,28 @@ def create_app(project: Project) -> Starlette:
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise BadRequest(400, f"the body is not JSON: {e}") from None
         sub = Submission.from_json(data)
-        progress = await on_store(lambda: project.submit(annotator, sub))
+        progress = await store.write(lambda p: p.submit(annotator, sub))
         return {"progress": progress.to_json()}
 
     async def undo(request: Request, annotator: str) -> object:
         await read_body(request)  # nothing expected; a huge body is still refused
 
-        def work() -> dict[str, object]:
-            item = project.undo(annotator)
+        def work(p: Project) -> dict[str, object]:
+            item = p.undo(annotator)
             return {
                 "item": None if item is None else item.to_json(),
-                "progress": project.progress(annotator).to_json(),
+                "progress": p.progress(annotator).to_json(),
             }
 
-        return await on_store(work)
+        return await store.write(work)
 
     async def progress(request: Request, annotator: str) -> object:
-        return (await on_store(lambda: project.progress(annotator))).to_json()
+        return (await store.read(lambda p: p.progress(annotator))).to_json()
 
     async def annotator_page(request: Request) -> Response:
         token = request.path_params["token"]
         try:
-            await on_store(lambda: project.annotator_for(token))
+            await store.read(lambda p: p.annotator_for(token))
         except AnnotationError as e:
             return error(str(e), _error_status(e))
         return HTMLResponse(page, headers=SECURITY_HEADERS)
@@ -228,7 +267,7 @@ def create_app(project: Project) -> Starlette:
         Route("/api/{token}/progress", api(progress)),
     ]
     app = Starlette(routes=routes, exception_handlers={HTTPException: http_error})
-    app.state.worker = worker
+    app.state.store = store
     return app
 
 
@@ -259,7 +298,7 @@ class AnnotationServer:
         except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it shut down on: the normal way to stop
             pass
         finally:
-            self.app.state.worker.shutdown(wait=True)
+            self.app.state.store.close()
             self.sock.close()
 
     def __enter__(self) -> AnnotationServer:
