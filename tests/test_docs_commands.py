@@ -50,6 +50,11 @@ NOT_EXECUTED: list[tuple[str, str]] = [
         "a dataset version built from benchmark files users bring",
     ),
     (r"^harness view\b(?!.*--bundle)", "starts a web server"),
+    (r"^harness annotate (start|serve)\b", "starts the annotators' web server (runs until Ctrl-C)"),
+    (
+        r"^harness annotate (status|export)\b|demo-relevance@",
+        "reads an annotation project the user made before",
+    ),
     (
         r"datasets/xdial-eval|--dataset dstc11-common",
         "a dataset directory built from benchmark files users bring",

@@ -1,7 +1,8 @@
 """A project's labels as an immutable dataset version in the common schema (``harness annotate export``).
 
 Every item with at least one label becomes a record of its source config (same config names, ids,
-texts and metadata as the source dataset, so the source's tasks run on it): ``labels`` holds every
+texts and common-schema metadata as the source dataset, so the source's tasks run on it; columns a
+source has beyond the common schema are not carried): ``labels`` holds every
 annotator's label of every dimension of the form, ``aggregates`` the per-dimension aggregates
 (``n``, ``mean``, ``aggregate`` = sum / sum of maxima, ``majority`` = the unique mode, UPHELD's
 agreement bucket), ``rating`` the mean of the headline dimension and ``dimension`` its name. Items
@@ -84,6 +85,7 @@ def records(project: Project) -> tuple[dict[str, list[dict[str, object]]], int, 
             {"annotator": annotator, "dimension": dim, "value": float(value), "raw": f"{float(value):g}"}
         )
     dims = _form_dimensions(project)
+    columns = set(FEATURES_BY_LEVEL[form.level])  # the common schema: a source's extra columns stay behind
     out: dict[str, list[dict[str, object]]] = {c: [] for c in form.configs}
     left_out = 0
     for key, config, record in project.records():
@@ -96,7 +98,7 @@ def records(project: Project) -> tuple[dict[str, list[dict[str, object]]], int, 
         headline = next((a["mean"] for a in aggs if a["dimension"] == form.headline_dimension), None)
         out[config].append(
             {
-                **record,
+                **{k: v for k, v in record.items() if k in columns},
                 "dimension": form.headline_dimension,
                 "rating": headline,
                 "labels": labs,

@@ -383,7 +383,7 @@ def active_status(
         confidence=confidence,
     )
     more = est.labels_for_half_width(target_half_width)
-    return ActiveStatus(est, target_half_width, more, len(project.items()) - plan.n_items)
+    return ActiveStatus(est, target_half_width, more, project.n_items() - plan.n_items)
 
 
 def project_status(

@@ -66,7 +66,9 @@ Select = Literal["random", "active"]
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE annotators (
-    id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, token_hash TEXT, revoked INTEGER NOT NULL DEFAULT 0
+    id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, token_hash TEXT, revoked INTEGER NOT NULL DEFAULT 0,
+    total INTEGER NOT NULL DEFAULT 0, done INTEGER NOT NULL DEFAULT 0, skipped INTEGER NOT NULL DEFAULT 0,
+    flagged INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE items (
     id INTEGER PRIMARY KEY, key TEXT NOT NULL, config TEXT NOT NULL, record_id TEXT NOT NULL,
@@ -74,8 +76,8 @@ CREATE TABLE items (
 );
 CREATE TABLE assignments (
     annotator INTEGER NOT NULL, item INTEGER NOT NULL, position INTEGER NOT NULL,
-    state INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (annotator, item)
-) WITHOUT ROWID;
+    state INTEGER NOT NULL DEFAULT 0
+);
 CREATE TABLE submissions (
     id INTEGER PRIMARY KEY, submission_id TEXT NOT NULL UNIQUE, annotator INTEGER NOT NULL,
     item INTEGER NOT NULL, labels TEXT NOT NULL, skip INTEGER NOT NULL, flag TEXT,
@@ -85,6 +87,7 @@ CREATE TABLE submissions (
 # built after the bulk insert (faster than maintaining them row by row)
 _INDEXES = """
 CREATE UNIQUE INDEX items_key ON items (key);
+CREATE UNIQUE INDEX assignment ON assignments (annotator, item);
 CREATE INDEX queue ON assignments (annotator, state, position);
 CREATE INDEX by_item ON assignments (item);
 CREATE INDEX history ON submissions (annotator, retracted, id);
@@ -435,14 +438,13 @@ class Project:
     def progress(self, annotator: str) -> Progress:
         aid = self._annotator_id(annotator)
         with self._lock:
-            total = self._conn.execute(
-                "SELECT count(*) FROM assignments WHERE annotator = ?", (aid,)
-            ).fetchone()[0]
-            done, skipped, flagged = self._conn.execute(
-                "SELECT count(*), coalesce(sum(skip), 0), coalesce(sum(flag IS NOT NULL), 0) "
-                "FROM submissions WHERE annotator = ? AND retracted = 0",
-                (aid,),
-            ).fetchone()
+            return self._progress(aid)
+
+    def _progress(self, aid: int) -> Progress:
+        """The annotator's counters (kept with every submission and undo, so reading them is O(1))."""
+        done, skipped, flagged, total = self._conn.execute(
+            "SELECT done, skipped, flagged, total FROM annotators WHERE id = ?", (aid,)
+        ).fetchone()
         return Progress(int(done), int(skipped), int(flagged), int(total))
 
     def progress_by_language(self) -> list[tuple[str, str, Progress]]:
@@ -493,7 +495,7 @@ class Project:
             ).fetchone()
             if prior is not None:
                 if prior[0] == aid and prior[1] == sub.item_id:
-                    return self.progress(annotator)  # the same submission again: recorded once
+                    return self._progress(aid)  # the same submission again: recorded once
                 raise AnnotationError(409, "this submission_id was already used for another submission")
             row = self._conn.execute(
                 "SELECT a.item, a.state FROM items i JOIN assignments a ON a.item = i.id AND a.annotator = ? "
@@ -524,7 +526,12 @@ class Project:
                 self._conn.execute(
                     "UPDATE assignments SET state = 1 WHERE annotator = ? AND item = ?", (aid, item)
                 )
-        return self.progress(annotator)
+                self._conn.execute(
+                    "UPDATE annotators SET done = done + 1, skipped = skipped + ?, flagged = flagged + ? "
+                    "WHERE id = ?",
+                    (int(sub.skip), int(sub.flag is not None), aid),
+                )
+            return self._progress(aid)
 
     def undo(self, annotator: str) -> ItemView | None:
         """Reopen the annotator's last submitted item (its labels come back as ``previous``);
@@ -532,13 +539,19 @@ class Project:
         aid = self._annotator_id(annotator)
         with self._lock:
             row = self._conn.execute(
-                "SELECT id, item FROM submissions WHERE annotator = ? AND retracted = 0 ORDER BY id DESC LIMIT 1",
+                "SELECT id, item, skip, flag IS NOT NULL FROM submissions WHERE annotator = ? AND retracted = 0 "
+                "ORDER BY id DESC LIMIT 1",
                 (aid,),
             ).fetchone()
             if row is None:
                 return None
             with self._write():
                 self._conn.execute("UPDATE submissions SET retracted = 1 WHERE id = ?", (row[0],))
+                self._conn.execute(
+                    "UPDATE annotators SET done = done - 1, skipped = skipped - ?, flagged = flagged - ? "
+                    "WHERE id = ?",
+                    (int(row[2]), int(row[3]), aid),
+                )
                 self._conn.execute(
                     "UPDATE assignments SET state = 0 WHERE annotator = ? AND item = ?", (aid, row[1])
                 )
@@ -574,9 +587,8 @@ class Project:
         key, language, record = self._conn.execute(
             "SELECT key, language, record FROM items WHERE id = ?", (item,)
         ).fetchone()
-        total, done = self._conn.execute(
-            "SELECT count(*), coalesce(sum(state), 0) FROM assignments WHERE annotator = ?", (aid,)
-        ).fetchone()
+        progress = self._progress(aid)
+        total, done = progress.total, progress.done
         prev = self._conn.execute(
             "SELECT labels FROM submissions WHERE item = ? AND annotator = ? AND retracted = 1 ORDER BY id DESC LIMIT 1",
             (item, aid),
@@ -623,6 +635,10 @@ class Project:
         self._conn.execute("COMMIT")
 
     # -- reading everything -----------------------------------------------------------------------
+    def n_items(self) -> int:
+        with self._lock:
+            return int(self._conn.execute("SELECT count(*) FROM items").fetchone()[0])
+
     def items(self) -> pd.DataFrame:
         """One row per item: item_id (the opaque key), config, record_id, language, q (the active
         plan's sampling probability, else NaN) and the annotators it is assigned to."""
@@ -717,17 +733,33 @@ def _connect(path: Path) -> sqlite3.Connection:
 
 def _read_items(
     dataset_dir: Path, form: Form, languages: Sequence[str] | None
-) -> Iterator[tuple[str, str, str, str]]:
-    """(config, record id, language, record JSON without labels) of every row in ``languages``."""
+) -> Iterator[list[tuple[str, str, str, str]]]:
+    """Batches of (config, record id, language, record JSON without its labels) of every row in
+    ``languages``: DuckDB reads the Parquet files and writes each row's JSON (``to_json``), which
+    keeps creating a project of a million items to seconds of reading."""
+    import duckdb
+
     drop = {"labels", "aggregates", "rating"}
-    for config in form.configs:
-        pf = pq.ParquetFile(Path(dataset_dir) / data_file(config))
-        for batch in pf.iter_batches(batch_size=_BATCH):
-            for rec in batch.to_pylist():
-                if languages is not None and rec["language"] not in languages:
-                    continue
-                kept = {k: v for k, v in rec.items() if k not in drop}
-                yield config, rec["id"], rec["language"], json.dumps(kept, ensure_ascii=False)
+    con = duckdb.connect()
+    try:
+        for config in form.configs:
+            path = str(Path(dataset_dir) / data_file(config))
+            names = [c.name for c in pq.read_schema(path) if c.name not in drop]
+            fields = ", ".join(f"{_quoted(n)} := {_quoted(n)}" for n in names)
+            sql = f"SELECT id, language, to_json(struct_pack({fields})) FROM read_parquet(?)"
+            params: list[object] = [path]
+            if languages is not None:
+                sql += " WHERE list_contains(?, language)"
+                params.append(list(languages))
+            cursor = con.execute(sql, params)
+            while rows := cursor.fetchmany(_BATCH):
+                yield [(config, str(rid), str(lang), str(record)) for rid, lang, record in rows]
+    finally:
+        con.close()
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _create(
@@ -771,23 +803,18 @@ def _create(
     )
     n = 0
     salt = f"{seed}:{name}:"
-    with _bar(show_progress, "reading items") as advance:
-        batch: list[tuple[int, str, str, str, str, str]] = []
-        for config, rid, language, record in _read_items(dataset_dir, form, languages):
-            key = hashlib.sha256(f"{salt}{config}\x00{rid}".encode()).hexdigest()[:16]
-            batch.append((n, key, config, rid, language, record))
-            n += 1
-            if len(batch) >= _BATCH:
-                conn.executemany(
-                    "INSERT INTO items (id, key, config, record_id, language, record) VALUES (?,?,?,?,?,?)",
-                    batch,
-                )
-                advance(len(batch))
-                batch = []
-        conn.executemany(
-            "INSERT INTO items (id, key, config, record_id, language, record) VALUES (?,?,?,?,?,?)", batch
-        )
-        advance(len(batch))
+    rows_in_files = sum(pq.read_metadata(Path(dataset_dir) / data_file(c)).num_rows for c in form.configs)
+    with _bar(show_progress, "reading items", total=None if languages else rows_in_files) as advance:
+        for batch in _read_items(dataset_dir, form, languages):
+            items: list[tuple[int, str, str, str, str, str]] = []
+            for config, rid, language, record in batch:
+                key = hashlib.sha256(f"{salt}{config}\x00{rid}".encode()).hexdigest()[:16]
+                items.append((n, key, config, rid, language, record))
+                n += 1
+            conn.executemany(
+                "INSERT INTO items (id, key, config, record_id, language, record) VALUES (?,?,?,?,?,?)", items
+            )
+            advance(len(items))
     if n == 0:
         where = f" in language(s) {', '.join(languages)}" if languages else ""
         raise ProjectError(
@@ -798,18 +825,22 @@ def _create(
     if planned is not None:
         conn.executemany("UPDATE items SET q = ?, step_q = ? WHERE id = ?", planned)
     conn.executemany("INSERT INTO meta VALUES (?, ?)", sorted(extra.items()))
+    loads = [0] * len(annotators)
     with _bar(show_progress, "assigning items", total=n) as advance:
         rows: list[tuple[int, int, int]] = []
         for position, (item, chosen) in enumerate(
             zip(order, assign(n, len(annotators), per_item, rng), strict=True)
         ):
             rows.extend((a, item, position) for a in chosen)
+            for a in chosen:
+                loads[a] += 1
             if len(rows) >= _BATCH:
                 conn.executemany("INSERT INTO assignments (annotator, item, position) VALUES (?,?,?)", rows)
                 advance(len(rows) // per_item)
                 rows = []
         conn.executemany("INSERT INTO assignments (annotator, item, position) VALUES (?,?,?)", rows)
         advance(len(rows) // per_item)
+    conn.executemany("UPDATE annotators SET total = ? WHERE id = ?", [(k, a) for a, k in enumerate(loads)])
     for statement in filter(str.strip, _INDEXES.split(";")):
         conn.execute(statement)
     conn.execute("COMMIT")
@@ -859,7 +890,8 @@ def _queue_order(
     meta.update(active_task=task_name, active_floor=str(ACTIVE_FLOOR), active_metric=ACTIVE_METRIC)
     planned = [int(i) for i in plan.order]
     q = dict(zip(plan.item_ids, plan.q, strict=True))
-    rest = [i for i in order if i not in set(scored)]
+    in_plan = set(scored)
+    rest = [i for i in order if i not in in_plan]
     rows = [(float(q[str(i)]), float(sq), i) for i, sq in zip(planned, plan.step_q, strict=True)]
     return planned + rest, rows
 

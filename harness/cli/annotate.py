@@ -1,5 +1,5 @@
-"""``harness annotate start | serve | status | export | token | revoke``: human labels in the browser,
-straight into a versioned dataset."""
+"""``harness annotate start | serve | status | export | token | revoke | export-ls | import-ls``: human
+labels in the browser (or in Label Studio), straight into a versioned dataset."""
 
 from __future__ import annotations
 
@@ -219,7 +219,7 @@ def start(
     except _USER_ERRORS as e:
         fail(error_message(e))
         raise AssertionError from e  # unreachable: fail exits
-    n_items = len(project.items())
+    n_items = project.n_items()
     console.print(
         f"created {name} at {project.path}: {n_items} items of {ref} ({', '.join(project.form.configs)}), "
         f"{per_item} annotator(s) per item, {select} order; form: {', '.join(project.form.dimensions)}"
@@ -431,3 +431,55 @@ def export_command(
         f"evaluate a judge on it: harness run --dataset {rv.ref}"
         + (f" --task {task}" if task else " --task TASK")
     )
+
+
+@annotate_app.command("export-ls")
+def export_ls_command(
+    name: Annotated[str, typer.Argument(help="Project name")],
+    out: Annotated[
+        Path, typer.Option("--out", help="Folder for tasks.json, config.xml and instructions.html")
+    ],
+    directory: DirOpt = None,
+) -> None:
+    """Write the project as Label Studio tasks (JSON) and a labeling config (XML) from its form."""
+    from harness.annotate.labelstudio import write_export
+
+    project = _open(name, directory)
+    try:
+        tasks_path, config_path = write_export(project, out)
+    except _USER_ERRORS as e:
+        fail(error_message(e))
+        raise AssertionError from e
+    console.print(
+        f"wrote {project.n_items()} Label Studio tasks to {tasks_path} and the labeling config to {config_path}; "
+        f"import the tasks into a Label Studio project with that config, then bring its JSON export back "
+        f"with `harness annotate import-ls {name} EXPORT.json`"
+    )
+
+
+@annotate_app.command("import-ls")
+def import_ls_command(
+    name: Annotated[str, typer.Argument(help="Project name")],
+    file: Annotated[Path, typer.Argument(help="A Label Studio JSON export of the tasks `export-ls` wrote")],
+    directory: DirOpt = None,
+) -> None:
+    """Read a Label Studio JSON export into the project (annotator ids kept; the same export twice
+    changes nothing)."""
+    from harness.annotate.labelstudio import import_ls
+
+    project = _open(name, directory)
+    try:
+        report = import_ls(project, file)
+    except _USER_ERRORS as e:
+        fail(error_message(e))
+        raise AssertionError from e
+    console.print(
+        f"imported {report.imported} submission(s) from {file}; {report.duplicates} already in the project, "
+        f"{report.rejected} refused"
+    )
+    for reason in report.reasons[:20]:
+        console.print(f"  refused: {reason}")
+    if len(report.reasons) > 20:
+        console.print(f"  … and {len(report.reasons) - 20} more")
+    if report.rejected:
+        raise typer.Exit(1)

@@ -3,7 +3,7 @@ package and is registered here (the modules import only :mod:`harness.cli.consol
 
 ``harness run | stability | ls | validate | report | view | runs publish | chatbot-eval | robustness inject|pairwise |
 datasets build|ls|show|verify|diff|publish|qa | cache check|repair | finetune … | models materialize|ls |
-reproduce upheld | annotate start|serve|status|export|token|revoke``.
+reproduce upheld | annotate start|serve|status|export|token|revoke|export-ls|import-ls``.
 
 The top-level group is the CLI's guard: a usage error (an unknown option or command, a value of
 the wrong type, a missing value or argument) is one ``error:`` line naming the command, the option

@@ -167,7 +167,29 @@ def stored(project_file: Path, annotator: str) -> dict[str, dict[str, float]]:
     return out
 
 
-def test_two_annotators_at_once_keyboard_and_mouse_through_a_kill_9(browser, projects):
+def exported(registry: Path, ref: str, cache: Path) -> dict[str, dict[str, float]]:
+    """{record id: {dimension: value}} of a registered version, read back with ``load_dataset``."""
+    from datasets import load_dataset
+
+    from harness.data.registry import DatasetRegistry
+
+    rv = DatasetRegistry(registry).resolve(ref)
+    out: dict[str, dict[str, float]] = {}
+    for config in sorted(p.name for p in rv.path.iterdir() if p.is_dir()):
+        for row in load_dataset(str(rv.path), config, split="test", cache_dir=str(cache)):
+            for lab in row["labels"]:
+                out.setdefault(row["id"], {})[lab["dimension"]] = float(lab["value"])
+    return out
+
+
+def by_record(project_file: Path, labels: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    with Project.open(project_file) as project:
+        rows = project.labels()
+    record_of = dict(zip(rows["item_id"], rows["record_id"], strict=True))
+    return {record_of[item]: values for item, values in labels.items()}
+
+
+def test_two_annotators_at_once_keyboard_and_mouse_through_a_kill_9(browser, projects, monkeypatch):
     tokens, servers = projects["tokens"], projects["servers"]
     errors: list[str] = []
     ctx_m, medal = open_page(browser, f"{servers['medal'].url}a/{tokens['medal']}", errors)
@@ -281,3 +303,28 @@ def test_two_annotators_at_once_keyboard_and_mouse_through_a_kill_9(browser, pro
         assert project.progress("ann-en").skipped == 1 and project.progress("ann-en").flagged == 1
         rows = project.labels()
         assert set(rows[rows["flag"].notna()]["flag"]) == {"the assistant turns are cut off"}
+
+    # export: registered versions whose labels are what was clicked; `harness run` evaluates a judge on one
+    from typer.testing import CliRunner
+
+    from harness.cli.app import app
+
+    registry = root / "registry"
+    monkeypatch.setenv("DIALEVAL_REGISTRY", str(registry))
+    cli = CliRunner()
+    for name, ref in (("medal-style", "medal-humans@1.0.0"), ("xdial-style", "xdial-humans@1.0.0")):
+        r = cli.invoke(app, ["annotate", "export", name, "--dir", str(root), "--as", ref])
+        assert r.exit_code == 0, r.output
+    assert exported(registry, "medal-humans@1.0.0", root / "hf") == by_record(
+        root / "medal-style.sqlite", expected_m
+    )
+    assert exported(registry, "xdial-humans@1.0.0", root / "hf") == by_record(
+        root / "xdial-style.sqlite", expected_x
+    )
+    replay = root / "replay.jsonl"
+    replay.write_text('{"default": {"hashed_p_yes": true}}\n')
+    out = root / "run-on-export"
+    argv = ["run", "--judge", f"replay:{replay}", "--task", "demo-turn", "--dataset", "xdial-humans@1.0.0"]
+    r = cli.invoke(app, [*argv, "-o", str(out), "-q", "--bootstrap", "20", "--no-cache"])
+    assert r.exit_code == 0, r.output
+    assert (out / "results.json").is_file() and (out / "samples.parquet").is_file()

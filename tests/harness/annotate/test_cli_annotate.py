@@ -307,3 +307,42 @@ def test_start_prints_the_addresses_once_the_server_listens(env, tmp_path):
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=20)
     assert project_path("live", tmp_path).is_file()
+
+
+def test_label_studio_export_and_import_commands(env, tmp_path):
+    base = [
+        "annotate",
+        "start",
+        "ls",
+        "--dataset",
+        "demo@1.0.0",
+        "--config",
+        "demo-turn",
+        "--languages",
+        "en",
+    ]
+    assert runner.invoke(app, [*base, "--annotators", "a,b", "--no-serve", "-q"]).exit_code == 0
+    r = runner.invoke(app, ["annotate", "export-ls", "ls", "--out", str(tmp_path / "ls")])
+    assert r.exit_code == 0, r.output
+    tasks = json.loads((tmp_path / "ls" / "tasks.json").read_text(encoding="utf-8"))
+    assert len(tasks) == 16 and (tmp_path / "ls" / "config.xml").is_file()
+    project = Project.open(project_path("ls"))
+    mine = set(project.items().query("annotators.str[0] == 'a'")["item_id"])
+    task = next(t for t in tasks if t["data"]["item_id"] in mine)
+    result = [
+        {"from_name": "relevance", "to_name": "transcript", "type": "choices", "value": {"choices": ["4"]}}
+    ]
+    annotation = {"id": 7, "completed_by": {"id": 2, "email": "a"}, "result": result}
+    export = tmp_path / "export.json"
+    export.write_text(
+        json.dumps([{"id": 1, "data": task["data"], "annotations": [annotation]}]), encoding="utf-8"
+    )
+    r = runner.invoke(app, ["annotate", "import-ls", "ls", str(export)])
+    assert r.exit_code == 0 and "imported 1 submission(s)" in r.output, r.output
+    r = runner.invoke(app, ["annotate", "import-ls", "ls", str(export)])
+    assert r.exit_code == 0 and "1 already in the project" in r.output, r.output
+    labels = project.labels()
+    assert labels[["item_id", "annotator"]].values.tolist() == [[task["data"]["item_id"], "a"]]
+    assert labels["value"].tolist() == pytest.approx([4.0])
+    export.write_text("not json", encoding="utf-8")
+    assert str(export) in _error_line(runner.invoke(app, ["annotate", "import-ls", "ls", str(export)]))

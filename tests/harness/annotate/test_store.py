@@ -197,6 +197,16 @@ def test_languages_filter_and_right_to_left(tmp_path, demo):
     assert view is not None and view.language == "ar" and view.direction == "rtl"
     assert view.level == "turn" and view.response and view.context[-1]["turn"] == len(view.context)
     assert set(project.items()["language"]) == {"ar"}
+    # the texts are the dataset's, character for character
+    import pyarrow.parquet as pq
+
+    rows = {r["id"]: r for r in pq.read_table(demo / "demo-turn" / "test-00000-of-00001.parquet").to_pylist()}
+    items = project.items().set_index("item_id")
+    source = rows[items.loc[view.item_id, "record_id"]]
+    assert view.response == source["response"]
+    assert [(m["role"], m["text"]) for m in view.context] == [
+        (m["role"], m["text"]) for m in source["context"]
+    ]
 
 
 def test_creation_refuses_bad_projects(tmp_path, medal):
