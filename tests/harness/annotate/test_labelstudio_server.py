@@ -1,9 +1,9 @@
 """The Label Studio round trip against a real Label Studio server (the label-studio package from the
-virtualenv scripts/provision_label_studio.sh builds), started once on 127.0.0.1 with its own SQLite
-data directory: a project created through its REST API with the labeling config of
-``write_export``, the exported tasks imported, annotations of two users created through the API
-posted (one of them skipping a task), the project exported as JSON, and ``import_ls`` bringing it
-back: the project store holds exactly the posted labels under each user's email, and a second
+virtualenv scripts/provision_label_studio.sh builds), started once on 127.0.0.1 on a copy of the
+migrated SQLite database beside it: a project created through its REST API with the labeling config
+of ``write_export``, the exported tasks imported, annotations of two users created through the API
+posted (one skipping a task, one flagging one), the project exported as JSON, and ``import_ls``
+bringing it back: the project store holds exactly the posted labels under each user's email, and a second
 import adds nothing. Skips only when the provisioning script says the package cannot be installed."""
 
 from __future__ import annotations
