@@ -68,6 +68,8 @@ GENERATED: list[Block] = [
     Block("README.md", "multilingual_table", "bench.multilingual_table", "readme"),
     Block("docs/finetuning.md", "multilingual_goals", "bench.multilingual_table", "goals"),
     Block("docs/viewer.md", "viewer_scale", "bench.viewer.scale"),
+    Block("bench/README.md", "annotate_serving", "bench.annotate.serving"),
+    Block("docs/annotation.md", "annotate_serving", "bench.annotate.serving", "sentence"),
     # SmolLM2-135M-Instruct benches (bench/smollm2/)
     Block("docs/smollm2.md", "smollm2_judge", "bench.smollm2.judge"),
     Block("docs/smollm2.md", "smollm2_medal", "bench.smollm2.medal"),

@@ -51,6 +51,11 @@ NOT_EXECUTED: list[tuple[str, str]] = [
     ),
     (r"^harness view\b(?!.*--bundle)", "starts a web server"),
     (
+        r"^harness annotate serve\b|^harness annotate start\b(?!.*--no-serve)",
+        "starts the annotators' web server (runs until Ctrl-C)",
+    ),
+    (r"^harness annotate (status|export)\b|demo-relevance@", "needs the labels annotators give"),
+    (
         r"datasets/xdial-eval|--dataset dstc11-common",
         "a dataset directory built from benchmark files users bring",
     ),

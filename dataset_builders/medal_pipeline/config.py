@@ -179,6 +179,28 @@ class AnnotationSettings(_Strict):
     allow_partial: bool = False
     #: an odd cell of an annotator's file (harness.data.cells) is an error instead of a listed one
     strict: bool = False
+    #: a `harness annotate` project over the curated dialogues: created by a run that finds none,
+    #: its labels imported by the next run (instead of the CSV sheets)
+    project: str | None = None
+    #: the folder of the project file (default $DIALEVAL_HOME/annotations)
+    project_dir: str | None = None
+    annotators: list[str] = []
+    per_item: int = Field(2, ge=1)
+    #: the labels of an exported project (`harness annotate export --as NAME@X.Y.Z`) instead
+    labels_from: str | None = None
+
+    @model_validator(mode="after")
+    def _project_needs_annotators(self) -> AnnotationSettings:
+        if self.project is not None and len(self.annotators) < self.per_item:
+            raise ValueError(
+                f"annotation.project needs at least annotation.per_item ({self.per_item}) names in "
+                "annotation.annotators"
+            )
+        if self.project is not None and self.labels_from is not None:
+            raise ValueError(
+                "annotation.project and annotation.labels_from are two sources of labels: give one"
+            )
+        return self
 
 
 class PipelineConfig(_Strict):

@@ -11,6 +11,9 @@ Stages (each writes into ``work_dir``; a rerun reuses what is done):
 6. balanced curation (:mod:`.curate`, §5.1) → ``curation.json``;
 7. annotation sheets for the curated dialogues → ``annotation-sheets/`` and, when filled files are
    in ``annotation.dir``, their import, validation and agreement (:mod:`.annotation`, Tables 4–5);
+   or, with ``annotation.project``, a ``harness annotate`` project over them (created after the
+   run that finds none) whose labels the next run imports (``annotation.labels_from``: those of
+   an exported project);
 8. the publish directory (:mod:`.publish`) that the ``medal`` builder turns into a dataset version.
 """
 
@@ -210,7 +213,15 @@ def run_pipeline(
         export_sheets(curated, sheets, seeds=seed_map)
         ann = None
         ann_dir = cfg.path(cfg.annotation.dir)
-        if ann_dir is not None and _has_annotation_files(ann_dir):
+        expected = {d.id: d.language for d in curated}
+        project_labels = _labels_from_project_or_version(cfg, expected)
+        if project_labels is not None:
+            ann, source = project_labels
+            if ann_dir is not None and _has_annotation_files(ann_dir):
+                warnings.append(
+                    f"annotation: the labels come from {source}; the files in {ann_dir} are not read"
+                )
+        elif ann_dir is not None and _has_annotation_files(ann_dir):
             ann = import_annotations(
                 ann_dir,
                 {d.id: d.language for d in curated},
@@ -302,6 +313,9 @@ def run_pipeline(
         (out / publish.PIPELINE_FILE).write_text(
             json.dumps(meta, indent=1, ensure_ascii=False, default=str), "utf-8"
         )
+        project = _create_project_if_missing(cfg, out, work, progress)
+        if project is not None:
+            summary["annotation_project"] = project
         (work / "summary.json").write_text(
             json.dumps(summary, indent=1, ensure_ascii=False, default=str), "utf-8"
         )
@@ -369,6 +383,57 @@ def _annotation_markdown(ann: Any, agreement: dict[str, Any] | None, render: Cal
         *render(agreement),
         "",
     ]
+
+
+def _labels_from_project_or_version(cfg: PipelineConfig, expected: dict[str, str]) -> tuple[Any, str] | None:
+    """The labels of the config's annotation project or exported version (None: use the CSV files)."""
+    from dataset_builders.medal_pipeline.annotation import project as annotation_project
+
+    a = cfg.annotation
+    if a.labels_from is not None:
+        return annotation_project.from_version(a.labels_from, expected), a.labels_from
+    if a.project is None:
+        return None
+    path = annotation_project.project_file(a.project, cfg.path(a.project_dir))
+    if not path.is_file():
+        return None
+    ann = annotation_project.from_project(path, expected, allow_partial=a.allow_partial)
+    return (ann, f"annotation project {a.project} ({path})") if ann is not None else None
+
+
+def _create_project_if_missing(
+    cfg: PipelineConfig, publish_dir: Path, work: Path, progress: bool
+) -> dict[str, Any] | None:
+    """Create the config's annotation project over the curated dialogues when it does not exist yet."""
+    from dataset_builders.medal_pipeline.annotation import project as annotation_project
+
+    a = cfg.annotation
+    if a.project is None:
+        return None
+    path = annotation_project.project_file(a.project, cfg.path(a.project_dir))
+    if path.is_file():
+        return {"name": a.project, "path": str(path), "created": False}
+    if not (publish_dir / f"{annotation_project.CONFIG}.jsonl").is_file():
+        return None  # nothing curated to annotate
+    made = annotation_project.create_project(
+        a.project,
+        cfg.path(a.project_dir),
+        publish_dir,
+        work,
+        annotators=list(a.annotators),
+        per_item=a.per_item,
+        seed=cfg.curation.seed,
+        pipeline_name=cfg.name,
+    )
+    n = made.n_items()
+    made.close()
+    where = f" --dir {a.project_dir}" if a.project_dir else ""
+    _say(
+        progress,
+        f"created annotation project {a.project} ({n} curated dialogues, {a.per_item} annotator(s) each): "
+        f"`harness annotate serve {a.project}{where} --new-tokens` prints the annotators' addresses",
+    )
+    return {"name": a.project, "path": str(path), "created": True, "items": n}
 
 
 def _has_annotation_files(root: Path) -> bool:

@@ -3,7 +3,7 @@ package and is registered here (the modules import only :mod:`harness.cli.consol
 
 ``harness run | stability | ls | validate | report | view | runs publish | chatbot-eval | robustness inject|pairwise |
 datasets build|ls|show|verify|diff|publish|qa | cache check|repair | finetune … | models materialize|ls |
-reproduce upheld``.
+reproduce upheld | annotate start|serve|status|export|token|revoke|export-ls|import-ls``.
 
 The top-level group is the CLI's guard: a usage error (an unknown option or command, a value of
 the wrong type, a missing value or argument) is one ``error:`` line naming the command, the option
@@ -26,6 +26,7 @@ import typer
 from typer.core import TyperGroup
 
 from harness.cli import chatbot, ls, report, run
+from harness.cli.annotate import annotate_app
 from harness.cli.console import err, error_line, error_message, stopped
 from harness.cli.datasets import datasets_app
 from harness.cli.finetune import finetune_app
@@ -122,6 +123,7 @@ app.add_typer(datasets_app, name="datasets")
 app.add_typer(finetune_app, name="finetune")
 app.add_typer(ls.models_app, name="models")
 app.add_typer(reproduce_app, name="reproduce")
+app.add_typer(annotate_app, name="annotate")
 
 
 def main() -> None:
