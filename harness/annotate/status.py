@@ -34,7 +34,7 @@ from harness.annotate.active import Estimate, estimate
 from harness.annotate.judge_runs import judge_scores, scores_for
 from harness.annotate.store import Progress, Project
 from harness.meta.agreement import ALPHA_LEVEL, AlphaLevel, adjacent_agreement, percent_agreement
-from harness.meta.metric import MetaMetric, MetricEntry
+from harness.meta.metric import LanguageEntries, MetaMetric
 
 #: tolerance of the adjacent agreement of rating scales (MEDAL Table 4, ``overall``)
 ADJACENT_TOLERANCE = 1.0
@@ -105,7 +105,7 @@ class JudgeAgreement:
     task: str
     dimension: str
     n_items: int
-    entries: dict[str, dict[str, MetricEntry]]
+    entries: LanguageEntries
 
     def to_json(self) -> dict[str, object]:
         return {
