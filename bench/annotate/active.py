@@ -280,6 +280,9 @@ def dataset_verdicts(r: dict[str, Any]) -> dict[str, float]:
     return {k: float(np.median(v)) for k, v in out.items()}
 
 
+_NAMES = {"xdial": "xDial-Eval", "upheld": "UPHELD", "medal": "MEDAL"}
+
+
 def _commands(r: dict[str, Any]) -> str:
     """The command line(s) the pools came from."""
     seen: list[str] = []
@@ -347,10 +350,27 @@ def markdown(r: dict[str, Any]) -> str:
         + (", ".join(weak) or "none")
         + ".",
     ]
+    best = []
+    for ds in dict.fromkeys(p["dataset"] for p in r["pools"]):
+        medians = {
+            policy: float(
+                np.median(
+                    [
+                        2.0 if row[policy]["ratio"] is None else row[policy]["ratio"]
+                        for p in r["pools"]
+                        if p["dataset"] == ds
+                        for row in p["rows"]
+                    ]
+                )
+            )
+            for policy in POLICIES[1:]
+        }
+        top = min(medians, key=lambda k: medians[k])
+        best.append(f"{_NAMES.get(ds, ds)}: {top} ({medians[top]:.2f}×)")
+    lines += ["", "Policy with the lowest median ratio per data set: " + "; ".join(best) + "."]
     verdicts = dataset_verdicts(r)
     met = [k for k, v in verdicts.items() if v <= GOAL]
-    names = {"xdial": "xDial-Eval", "upheld": "UPHELD", "medal": "MEDAL"}
-    summary = ", ".join(f"{names.get(k, k)} {v:.2f}×" for k, v in verdicts.items())
+    summary = ", ".join(f"{_NAMES.get(k, k)} {v:.2f}×" for k, v in verdicts.items())
     lines += [
         "",
         f"Median ratio per data set: {summary}; goal ≤ {GOAL}× met on {len(met)} of {len(verdicts)} "
