@@ -14,9 +14,9 @@ variance-optimal proposal for the correlation, ``q_i ∝ sqrt(E[ψ_i² | judge, 
 ``ψ_i`` is the item's influence on the correlation and the expectation is over the human label
 predicted from the judge and a surrogate (a second judge) under a Gaussian model; it is mixed with
 the uniform distribution, ``q = (1 - floor) q_acq + floor / N``, so every item keeps a probability
-of at least ``floor / N``. Items with extreme judge scores (and, with an informative surrogate,
-items whose human label is predicted to be extreme) move a correlation most; they are drawn more
-often and weighted down.
+of at least ``floor / N``. Items with extreme judge scores (and, once :func:`replan` has
+calibrated the surrogate on the labels so far, items whose human label it predicts to be extreme)
+move a correlation most; they are drawn more often and weighted down.
 
 **Estimate.** Each labelled item gets the LURE weight of Kossen et al. 2021 (eq. 4):
 ``v_m = 1 + (N - M) / (N - m) * (1 / ((N - m + 1) q_m) - 1)`` for the ``m``-th of ``M`` draws,
