@@ -75,6 +75,9 @@ GENERATED: list[Block] = [
     Block("docs/smollm2.md", "smollm2_medal", "bench.smollm2.medal"),
     Block("docs/smollm2.md", "smollm2_lora", "bench.smollm2.lora"),
     Block("docs/smollm2.md", "smollm2_gpu", "bench.smollm2.gpu_report"),
+    # active selection of the items humans label (bench/annotate/active.py)
+    Block("bench/README.md", "annotate_active", "bench.annotate.active"),
+    Block("docs/annotation-active.md", "annotate_active", "bench.annotate.active"),
 ]
 
 

