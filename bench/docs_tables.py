@@ -77,7 +77,7 @@ GENERATED: list[Block] = [
     Block("docs/smollm2.md", "smollm2_gpu", "bench.smollm2.gpu_report"),
     # active selection of the items humans label (bench/annotate/active.py)
     Block("bench/README.md", "annotate_active", "bench.annotate.active"),
-    Block("docs/annotation-active.md", "annotate_active", "bench.annotate.active"),
+    Block("docs/annotation.md", "annotate_active", "bench.annotate.active"),
 ]
 
 

@@ -30,7 +30,7 @@ active policy's mean CI half-width (and, separately, its RMSE) is at most random
 the three data sets.
 
 Writes bench/results/annotate_active.json; ``--write-docs`` renders its table into bench/README.md
-and docs/annotation-active.md; ``--docs-only`` rewrites them from the committed JSON.
+and docs/annotation.md (section "Active selection"); ``--docs-only`` rewrites them from the committed JSON.
 """
 
 from __future__ import annotations

@@ -298,10 +298,15 @@ def _fields(dims: Sequence[Dimension]) -> tuple[Field, ...]:
     return tuple(out)
 
 
+#: keys the annotator page keeps for itself: s = skip, u = undo, f = flag (Enter submits)
+PAGE_KEYS: tuple[str, ...] = ("s", "u", "f")
+
+
 def _toggle_letters(names: Sequence[str]) -> dict[str, str]:
     """One distinct letter per binary dimension: the first letter of its name not taken yet (of the
-    words after a prefix such as ``lacks_``), else the first free letter of the alphabet."""
-    taken: set[str] = set()
+    words after a prefix such as ``lacks_``), else the first free letter of the alphabet. The page's
+    own keys (:data:`PAGE_KEYS`: skip, undo, flag) are never given to a dimension."""
+    taken: set[str] = set(PAGE_KEYS)
     out: dict[str, str] = {}
     for name in names:
         words = [w for w in name.lower().split("_") if w]

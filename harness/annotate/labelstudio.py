@@ -19,7 +19,7 @@
   an item already submitted with other labels — undo it in the project first) is reported with the
   store's reason and the rest still comes in.
 
-See docs/annotation-labelstudio.md.
+See docs/annotation.md (section "Label Studio").
 """
 
 from __future__ import annotations

@@ -171,7 +171,10 @@ def start(
     ] = None,
     surrogate_run: Annotated[
         Path | None,
-        typer.Option("--surrogate-run", help="A second judge's run: its scores sharpen the active selection"),
+        typer.Option(
+            "--surrogate-run",
+            help="A second judge's run, stored with the active plan as its surrogate (recalibration with harness.annotate.active.replan uses it)",
+        ),
     ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the assignment and the item order")] = 0,
     directory: DirOpt = None,
