@@ -16,7 +16,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import ClassVar, TypedDict
 
-from harness.jsontypes import JSONObject
+from harness.jsontypes import JSON, JSONObject
 from harness.spec import BACKEND_KINDS, BackendKind, JudgeSpec, register_backend_kind
 from harness.types import LogprobsUnavailableError, Request, Response
 
@@ -72,7 +72,7 @@ class Backend(ABC):
     kind: ClassVar[str] = "base"
     capabilities: ClassVar[Capabilities] = Capabilities()
 
-    def __init__(self, model: str, *, revision: str | None = None, **options: object) -> None:
+    def __init__(self, model: str, *, revision: str | None = None, **options: JSON) -> None:
         self.model = model
         self.revision = revision
         self.options = dict(options)
