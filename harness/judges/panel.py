@@ -174,7 +174,7 @@ class PanelJudge(Judge):
             rec["detail"] = v.detail or None
             members.append(rec)
         voted = vote_labels(member_labels)
-        extra: JSONObject = {"members": [*members], "vote": self.how, "n_voting": len(values)}
+        extra: JSONObject = {"members": members, "vote": self.how, "n_voting": len(values)}
         if voted is not None:
             extra["labels"] = voted
         raw = "; ".join(

@@ -469,7 +469,7 @@ def reference_metric_frame(
         raise ValueError(f"unknown metric(s) {unknown}; available: {list(REFERENCE_METRICS)}")
     references, predictions = list(references), list(predictions)
     pairs = _pairs(references, predictions)  # length check and invalid entries, once
-    info: JSONObject = {"rouge": None, "bertscore": None, "embedding": None, "invalid": [*pairs.invalid]}
+    info: JSONObject = {"rouge": None, "bertscore": None, "embedding": None, "invalid": pairs.invalid}
     columns: dict[str, list[float | None]] = {}
     families = (
         (
