@@ -14,8 +14,9 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar, TypedDict
 
+from harness.jsontypes import JSON, JSONObject
 from harness.spec import BACKEND_KINDS, BackendKind, JudgeSpec, register_backend_kind
 from harness.types import LogprobsUnavailableError, Request, Response
 
@@ -32,6 +33,22 @@ class Capabilities:
     continuation_logprobs: bool = False
 
 
+class BackendStatsRecord(TypedDict, total=False):
+    """Work sent to the model(s): :meth:`BackendStats.to_dict`'s counts; a composite judge
+    (:meth:`harness.judges.base.Judge.backend_stats`) adds its parts' breakdown to their sums."""
+
+    requests: int
+    batches: int
+    retries: int
+    load_seconds: float
+    #: the learned judge's LLM feature backend
+    llm: BackendStatsRecord
+    #: the members of a panel / ``mean:`` ensemble, in order
+    members: list[BackendStatsRecord]
+    #: the judges of a ``bylang:`` router, by route
+    routes: dict[str, BackendStatsRecord]
+
+
 @dataclass
 class BackendStats:
     """Work actually sent to the model (cache hits never reach a backend)."""
@@ -42,7 +59,7 @@ class BackendStats:
     # Seconds spent loading weights lazily (on first use); the runner books them as judge loading.
     load_seconds: float = 0.0
 
-    def to_dict(self) -> dict[str, float]:
+    def to_dict(self) -> BackendStatsRecord:
         return {
             "requests": self.requests,
             "batches": self.batches,
@@ -55,7 +72,7 @@ class Backend(ABC):
     kind: ClassVar[str] = "base"
     capabilities: ClassVar[Capabilities] = Capabilities()
 
-    def __init__(self, model: str, *, revision: str | None = None, **options: Any) -> None:
+    def __init__(self, model: str, *, revision: str | None = None, **options: JSON) -> None:
         self.model = model
         self.revision = revision
         self.options = dict(options)
@@ -112,7 +129,7 @@ class Backend(ABC):
             emit(i, resp)
         return out
 
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> JSONObject:
         """What identifies the model for cache keys and provenance (kind, model id, revision, adapter...)."""
         return {
             "backend": self.kind,
@@ -136,7 +153,7 @@ class Backend(ABC):
         """Return one Response per request, in order. May call ``emit(i, response)`` early for
         requests that finish before the whole batch (optional; the base class emits the rest)."""
 
-    def _identity_extras(self) -> dict[str, Any]:
+    def _identity_extras(self) -> JSONObject:
         return {}
 
 

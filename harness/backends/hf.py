@@ -35,7 +35,7 @@ import gc
 import inspect
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,7 @@ from harness.backends.hf_templates import (
     resolve_weights,
     short_sha,
 )
+from harness.jsontypes import JSON, JSONObject
 from harness.models import locate_model
 from harness.options import check_option
 from harness.types import MAX_NEW_TOKENS, ChatMessage, Request, Response, Usage
@@ -79,19 +80,24 @@ class HFBackend(hf_scoring.SystemRoleFallback, RowDecoding, Backend):
         *,
         revision: str | None = None,
         device: str = "auto",
-        dtype: Any = "auto",
+        dtype: str | torch.dtype = "auto",
         batch_size: int = 8,
         adapter: str | None = None,
         chat_template: str | None = None,
         max_length: int | None = None,
         trust_remote_code: bool = False,
         gguf_file: str | None = None,
-        **options: Any,
+        **options: JSON,
     ) -> None:
         super().__init__(model, revision=revision, **options)
         from transformers import AutoConfig, AutoTokenizer
 
-        self.model_kwargs: dict[str, Any] = dict(options.pop("model_kwargs", None) or {})
+        given = options.pop("model_kwargs", None) or {}
+        if not isinstance(given, Mapping):
+            raise ValueError(
+                f"hf backend: model_kwargs must be a mapping of from_pretrained arguments, got {given!r}"
+            )
+        self.model_kwargs: dict[str, object] = dict(given)
         for key in _MODEL_OPTIONS:
             if key in options:
                 self.model_kwargs[key] = options.pop(key)
@@ -118,7 +124,7 @@ class HFBackend(hf_scoring.SystemRoleFallback, RowDecoding, Backend):
         self.local_files_only = locate_model(
             self.load_from, revision, owner="hf backend: model"
         ).local_files_only
-        load_kwargs: dict[str, Any] = {
+        load_kwargs: dict[str, str | bool | None] = {
             "revision": revision,
             "trust_remote_code": self.trust_remote_code,
             "local_files_only": self.local_files_only,
@@ -150,7 +156,7 @@ class HFBackend(hf_scoring.SystemRoleFallback, RowDecoding, Backend):
         self._input_device = torch.device(self.device)
         self._tok_str: dict[int, str] = {}
         self._bos_added: bool | None = None
-        self._identity: dict[str, Any] | None = None
+        self._identity: JSONObject | None = None
         self._lock = threading.RLock()
 
     # -- setup ----------------------------------------------------------------------------------
@@ -173,7 +179,7 @@ class HFBackend(hf_scoring.SystemRoleFallback, RowDecoding, Backend):
         t_load = time.perf_counter()
         from transformers import AutoModelForCausalLM
 
-        kwargs: dict[str, Any] = {
+        kwargs: dict[str, object] = {
             "dtype": self.dtype,
             "trust_remote_code": self.trust_remote_code,
             "local_files_only": self.local_files_only,
@@ -219,9 +225,9 @@ class HFBackend(hf_scoring.SystemRoleFallback, RowDecoding, Backend):
                 torch.cuda.empty_cache()
 
     # -- identity -------------------------------------------------------------------------------
-    def _identity_extras(self) -> dict[str, Any]:
+    def _identity_extras(self) -> JSONObject:
         if self._identity is None:
-            d: dict[str, Any] = {
+            d: JSONObject = {
                 "dtype": str(self.dtype).removeprefix("torch."),
                 "chat_template": self.chat_template_name,
                 "chat_template_sha256": short_sha(self.chat_template),
@@ -356,7 +362,7 @@ class HFBackend(hf_scoring.SystemRoleFallback, RowDecoding, Backend):
         return ids.to(dev), mask.to(dev), pos.to(dev)
 
     def _forward(self, ids, mask, pos, cache, keep: int, use_cache: bool) -> tuple[torch.Tensor, Any]:
-        kwargs: dict[str, Any] = {"input_ids": ids, "attention_mask": mask, "use_cache": use_cache}
+        kwargs: dict[str, object] = {"input_ids": ids, "attention_mask": mask, "use_cache": use_cache}
         if "position_ids" in self._accepts:
             kwargs["position_ids"] = pos
         if "logits_to_keep" in self._accepts:
@@ -422,7 +428,7 @@ class HFBackend(hf_scoring.SystemRoleFallback, RowDecoding, Backend):
                     r.first_logits = logits[b, first].clone()
 
     def _response(self, r: Row) -> Response:
-        raw: dict[str, Any] = {"prompt_tokens": len(r.ids), "truncated": r.truncated}
+        raw: JSONObject = {"prompt_tokens": len(r.ids), "truncated": r.truncated}
         raw.update(self._system_raw(r.req.messages))
         if r.cont_ids is not None:
             if r.cont_lps is None:

@@ -18,10 +18,31 @@ first user message as ``"<system>\\n\\n<user>"``. Otherwise the mode is ``"syste
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol
 
-from harness.types import Response, TokenLogprob, Usage
+from harness.jsontypes import JSON
+from harness.types import ChatMessage, Response, TokenLogprob, Usage
+
+if TYPE_CHECKING:
+    import torch
+
+    from harness.backends.hf import HFBackend
+
+
+class TokenCodec(Protocol):
+    """What scoring needs of a tokenizer (transformers' or vLLM's): text to ids and back."""
+
+    def encode(self, text: str, /, *, add_special_tokens: bool) -> list[int]: ...
+
+    def decode(self, ids: list[int], /, **options: bool) -> str: ...
+
+
+class ChatTokenizer(TokenCodec, Protocol):
+    """A tokenizer with a chat template (vLLM's engine tokenizer)."""
+
+    def apply_chat_template(self, conversation: list[dict[str, str]], /, **options: object) -> str: ...
+
 
 SYSTEM_MESSAGE = "system_message"
 PREFIXED = "prefixed"
@@ -56,14 +77,14 @@ class SystemRoleFallback:
             self._system_role = probe_system_role(self._apply_template)
         return self._system_role
 
-    def _chat_dicts(self, messages: Sequence[Any]) -> list[dict[str, str]]:
+    def _chat_dicts(self, messages: Sequence[ChatMessage]) -> list[dict[str, str]]:
         """Chat messages as dicts for the template, system messages merged if it cannot carry them."""
         dicts = [m.to_dict() for m in messages]
         if any(m["role"] == "system" for m in dicts) and self.system_role_mode == PREFIXED:
             dicts = merge_system_messages(dicts)
         return dicts
 
-    def _system_raw(self, messages: Sequence[Any]) -> dict[str, str]:
+    def _system_raw(self, messages: Sequence[ChatMessage]) -> dict[str, str]:
         """``{"system_role": mode}`` for a chat with a system message (for ``Response.raw``), else ``{}``."""
         return {"system_role": self.system_role_mode} if any(m.role == "system" for m in messages) else {}
 
@@ -86,7 +107,7 @@ def merge_system_messages(messages: Sequence[dict[str, str]]) -> list[dict[str, 
 
 
 # -- continuation tokens ----------------------------------------------------------------------------
-def continuation_ids(tokenizer: Any, continuation: str) -> list[int]:
+def continuation_ids(tokenizer: TokenCodec, continuation: str) -> list[int]:
     """Token ids of a continuation tokenised on its own (no special tokens)."""
     ids = [int(t) for t in tokenizer.encode(continuation, add_special_tokens=False)]
     if not ids:
@@ -122,7 +143,7 @@ def token_strings(decode: Callable[[list[int]], str], ids: Sequence[int]) -> lis
     return out
 
 
-def tokenizer_decoder(tokenizer: Any) -> Callable[[list[int]], str]:
+def tokenizer_decoder(tokenizer: TokenCodec) -> Callable[[list[int]], str]:
     """``decode`` for :func:`token_strings`: no special tokens skipped, no space clean-up."""
 
     def decode(ids: list[int]) -> str:
@@ -139,7 +160,7 @@ def continuation_response(
     prompt_tokens: int,
     ids: Sequence[int],
     logprobs: Sequence[float],
-    raw: dict[str, Any],
+    raw: Mapping[str, JSON],
 ) -> Response:
     """The :class:`Response` of a continuation request: no text, one :class:`TokenLogprob` per
     continuation token (named by :func:`token_strings`), their sum in ``continuation_logprob``."""
@@ -158,7 +179,9 @@ def continuation_response(
 
 
 # -- hf teacher forcing -----------------------------------------------------------------------------
-def score_continuations(backend: Any, items: Sequence[tuple[list[int], list[int]]]) -> list[list[float]]:
+def score_continuations(
+    backend: HFBackend, items: Sequence[tuple[list[int], list[int]]]
+) -> list[list[float]]:
     """Per-token ``log P(target_t | prompt, target_<t)`` for ``(prompt_ids, target_ids)`` pairs, in
     batched forward passes of ``backend.batch_size`` left-padded sequences (the hf backend's
     ``_pad`` / ``_forward``, longest first). The model must be loaded; call under inference mode."""
@@ -180,7 +203,7 @@ def score_continuations(backend: Any, items: Sequence[tuple[list[int], list[int]
     return out
 
 
-def last_token_logits(backend: Any, seqs: Sequence[list[int]]) -> Any:
+def last_token_logits(backend: HFBackend, seqs: Sequence[list[int]]) -> torch.Tensor:
     """Next-token logits after each of ``seqs`` (``[batch, vocab]``, float32) from one forward pass
     of the hf backend's model, for a decoding step that needs no KV cache afterwards (one token).
 
@@ -197,7 +220,7 @@ def last_token_logits(backend: Any, seqs: Sequence[list[int]]) -> Any:
     for b, s in enumerate(seqs):
         ids[b, : len(s)] = torch.tensor(s, dtype=torch.long)
     last = torch.tensor([len(s) - 1 for s in seqs], dtype=torch.long)
-    kwargs: dict[str, Any] = {"input_ids": ids.to(backend._input_device), "use_cache": False}
+    kwargs: dict[str, torch.Tensor | bool] = {"input_ids": ids.to(backend._input_device), "use_cache": False}
     col = last
     if "logits_to_keep" in backend._accepts:
         keep = torch.unique(last)  # sorted

@@ -18,7 +18,12 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+from harness.jsontypes import JSONObject
+
+if TYPE_CHECKING:
+    import torch
 
 ALPACA_PREAMBLE = (
     "Below is an instruction that describes a task, paired with an input that provides further context. "
@@ -68,7 +73,7 @@ class WeightsSource:
 
     path: str
     gguf_file: str | None = None
-    identity: dict[str, Any] = field(default_factory=dict)
+    identity: JSONObject = field(default_factory=dict)
 
 
 _SHA_CACHE: dict[tuple[str, int, int], str] = {}
@@ -240,7 +245,7 @@ def resolve_device(device: str | None) -> str:
     return str(device)
 
 
-def resolve_dtype(dtype: Any, device: str) -> Any:
+def resolve_dtype(dtype: str | torch.dtype | None, device: str) -> torch.dtype:
     """A ``torch.dtype`` from a name (``bf16``, ``float16``, ...) or ``auto``: bf16 (else fp16) on
     CUDA, fp32 on CPU."""
     import torch

@@ -45,8 +45,7 @@ import functools
 import logging
 import os
 import random
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
 
 import httpx
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
@@ -71,6 +70,7 @@ from harness.backends.openai_http import (
     sanitize_base_url,
     split_base_url,
 )
+from harness.jsontypes import JSON, JSONObject
 from harness.options import check_option
 from harness.parsing.logprobs import choice_logprobs_from_top
 from harness.types import (
@@ -116,7 +116,7 @@ class OpenAIBackend(Backend):
         batch_max_requests: int = 50_000,
         batch_state_dir: str | None = None,
         batch_transport: httpx.BaseTransport | None = None,
-        **options: Any,
+        **options: JSON,
     ) -> None:
         if options:
             raise ValueError(
@@ -175,10 +175,10 @@ class OpenAIBackend(Backend):
     def __repr__(self) -> str:
         return f"OpenAIBackend(model={self.model!r}, base_url={self.display_url!r})"
 
-    def _identity_extras(self) -> dict[str, Any]:
+    def _identity_extras(self) -> JSONObject:
         # batch_api (and its batch_* settings) is deliberately absent: the Batch API runs the same
         # request bodies on the same model, so batch and online results share cache entries.
-        extras: dict[str, Any] = {"base_url": self.display_url}
+        extras: JSONObject = {"base_url": self.display_url}
         # Settings that change choice_logprobs join the identity only when not at their defaults,
         # so default identities (and cache keys) stay stable.
         if self.choice_top_logprobs != OPENAI_MAX_TOP_LOGPROBS:
@@ -200,22 +200,33 @@ class OpenAIBackend(Backend):
         return None
 
     @staticmethod
-    def _redact(obj: Any, key: str | None) -> Any:
+    def _redact_text(text: str, key: str | None) -> str:
+        """``text`` with the key (servers sometimes echo it) replaced."""
+        return text.replace(key, _REDACTED) if key and key in text else text
+
+    @staticmethod
+    def _redact_object(obj: Mapping[str, JSON], key: str | None) -> JSONObject:
+        """A JSON object with the key replaced in its strings (keys included)."""
+        redact, text = OpenAIBackend._redact, OpenAIBackend._redact_text
+        return {text(k, key): redact(v, key) for k, v in obj.items()}
+
+    @staticmethod
+    def _redact(obj: JSON, key: str | None) -> JSON:
         """Replace any occurrence of the key (servers sometimes echo it) in strings of ``obj``."""
         if not key:
             return obj
         if isinstance(obj, str):
             return obj.replace(key, _REDACTED) if key in obj else obj
         if isinstance(obj, dict):
-            return {OpenAIBackend._redact(k, key): OpenAIBackend._redact(v, key) for k, v in obj.items()}
+            return OpenAIBackend._redact_object(obj, key)
         if isinstance(obj, list):
             return [OpenAIBackend._redact(v, key) for v in obj]
         return obj
 
     # -- payload --------------------------------------------------------------------------------
-    def _payload(self, req: Request) -> dict[str, Any]:
+    def _payload(self, req: Request) -> JSONObject:
         cfg = req.config
-        body: dict[str, Any] = {
+        body: JSONObject = {
             "model": self.model,
             "messages": [m.to_dict() for m in req.messages],
             "temperature": cfg.temperature,
@@ -231,7 +242,7 @@ class OpenAIBackend(Backend):
         if cfg.top_k is not None:  # not OpenAI; vLLM/TGI accept it
             body["top_k"] = cfg.top_k
         if req.json_schema is not None:
-            schema = {"name": "verdict", "schema": req.json_schema, "strict": False}
+            schema: JSONObject = {"name": "verdict", "schema": req.json_schema, "strict": False}
             body["response_format"] = {"type": "json_schema", "json_schema": schema}
         top = 0
         if req.choices is not None:
@@ -252,7 +263,7 @@ class OpenAIBackend(Backend):
             "(OpenAI chat models, vLLM, TGI >= 2)"
         )
 
-    def _parse(self, req: Request, data: Any) -> Response:
+    def _parse(self, req: Request, data: object) -> Response:
         if not isinstance(data, dict) or not isinstance(data.get("choices"), list) or not data["choices"]:
             detail = str(data)[:_MAX_ERROR_CHARS]
             raise BackendError(
@@ -343,11 +354,11 @@ class OpenAIBackend(Backend):
     async def _post_once(
         self,
         client: httpx.AsyncClient,
-        body: dict[str, Any],
+        body: JSONObject,
         headers: dict[str, str],
         timeout: float,
         key: str | None,
-    ) -> Any:
+    ) -> JSON:
         resp = await client.post(
             f"{self.base_url}/chat/completions", json=body, headers=headers, timeout=httpx.Timeout(timeout)
         )
@@ -356,12 +367,12 @@ class OpenAIBackend(Backend):
             try:
                 return resp.json()
             except ValueError as e:
-                snippet = self._redact(resp.text[:300], key)
+                snippet = self._redact_text(resp.text[:300], key)
                 raise BackendError(
                     f"openai backend: non-JSON response (HTTP {status}) from {self.display_url} "
                     f"for model {self.model}: {snippet!r}"
                 ) from e
-        message = self._redact(_server_message(resp), key)
+        message = self._redact_text(_server_message(resp), key)
         if status == 400 and "response_format" in body and _FORMAT_REJECTED.search(message):
             log.warning("openai backend: response_format rejected (%s); sending without it", message)
             del body["response_format"]  # the caller's body: later retries go without it, raw["guided"]=False
@@ -413,12 +424,12 @@ class OpenAIBackend(Backend):
         except (httpx.NetworkError, httpx.RemoteProtocolError) as e:
             raise BackendError(
                 f"openai backend: cannot reach {self.display_url} for model {self.model} after "
-                f"{self.max_retries + 1} attempts: {type(e).__name__}: {self._redact(str(e), key)}"
+                f"{self.max_retries + 1} attempts: {type(e).__name__}: {self._redact_text(str(e), key)}"
             ) from None
         except httpx.HTTPError as e:  # e.g. invalid URL / unsupported protocol: not retried
             raise BackendError(
                 f"openai backend: request to {self.display_url} for model {self.model} failed: "
-                f"{type(e).__name__}: {self._redact(str(e), key)}"
+                f"{type(e).__name__}: {self._redact_text(str(e), key)}"
             ) from None
         data = self._redact(data, key)
         try:

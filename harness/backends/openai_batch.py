@@ -28,9 +28,9 @@ import logging
 import os
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import httpx
 from tenacity import Retrying, retry_if_exception, stop_after_attempt
@@ -43,6 +43,7 @@ from harness.backends.openai_http import (
     parse_retry_after,
 )
 from harness.cache import default_home
+from harness.jsontypes import JSON, JSONObject
 from harness.types import BackendConfigError, BackendError, LogprobsUnavailableError, Request, Response
 
 if TYPE_CHECKING:  # the backend passes itself in; only annotations name its class
@@ -78,8 +79,14 @@ class _Chunk:
         self.jsonl = b"".join(lines)
         self.sha = hashlib.sha256(url.encode() + b"\n" + self.jsonl).hexdigest()
         self.batch_id: str | None = None
-        self.batch: dict[str, Any] = {}
-        self.counts: Any = None
+        self.batch: JSONObject = {}
+        #: the (status, request_counts) last logged
+        self.counts: tuple[JSON, JSONObject] | None = None
+
+
+def _object(value: JSON) -> JSONObject:
+    """A JSON object of an answer, ``{}`` when the field is missing (or not an object)."""
+    return dict(value) if isinstance(value, Mapping) else {}
 
 
 class BatchRunner:
@@ -94,7 +101,15 @@ class BatchRunner:
 
     # -- HTTP ---------------------------------------------------------------------------------
     def _call(
-        self, client: httpx.Client, method: str, path: str, *, create: bool = False, **kw: Any
+        self,
+        client: httpx.Client,
+        method: str,
+        path: str,
+        *,
+        create: bool = False,
+        data: Mapping[str, str] | None = None,
+        files: Mapping[str, tuple[str, bytes, str]] | None = None,
+        json_body: JSONObject | None = None,
     ) -> httpx.Response:
         retrying = Retrying(
             stop=stop_after_attempt(self.b.max_retries + 1),
@@ -107,7 +122,7 @@ class BatchRunner:
         try:
             for attempt in retrying:
                 with attempt:
-                    resp = self._once(client, method, path, **kw)
+                    resp = self._once(client, method, path, data=data, files=files, json_body=json_body)
         except BackendError:
             raise
         except _RetryableHTTPError as e:
@@ -118,16 +133,25 @@ class BatchRunner:
         except httpx.HTTPError as e:
             raise BackendError(
                 f"openai batch API: {what} failed ({self.where}): {type(e).__name__}: "
-                f"{self.b._redact(str(e), self.key)}"
+                f"{self.b._redact_text(str(e), self.key)}"
             ) from None
         return resp
 
-    def _once(self, client: httpx.Client, method: str, path: str, **kw: Any) -> httpx.Response:
-        resp = client.request(method, f"{self.b.base_url}{path}", **kw)
+    def _once(
+        self,
+        client: httpx.Client,
+        method: str,
+        path: str,
+        *,
+        data: Mapping[str, str] | None,
+        files: Mapping[str, tuple[str, bytes, str]] | None,
+        json_body: JSONObject | None,
+    ) -> httpx.Response:
+        resp = client.request(method, f"{self.b.base_url}{path}", data=data, files=files, json=json_body)
         status = resp.status_code
         if 200 <= status < 300:
             return resp
-        message = self.b._redact(_server_message(resp), self.key)
+        message = self.b._redact_text(_server_message(resp), self.key)
         if status in RETRYABLE_STATUS or status >= 500:
             raise _RetryableHTTPError(status, message, parse_retry_after(resp.headers))
         cls = _NotFound if status == 404 else BackendConfigError if status in (401, 403) else BackendError
@@ -138,7 +162,7 @@ class BatchRunner:
         )
         raise cls(f"openai batch API: {method} {path}: HTTP {status} ({self.where}): {message}{auth}")
 
-    def _json(self, resp: httpx.Response) -> dict[str, Any]:
+    def _json(self, resp: httpx.Response) -> JSONObject:
         try:
             data = resp.json()
         except ValueError:
@@ -146,9 +170,9 @@ class BatchRunner:
         if not isinstance(data, dict):
             raise BackendError(
                 f"openai batch API: non-JSON answer from {resp.request.url.path} ({self.where}): "
-                f"{self.b._redact(resp.text[:300], self.key)!r}"
+                f"{self.b._redact_text(resp.text[:300], self.key)!r}"
             )
-        return self.b._redact(data, self.key)
+        return self.b._redact_object(data, self.key)
 
     # -- state files ----------------------------------------------------------------------------
     def _state_path(self, chunk: _Chunk) -> Path:
@@ -218,13 +242,13 @@ class BatchRunner:
         up = self._json(self._call(client, "POST", "/files", data={"purpose": "batch"}, files=files))
         if not up.get("id"):
             raise BackendError(f"openai batch API: file upload returned no id ({self.where}): {up}")
-        body = {
+        body: JSONObject = {
             "input_file_id": up["id"],
             "endpoint": ENDPOINT,
             "completion_window": self.b.batch_completion_window,
             "metadata": {"dialeval_input_sha256": chunk.sha},
         }
-        chunk.batch = self._json(self._call(client, "POST", "/batches", json=body, create=True))
+        chunk.batch = self._json(self._call(client, "POST", "/batches", json_body=body, create=True))
         chunk.batch_id = str(chunk.batch.get("id") or "")
         if not chunk.batch_id:
             raise BackendError(
@@ -238,7 +262,7 @@ class BatchRunner:
             self.where,
         )
 
-    def _lines(self, client: httpx.Client, file_id: Any) -> list[dict[str, Any]]:
+    def _lines(self, client: httpx.Client, file_id: JSON) -> list[JSONObject]:
         if not file_id:
             return []
         text = self._call(client, "GET", f"/files/{file_id}/content").text
@@ -246,8 +270,12 @@ class BatchRunner:
         for line in text.splitlines():
             if line.strip():
                 try:
-                    out.append(self.b._redact(json.loads(line), self.key))
+                    obj = json.loads(line)
                 except ValueError:
+                    obj = None
+                if isinstance(obj, dict):
+                    out.append(self.b._redact_object(obj, self.key))
+                else:
                     log.warning("openai batch API: skipping a malformed line of file %s", file_id)
         return out
 
@@ -272,7 +300,7 @@ class BatchRunner:
             i = wanted.get(str(line.get("custom_id")))
             if i is None or i in results:
                 continue
-            resp_obj = line.get("response") or {}
+            resp_obj = _object(line.get("response"))
             body = resp_obj.get("body")
             code = resp_obj.get("status_code")
             err = line.get("error") or (body.get("error") if isinstance(body, dict) else None)
@@ -300,7 +328,8 @@ class BatchRunner:
             emit(i, resp)
         problem = None
         if status != "completed":
-            errs = (batch.get("errors") or {}).get("data") or []
+            errs = _object(batch.get("errors")).get("data")
+            errs = errs if isinstance(errs, list) else []
             detail = "; ".join(
                 f"{e.get('code') or 'error'}: {e.get('message')}"
                 + (f" (line {e['line']})" if e.get("line") else "")
@@ -326,8 +355,9 @@ class BatchRunner:
         results: dict[int, Response] = {}
         errors: dict[int, BackendError] = {}
         problems: list[str] = []
-        kw: dict[str, Any] = {"transport": self.transport} if self.transport is not None else {}
-        with httpx.Client(headers=headers, timeout=httpx.Timeout(self.b.timeout), **kw) as client:
+        with httpx.Client(
+            headers=headers, timeout=httpx.Timeout(self.b.timeout), transport=self.transport
+        ) as client:
             for chunk in chunks:
                 self._submit(client, chunk)
             pending = list(chunks)
@@ -336,7 +366,7 @@ class BatchRunner:
                 for chunk in pending:
                     if chunk.batch.get("status") not in TERMINAL:
                         chunk.batch = self._json(self._call(client, "GET", f"/batches/{chunk.batch_id}"))
-                    counts = chunk.batch.get("request_counts") or {}
+                    counts = _object(chunk.batch.get("request_counts"))
                     status = chunk.batch.get("status")
                     if (status, counts) != chunk.counts:
                         chunk.counts = (status, counts)

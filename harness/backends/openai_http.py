@@ -9,7 +9,7 @@ import math
 import re
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import SupportsFloat
 from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 import httpx
@@ -113,7 +113,7 @@ def _server_message(resp: httpx.Response) -> str:
         body = resp.json()
     except ValueError:
         body = None
-    msg: Any = None
+    msg: object = None
     if isinstance(body, dict):
         err = body.get("error")
         if isinstance(err, dict):
@@ -130,10 +130,10 @@ def _server_message(resp: httpx.Response) -> str:
     return msg
 
 
-def _top_to_dict(top: Any) -> dict[str, float]:
+def _top_to_dict(top: object) -> dict[str, float]:
     """OpenAI's ``top_logprobs`` (list of {token, logprob}) or a legacy {token: logprob} dict."""
     out: dict[str, float] = {}
-    items: Iterable[tuple[Any, Any]]
+    items: Iterable[tuple[object, object]]
     if isinstance(top, dict):
         items = top.items()
     elif isinstance(top, list):
@@ -144,6 +144,8 @@ def _top_to_dict(top: Any) -> dict[str, float]:
         if tok is None or lp is None:
             continue
         tok = str(tok)
+        if not isinstance(lp, str | SupportsFloat):
+            raise TypeError(f"top_logprobs: log-prob {lp!r} of token {tok!r} is not a number")
         lp = float(lp)
         # Distinct token ids can decode to the same string (partial UTF-8 bytes): merge them, as
         # label matching does (and as the hf backend does for its top alternatives).

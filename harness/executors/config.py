@@ -3,9 +3,10 @@ actors, each holding one backend instance), and how many workers with which reso
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
+from harness.jsontypes import JSON, JSONObject
 from harness.spec import JudgeSpec
 from harness.types import BackendError
 
@@ -73,10 +74,10 @@ class ExecutorConfig:
 
     def resources(self, spec: JudgeSpec | None = None) -> dict[str, float]:
         """Ray resources of one worker for ``spec``: its ``num_cpus=`` / ``num_gpus=`` options win."""
-        opts: dict[str, Any] = dict(spec.options) if spec is not None else {}
+        opts: Mapping[str, JSON] = spec.options if spec is not None else {}
         try:
-            cpus = float(opts.get("num_cpus", self.cpus_per_worker))
-            gpus = float(opts.get("num_gpus", self.gpus_per_worker))
+            cpus = float(_number(opts.get("num_cpus", self.cpus_per_worker)))
+            gpus = float(_number(opts.get("num_gpus", self.gpus_per_worker)))
         except (TypeError, ValueError) as e:
             raise ValueError(
                 f"judge spec {spec.raw if spec else ''!r}: num_cpus / num_gpus must be numbers"
@@ -84,7 +85,7 @@ class ExecutorConfig:
         if cpus < 0 or gpus < 0:
             raise ValueError("num_cpus / num_gpus must be >= 0")
         if spec is not None and spec.kind == "vllm":
-            tp = int(opts.get("tensor_parallel_size", 1))
+            tp = int(_number(opts.get("tensor_parallel_size", 1)))
             if gpus and gpus < tp:
                 raise ValueError(
                     f"vllm tensor_parallel_size={tp} needs {tp} GPUs per worker (one engine per worker): "
@@ -92,8 +93,8 @@ class ExecutorConfig:
                 )
         return {"num_cpus": cpus, "num_gpus": gpus}
 
-    def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"kind": self.kind}
+    def to_dict(self) -> JSONObject:
+        d: JSONObject = {"kind": self.kind}
         if self.distributed:
             d.update(
                 workers=self.workers,
@@ -103,3 +104,11 @@ class ExecutorConfig:
                 max_retries=self.max_retries,
             )
         return d
+
+
+def _number(value: JSON) -> int | float | str:
+    """A spec option that should be a number: as given (``float()`` / ``int()`` read it), or a
+    ``TypeError`` for a list, mapping or null."""
+    if not isinstance(value, int | float | str):
+        raise TypeError(f"expected a number, got {value!r}")
+    return value

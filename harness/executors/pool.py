@@ -32,21 +32,89 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from harness.executors.capacity import PoolNeed
 from harness.executors.config import ExecutorConfig, ExecutorError, ShardFailedError
 from harness.executors.session import import_ray
-from harness.executors.shards import Member, Shard, StopPipe, WorkerStats, error_text, forwarded_env
+from harness.executors.shards import (
+    Member,
+    SetupInfo,
+    Shard,
+    StopPipe,
+    WorkerStats,
+    error_text,
+    forwarded_env,
+)
 from harness.executors.worker import ModelWorker, process_identity
+from harness.jsontypes import JSONObject
 from harness.provenance import redact
 from harness.spec import JudgeSpec
 
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
+
 log = logging.getLogger(__name__)
 _keys = itertools.count()
+R = TypeVar("R")
+
+
+class RemoteMethod(Protocol):
+    """A method of a Ray actor handle: ``.remote(...)`` sends the call, returning its reference."""
+
+    def remote(self, *args: object, **kwargs: object) -> object: ...
+
+
+class WorkerActor(Protocol):
+    """What the pool calls directly on a :class:`~harness.executors.worker.ModelWorker` actor handle
+    (``generate`` / ``encode`` are reached by name)."""
+
+    @property
+    def ping(self) -> RemoteMethod: ...
+    @property
+    def setup(self) -> RemoteMethod: ...
+    @property
+    def release(self) -> RemoteMethod: ...
+    @property
+    def close(self) -> RemoteMethod: ...
+
+
+@dataclass(frozen=True)
+class _Call(Generic[R]):
+    """One :meth:`WorkerPool.run`: ``method`` of ``member`` over ``items``, results of type ``kind``."""
+
+    member: Member
+    method: str
+    items: list[object]
+    kind: type[R]
+    kwargs: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class _Result:
+    """A slot's message: the result of item ``index``."""
+
+    slot: int
+    index: int
+    value: object
+
+
+@dataclass(frozen=True)
+class _ShardDone:
+    shard: Shard
+
+
+@dataclass(frozen=True)
+class _ShardFailed:
+    shard: Shard
+    why: str
+
+
+_Message = _Result | _ShardDone | _ShardFailed
 
 
 class _Retry(Exception):
@@ -70,7 +138,7 @@ class WorkerPool:
         config: ExecutorConfig,
         *,
         seed: int | None = None,
-        progress: Callable[[], Any] | None = None,
+        progress: Callable[[], Progress | None] | None = None,
         before_start: Callable[[WorkerPool], None] | None = None,
     ) -> None:
         self.ray = import_ray()
@@ -78,13 +146,13 @@ class WorkerPool:
         self.members: list[Member] = []
         self._progress = progress
         self._before_start = before_start
-        self._bar: Any = None
+        self._bar: TaskID | None = None
         remote = self.ray.remote(ModelWorker)
         self._actor_cls = remote.options(
             num_cpus=self.resources["num_cpus"], num_gpus=self.resources["num_gpus"], max_restarts=0
         )
         self.stats = [WorkerStats(slot) for slot in range(config.workers)]
-        self.actors: list[Any] = [None] * config.workers
+        self.actors: list[WorkerActor | None] = [None] * config.workers
         self.started = False
         self.closed = False
         self._stop = StopPipe()
@@ -122,7 +190,7 @@ class WorkerPool:
         source.members.remove(member)
         self.members.append(member)
 
-    def info(self, member: Member) -> dict[str, Any]:
+    def info(self, member: Member) -> SetupInfo:
         """What worker 0 reported for ``member`` (identity, prefixes, engine); starts the pool."""
         self.start()
         return member.info
@@ -171,7 +239,7 @@ class WorkerPool:
                 raise
             self.started = True
 
-    def _await_placement(self, actors: list[Any]) -> None:
+    def _await_placement(self, actors: Sequence[WorkerActor]) -> None:
         """Wait until every actor's process runs (placed on a node, nothing loaded yet) and watches
         this driver and its stop pipe."""
         with self._stop.opening() as stop:
@@ -191,7 +259,7 @@ class WorkerPool:
             for p in pings:
                 self._get_setup(p)
 
-    def _setup_call(self, actor: Any, member: Member) -> Any:
+    def _setup_call(self, actor: WorkerActor, member: Member) -> object:
         threads = max(1, int(self.resources["num_cpus"])) if self.resources["num_cpus"] >= 1 else 1
         return actor.setup.remote(
             member.key,
@@ -204,7 +272,7 @@ class WorkerPool:
             cache=member.cache_path,
         )
 
-    def _adopt(self, slot: int, member: Member, info: dict[str, Any]) -> None:
+    def _adopt(self, slot: int, member: Member, info: SetupInfo) -> None:
         st = self.stats[slot]
         if st.pid != info.get("pid"):
             st.node_ip, st.hostname, st.pid = info.get("node_ip"), info.get("hostname"), info.get("pid")
@@ -222,7 +290,7 @@ class WorkerPool:
                 f"({info.get('identity')} vs {member.info.get('identity')}): every node needs the same files"
             )
 
-    def _get_setup(self, call: Any) -> dict[str, Any]:
+    def _get_setup(self, call: object) -> SetupInfo:
         try:
             return self.ray.get(call)
         except self.ray.exceptions.RayTaskError as e:
@@ -264,12 +332,13 @@ class WorkerPool:
         self,
         member: Member,
         method: str,
-        items: Sequence[Any],
-        emit: Callable[[int, Any], None] | None = None,
-        **kwargs: Any,
-    ) -> list[Any]:
+        items: Sequence[object],
+        kind: type[R],
+        emit: Callable[[int, R], None] | None = None,
+        **kwargs: str,
+    ) -> list[R]:
         """``method`` (``generate`` / ``encode``) of ``member`` over ``items`` in shards; one result
-        per item, in order."""
+        per item (each a ``kind``: ``Response``, ``numpy.ndarray``), in order."""
         with self._run_lock:
             if self.closed:
                 raise ExecutorError(f"the Ray pool for {self.label} is closed")
@@ -283,21 +352,19 @@ class WorkerPool:
                         self._replace(slot)
                     except _SlotDead as e:
                         log.warning("%s", e)
-            return self._run(member, method, items, emit, kwargs)
+            return self._run(_Call(member, method, items, kind, kwargs), emit)
 
-    def _run(self, member: Member, method: str, items: list[Any], emit, kwargs) -> list[Any]:
-        n = len(items)
+    def _run(self, call: _Call[R], emit: Callable[[int, R], None] | None) -> list[R]:
+        member, n = call.member, len(call.items)
         # exactly shard_size per shard (the last one shorter): with the runner's shard_size =
         # --batch-size, every worker sees the very batches a local run sends, so batch-dependent
         # numerics (padding, kernel choice) give the same bits
         size = self.config.shard_size
         shards = deque(Shard(k, list(range(s, min(s + size, n)))) for k, s in enumerate(range(0, n, size)))
         n_shards = len(shards)
-        results: list[Any] = [None] * n
-        have = [False] * n
-        msgs: queue.Queue[tuple[Any, ...]] = queue.Queue()
+        results: dict[int, R] = {}
+        msgs: queue.Queue[_Message] = queue.Queue()
         cancel = threading.Event()
-        call = (member, method, items, kwargs)
         threads = [
             threading.Thread(
                 target=self._drive,
@@ -314,14 +381,19 @@ class WorkerPool:
         failed: list[tuple[Shard, str]] = []
         finished = 0
 
-        def take(msg: tuple[Any, ...]) -> None:
-            _, slot, i, value = msg
-            if not have[i]:
-                have[i], results[i] = True, value
+        def take(msg: _Result) -> None:
+            i, value = msg.index, msg.value
+            if not isinstance(value, call.kind):
+                raise ExecutorError(
+                    f"a Ray worker of {self.label} answered {call.method} with a {type(value).__name__}, "
+                    f"not a {call.kind.__name__}"
+                )
+            if i not in results:
+                results[i] = value
                 member.requests += 1
                 if emit is not None:
                     emit(i, value)
-                self._bar_advance(slot)
+                self._bar_advance(msg.slot)
 
         try:
             for t in threads:
@@ -337,12 +409,12 @@ class WorkerPool:
                         failed += [(sh, "no live Ray worker left to run it") for sh in left]
                         finished += len(left)
                     continue
-                if msg[0] == "result":
+                if isinstance(msg, _Result):
                     take(msg)
-                elif msg[0] == "done":
+                elif isinstance(msg, _ShardDone):
                     finished += 1
-                elif msg[0] == "failed":
-                    failed.append((msg[1], msg[2]))
+                else:
+                    failed.append((msg.shard, msg.why))
                     finished += 1
         except BaseException:
             # interrupted (Ctrl-C, SIGTERM, an error in emit): the workers on this machine save
@@ -359,7 +431,7 @@ class WorkerPool:
             try:
                 while True:
                     msg = msgs.get_nowait()
-                    if msg[0] == "result":
+                    if isinstance(msg, _Result):
                         take(msg)
             except (queue.Empty, Exception):
                 pass
@@ -378,10 +450,16 @@ class WorkerPool:
                 failed=n_failed,
                 total=n,
             )
-        assert all(have)
-        return results
+        return [results[i] for i in range(n)]  # every shard finished: every index has its result
 
-    def _drive(self, slot, shards, msgs, cancel, call) -> None:
+    def _drive(
+        self,
+        slot: int,
+        shards: deque[Shard],
+        msgs: queue.Queue[_Message],
+        cancel: threading.Event,
+        call: _Call[R],
+    ) -> None:
         """One worker slot's loop: take the next shard, run it with retries, report."""
         while not cancel.is_set():
             with self._lock:
@@ -402,19 +480,21 @@ class WorkerPool:
                 return
             except _SlotDead as e:
                 msgs.put(
-                    ("failed", shard, f"{shard.attempts[-1] if shard.attempts else ''}; {e}".strip("; "))
+                    _ShardFailed(shard, f"{shard.attempts[-1] if shard.attempts else ''}; {e}".strip("; "))
                 )
                 return
             except _Retry:
-                msgs.put(("failed", shard, shard.attempts[-1]))
+                msgs.put(_ShardFailed(shard, shard.attempts[-1]))
                 continue
             except Exception as e:  # a bug in the pool itself: report, never hang
-                msgs.put(("failed", shard, error_text(e)))
+                msgs.put(_ShardFailed(shard, error_text(e)))
                 continue
-            msgs.put(("done", shard))
+            msgs.put(_ShardDone(shard))
 
-    def _attempt(self, slot, shard: Shard, msgs, cancel, call) -> None:
-        member, method, items, kwargs = call
+    def _attempt(
+        self, slot: int, shard: Shard, msgs: queue.Queue[_Message], cancel: threading.Event, call: _Call[R]
+    ) -> None:
+        member, method, items, kwargs = call.member, call.method, call.items, call.kwargs
         todo = shard.todo
         if not todo:
             return
@@ -434,7 +514,7 @@ class WorkerPool:
                     continue
                 for j, v in value:
                     shard.received.add(todo[j])
-                    msgs.put(("result", slot, todo[j], v))
+                    msgs.put(_Result(slot, todo[j], v))
                     st.requests += 1
             st.shards += 1
         except self.ray.exceptions.RayTaskError as e:  # the backend raised: retry on the same worker
@@ -485,7 +565,7 @@ class WorkerPool:
         """Weights loading, booked once: the workers load in parallel, so the slowest one's."""
         return max((s.load_seconds for s in self.stats), default=0.0)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         roles = {m.role for m in self.members}
         return {
             "role": roles.pop() if len(roles) == 1 else "mixed",

@@ -13,7 +13,6 @@ keys (and results) are the same as with ``--executor local``. Both start their p
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 
@@ -21,6 +20,7 @@ from harness.backends.base import Backend, backend_class
 from harness.encoders.base import Encoder
 from harness.executors.pool import WorkerPool
 from harness.executors.shards import Member
+from harness.jsontypes import JSONObject
 from harness.types import Request, Response
 
 
@@ -34,12 +34,12 @@ class PoolBackend(Backend):
         self.capabilities = backend_class(spec.kind).capabilities  # type: ignore[misc]  # likewise
         self.pool, self.member = pool, member
 
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> JSONObject:
         return dict(self.pool.info(self.member)["identity"])
 
     def _generate(self, requests: list[Request], emit: Callable[[int, Response], None]) -> list[Response]:
         try:
-            return self.pool.run(self.member, "generate", requests, emit)
+            return self.pool.run(self.member, "generate", requests, Response, emit)
         finally:
             self.stats.retries = self.pool.retries
             self.stats.load_seconds = self.pool.load_seconds
@@ -65,12 +65,12 @@ class PoolEncoder(Encoder):
     def prefixes(self) -> dict[str, str]:  # type: ignore[override]
         return dict(self.pool.info(self.member).get("prefixes") or {})
 
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> JSONObject:
         return dict(self.pool.info(self.member)["identity"])
 
     def _encode(self, texts: list[str], role: str) -> np.ndarray:
         try:
-            rows = self.pool.run(self.member, "encode", texts, None, role=role)
+            rows = self.pool.run(self.member, "encode", texts, np.ndarray, None, role=role)
         finally:
             self.load_seconds = self.pool.load_seconds
         out = np.vstack([np.asarray(r, dtype=np.float32).reshape(1, -1) for r in rows])

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from typing import Any
+from typing import TYPE_CHECKING
 
 from harness.backends.base import Backend, backend_factory
 from harness.cache import CachedBackend
@@ -25,20 +25,24 @@ from harness.executors.config import ExecutorConfig, ExecutorError
 from harness.executors.pool import WorkerPool
 from harness.executors.remote import PoolBackend, PoolEncoder
 from harness.executors.session import ray_session
+from harness.jsontypes import JSONObject
 from harness.judges.base import Judge
 from harness.spec import JudgeSpec
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 
 class ExecutorScope:
     def __init__(
-        self, config: ExecutorConfig, *, seed: int | None = None, cluster: dict[str, Any] | None = None
+        self, config: ExecutorConfig, *, seed: int | None = None, cluster: JSONObject | None = None
     ) -> None:
         self.config = config
         self.seed = seed
         self.cluster = cluster
         self.pools: list[WorkerPool] = []
         #: a rich ``Progress`` the pools add their bar to (set by the caller while it shows one)
-        self.progress: Any = None
+        self.progress: Progress | None = None
 
     @property
     def distributed(self) -> bool:
@@ -123,7 +127,7 @@ class ExecutorScope:
         if message:
             raise ExecutorError(message)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Provenance for results: the executor, the cluster, and every pool's per-worker stats."""
         out = self.config.to_dict()
         if self.distributed:

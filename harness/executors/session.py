@@ -19,11 +19,12 @@ import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from types import ModuleType
 
 from harness import interrupt
 from harness.executors import watchdog
 from harness.executors.config import RAY_EXTRA_HINT, RayNotInstalledError
+from harness.jsontypes import JSON, JSONObject
 
 log = logging.getLogger(__name__)
 _lock = threading.Lock()
@@ -68,7 +69,7 @@ class ClusterReaper:
             self.proc.kill()
 
 
-def import_ray() -> Any:
+def import_ray() -> ModuleType:
     """``import ray``, or a clear error naming the extra."""
     try:
         import ray
@@ -80,7 +81,7 @@ def import_ray() -> Any:
 
 
 @contextmanager
-def ray_session() -> Iterator[dict[str, Any]]:
+def ray_session() -> Iterator[JSONObject]:
     """Connect to Ray for the ``with`` block. A session that finds Ray already initialised (a test's
     cluster, an outer session) reuses it and leaves it running; one that starts it shuts it down."""
     ray = import_ray()
@@ -89,7 +90,7 @@ def ray_session() -> Iterator[dict[str, Any]]:
         started = False
         if not ray.is_initialized():
             address = os.environ.get("RAY_ADDRESS") or None
-            kwargs: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": True}
+            kwargs: dict[str, str | int | bool] = {"logging_level": logging.WARNING, "log_to_driver": True}
             if address is None:
                 # address="local": a fresh cluster on this machine, never some other `ray start` instance
                 kwargs.update(address="local", include_dashboard=False)
@@ -116,8 +117,10 @@ def ray_session() -> Iterator[dict[str, Any]]:
                     reaper.stop()
 
 
-def describe_cluster(ray: Any, started: bool) -> dict[str, Any]:
+def describe_cluster(ray: ModuleType, started: bool) -> JSONObject:
     """Ray version, how this process attached, and the cluster's nodes and resources (provenance)."""
+    resources: JSONObject
+    nodes: list[JSON]
     try:
         resources = {k: v for k, v in ray.cluster_resources().items() if k in ("CPU", "GPU", "memory")}
         nodes = [

@@ -11,8 +11,9 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
+from harness.jsontypes import JSONObject
 from harness.spec import JudgeSpec
 
 # Environment a worker process needs to load models as the driver would (Ray workers on other
@@ -28,6 +29,23 @@ _ENV_PREFIXES = (
 )
 
 
+class SetupInfo(TypedDict, total=False):
+    """A worker's answer to setting up a member: where it runs and what it holds."""
+
+    hostname: str
+    pid: int
+    node_ip: str | None
+    gpu_ids: list[str]
+    #: the worker watches the driver process and its stop pipe (same machine)
+    watches_driver: bool
+    #: the member's identity (the backend's or encoder's)
+    identity: JSONObject
+    setup_s: float
+    #: an encoder's prefixes and engine
+    prefixes: dict[str, str]
+    engine: str
+
+
 @dataclass
 class Member:
     """A backend or encoder held by every actor of a pool, under ``key``."""
@@ -36,14 +54,14 @@ class Member:
     role: str  # "backend" | "encoder"
     spec: JudgeSpec
     label: str
-    info: dict[str, Any] = field(default_factory=dict)  # worker 0's setup answer: identity, prefixes...
+    info: SetupInfo = field(default_factory=SetupInfo)  # worker 0's setup answer: identity, prefixes...
     #: the request cache the driver writes this backend's responses to (workers on the driver's
     #: machine save their last responses there when the driver stops)
     cache_path: str | None = None
     requests: int = 0
     released: bool = False
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {"role": self.role, "spec": self.label, "requests": self.requests}
 
 
@@ -64,7 +82,7 @@ class WorkerStats:
     watches_driver: bool = False
     pids: list[int] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {
             "worker": self.slot,
             "node_ip": self.node_ip,

@@ -36,21 +36,36 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TypedDict
 
+import numpy as np
+
+from harness.backends.base import Backend, BackendStats, BackendStatsRecord
+from harness.encoders.base import Encoder
+from harness.executors.shards import SetupInfo
+from harness.jsontypes import JSONObject
 from harness.spec import JudgeSpec
-from harness.types import Request
+from harness.types import Request, Response
 
-if TYPE_CHECKING:
-    from harness.backends.base import Backend
-    from harness.encoders.base import Encoder
-
-_END = object()
 #: exit status of a worker whose driver died or stopped it (nothing it computes could be delivered)
 DRIVER_GONE_EXIT = 75
 
 
-def process_identity(pid: int | None = None) -> dict[str, Any]:
+class ProcessIdentity(TypedDict):
+    """A process, findable by another process on the same machine (see :func:`process_identity`)."""
+
+    pid: int
+    start: int | None
+    boot_id: str | None
+
+
+class StatsMessage(TypedDict):
+    """A worker call's last message: the member's backend statistics."""
+
+    stats: BackendStatsRecord
+
+
+def process_identity(pid: int | None = None) -> ProcessIdentity:
     """``pid``, its start time (clock ticks since boot) and the machine's boot id: enough for a
     process on the same machine to find this exact process (not a later one reusing the pid)."""
     pid = os.getpid() if pid is None else pid
@@ -77,7 +92,7 @@ class DriverWatch:
     :func:`process_identity`) is gone or closes the stop pipe at ``stop_path``. Inactive when the
     driver is on another machine or the platform has no pidfd."""
 
-    def __init__(self, driver: dict[str, Any] | None, stop_path: str | None = None) -> None:
+    def __init__(self, driver: ProcessIdentity | None, stop_path: str | None = None) -> None:
         self.fds: list[int] = []
         self.on_stop: Callable[[], None] | None = None
         self.disarmed = False
@@ -129,15 +144,15 @@ class DriverWatch:
 
 class ModelWorker:
     def __init__(self) -> None:
-        self.objs: dict[str, Any] = {}
+        self.objs: dict[str, Backend | Encoder] = {}
         self.watch: DriverWatch | None = None
         #: per member: the driver's request cache (None: no cache, or not reachable from here), the
         #: identity its keys use, and the (request, response) pairs of the last two shards
         self.caches: dict[str, str | None] = {}
-        self.identities: dict[str, dict[str, Any]] = {}
-        self.recent: dict[str, deque[list[tuple[Request, Any]]]] = {}
+        self.identities: dict[str, JSONObject] = {}
+        self.recent: dict[str, deque[list[tuple[Request, Response]]]] = {}
 
-    def ping(self, driver: dict[str, Any] | None = None, stop_path: str | None = None) -> int:
+    def ping(self, driver: ProcessIdentity | None = None, stop_path: str | None = None) -> int:
         """Answered once the actor's process runs (scheduling done, no model loaded yet); starts
         watching ``driver`` and its stop pipe (see the module docstring)."""
         if self.watch is None:
@@ -182,7 +197,7 @@ class ModelWorker:
         seed: int | None = None,
         threads: int | None = None,
         cache: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> SetupInfo:
         """Create member ``key``: the backend (``role="backend"``) or encoder (``role="encoder"``)
         ``spec`` names; returns where this worker runs and what it holds (identity, capabilities).
         ``cache``: the driver's request cache file, where a stopped driver's last responses go."""
@@ -190,7 +205,7 @@ class ModelWorker:
         os.environ.update(env or {})
         if cwd and os.path.isdir(cwd):  # relative paths in specs mean what they mean on the driver
             os.chdir(cwd)
-        encoder_info: dict[str, Any] = {}
+        encoder_info: SetupInfo = {}
         obj: Backend | Encoder
         if role == "backend":
             from harness.backends.base import create_local_backend
@@ -214,15 +229,16 @@ class ModelWorker:
             if torch is not None:
                 torch.manual_seed(seed)
         info = self._where()
-        info.update(identity=obj.identity(), setup_s=time.perf_counter() - t0)
-        self.identities[key] = info["identity"]
+        identity = obj.identity()
+        info["identity"], info["setup_s"] = identity, time.perf_counter() - t0
+        self.identities[key] = identity
         self.caches[key] = cache if (cache and self.watch is not None and self.watch.active) else None
         if role == "encoder":
             info.update(encoder_info)
         return info
 
-    def _where(self) -> dict[str, Any]:
-        info: dict[str, Any] = {"hostname": socket.gethostname(), "pid": os.getpid()}
+    def _where(self) -> SetupInfo:
+        info: SetupInfo = {"hostname": socket.gethostname(), "pid": os.getpid()}
         info["watches_driver"] = bool(self.watch and self.watch.active)
         ray = sys.modules.get("ray")
         if ray is not None and ray.is_initialized():  # in a Ray worker (never start Ray outside one)
@@ -232,10 +248,10 @@ class ModelWorker:
             info["node_ip"], info["gpu_ids"] = None, []
         return info
 
-    def _stats(self, key: str) -> dict[str, Any]:
+    def _stats(self, key: str) -> BackendStatsRecord:
         obj = self.objs[key]
         stats = getattr(obj, "stats", None)
-        out = dict(stats.to_dict()) if stats is not None else {}
+        out = stats.to_dict() if isinstance(stats, BackendStats) else BackendStatsRecord()
         out["load_seconds"] = float(out.get("load_seconds", getattr(obj, "load_seconds", 0.0)) or 0.0)
         return out
 
@@ -243,16 +259,20 @@ class ModelWorker:
         if self.watch is not None:
             self.watch.check()
 
-    def generate(self, key: str, requests: Sequence[Request]) -> Iterator[Any]:
+    def generate(
+        self, key: str, requests: Sequence[Request]
+    ) -> Iterator[list[tuple[int, Response]] | StatsMessage]:
         """Stream ``[(i, Response), ...]`` as member ``key`` reports them, then ``{"stats": ...}``."""
-        out: queue.Queue[Any] = queue.Queue()
+        out: queue.Queue[tuple[int, Response] | None] = queue.Queue()  # None: the backend is done
         errors: list[BaseException] = []
         backend = self.objs[key]
+        if not isinstance(backend, Backend):
+            raise TypeError(f"member {key} is an encoder: it encodes, it does not generate")
         requests = list(requests)
-        finished: list[tuple[Request, Any]] = []
+        finished: list[tuple[Request, Response]] = []
         self.recent.setdefault(key, deque(maxlen=2)).append(finished)
 
-        def report(i: int, resp: Any) -> None:
+        def report(i: int, resp: Response) -> None:
             finished.append((requests[i], resp))
             self._check_driver()  # before the backend may start another request
             out.put((i, resp))
@@ -263,21 +283,23 @@ class ModelWorker:
             except BaseException as e:  # re-raised in the actor's thread below
                 errors.append(e)
             finally:
-                out.put(_END)
+                out.put(None)
 
         t = threading.Thread(target=work, name="worker-generate", daemon=True)
         t.start()
         done = False
         while not done:
-            batch = [out.get()]
+            batch: list[tuple[int, Response]] = []
+            item = out.get()
             while True:  # everything else already finished goes in the same message
+                if item is None:
+                    done = True
+                    break
+                batch.append(item)
                 try:
-                    batch.append(out.get_nowait())
+                    item = out.get_nowait()
                 except queue.Empty:
                     break
-            if batch[-1] is _END:
-                batch.pop()
-                done = True
             if batch:
                 yield batch
         t.join()
@@ -285,9 +307,14 @@ class ModelWorker:
             raise errors[0]
         yield {"stats": self._stats(key)}
 
-    def encode(self, key: str, texts: Sequence[str], role: str = "query") -> Iterator[Any]:
+    def encode(
+        self, key: str, texts: Sequence[str], role: str = "query"
+    ) -> Iterator[list[tuple[int, np.ndarray]] | StatsMessage]:
         """Unit vectors of ``texts`` as one ``[(i, vector), ...]`` message, then ``{"stats": ...}``."""
-        emb = self.objs[key].encode(list(texts), role=role)
+        encoder = self.objs[key]
+        if not isinstance(encoder, Encoder):
+            raise TypeError(f"member {key} is a backend: it generates, it does not encode")
+        emb = encoder.encode(list(texts), role=role)
         self._check_driver()
         yield list(enumerate(emb))
         yield {"stats": self._stats(key)}

@@ -10,13 +10,19 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
+from harness.backends.base import BackendStatsRecord
 from harness.cache import RequestCache
+from harness.jsontypes import JSONObject
 from harness.meta.panel_vote import PanelView
 from harness.spec import JudgeSpec
 from harness.tasks import TaskSpec
 from harness.types import Usage
+
+#: one item handed to a judge: a row of the common schema (:mod:`harness.data.schema`) or a
+#: task's derived row; judges read the fields they need and check their types
+Item: TypeAlias = Mapping[str, object]
 
 
 @dataclass
@@ -28,6 +34,8 @@ class Verdict:
     detail: str = ""
     usage: Usage = field(default_factory=Usage)
     cached: bool = False
+    # the scorer's extras (Scored.extra) plus the judge's own: written to samples.parquet and read
+    # by plug-ins (a pipeline's labels, a task's parts)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -45,13 +53,13 @@ class Judge(ABC):
         self.usage = Usage()
 
     @abstractmethod
-    def score(self, task: TaskSpec, items: Sequence[Mapping[str, Any]]) -> list[Verdict]: ...
+    def score(self, task: TaskSpec, items: Sequence[Item]) -> list[Verdict]: ...
 
     @abstractmethod
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> JSONObject:
         """Model id, revision, adapter/weights fingerprint: recorded in results and cache keys."""
 
-    def decoding(self, task: TaskSpec) -> dict[str, Any] | None:
+    def decoding(self, task: TaskSpec) -> JSONObject | None:
         """Decoding parameters used for ``task`` (None for judges that do not decode)."""
         return None
 
@@ -64,7 +72,7 @@ class Judge(ABC):
         items scored, or None when it is not known (the ``mean:`` ensemble needs it to normalise)."""
         return None
 
-    def item_score_range(self, task: TaskSpec, item: Mapping[str, Any]) -> tuple[float, float] | None:
+    def item_score_range(self, task: TaskSpec, item: Item) -> tuple[float, float] | None:
         """The fixed range of ``item``'s score: :meth:`score_range` unless the judge routes items to
         judges with different ranges (``bylang:``), where it is the range of the item's route."""
         return self.score_range(task)
@@ -78,7 +86,7 @@ class Judge(ABC):
         ranges on ``task`` (what the panel meta-metrics need); None for a single judge."""
         return None
 
-    def backend_stats(self) -> dict[str, float]:
+    def backend_stats(self) -> BackendStatsRecord:
         """Work sent to the model: requests, batches, retries, lazy weight-loading seconds."""
         return {}
 
@@ -92,14 +100,19 @@ class Judge(ABC):
         self.close()
 
 
-def summed_backend_stats(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The numeric backend statistics of a composite judge's parts, summed (booleans and
-    non-numbers left out); the caller adds the per-part breakdown."""
-    total: dict[str, Any] = {}
+def summed_backend_stats(parts: Sequence[BackendStatsRecord]) -> BackendStatsRecord:
+    """The counts of a composite judge's parts, summed (keys no part has left out); the caller
+    adds the per-part breakdown."""
+    total = BackendStatsRecord()
     for stats in parts:
-        for key, val in stats.items():
-            if isinstance(val, int | float) and not isinstance(val, bool):
-                total[key] = total.get(key, 0) + val
+        if "requests" in stats:
+            total["requests"] = total.get("requests", 0) + stats["requests"]
+        if "batches" in stats:
+            total["batches"] = total.get("batches", 0) + stats["batches"]
+        if "retries" in stats:
+            total["retries"] = total.get("retries", 0) + stats["retries"]
+        if "load_seconds" in stats:
+            total["load_seconds"] = total.get("load_seconds", 0) + stats["load_seconds"]
     return total
 
 
@@ -113,3 +126,28 @@ def close_all(judges: Iterable[Judge]) -> None:
             error = error or e
     if error is not None:
         raise error
+
+
+def item_text(item: Item, key: str) -> str:
+    """``item[key]`` as a string (``response``, ``reference``...); a clear error when it is not one."""
+    value = item[key]
+    if not isinstance(value, str):
+        raise TypeError(f"item {item.get('id')!r}: {key!r} is {type(value).__name__}, expected a string")
+    return value
+
+
+def message_texts(item: Item, key: str) -> list[str]:
+    """The ``text`` of every message of ``item[key]`` (``context`` / ``turns``: lists of
+    ``{role, text}``), oldest first; a clear error when the field has another shape."""
+    messages = item[key]
+    if isinstance(messages, str | bytes) or not isinstance(messages, Iterable):
+        raise TypeError(
+            f"item {item.get('id')!r}: {key!r} is {type(messages).__name__}, expected a list of messages"
+        )
+    texts = []
+    for m in messages:
+        text = m.get("text") if isinstance(m, Mapping) else None
+        if not isinstance(text, str):
+            raise TypeError(f"item {item.get('id')!r}: a message of {key!r} has no text: {m!r}")
+        texts.append(text)
+    return texts

@@ -15,11 +15,12 @@ needs it).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
+from harness.backends.base import BackendStatsRecord
 from harness.cache import RequestCache
-from harness.judges.base import Judge, Verdict, close_all, summed_backend_stats
+from harness.jsontypes import JSON, JSONObject
+from harness.judges.base import Item, Judge, Verdict, close_all, summed_backend_stats
 from harness.judges.loader import load_judge
 from harness.spec import OTHER_LANGUAGES, JudgeSpec, language_routes
 from harness.tasks import TaskSpec
@@ -38,21 +39,21 @@ class LanguageRouterJudge(Judge):
             self.close()
             raise
 
-    def route(self, language: str | None) -> str | None:
+    def route(self, language: object) -> str | None:
         """The route key taking ``language`` (its own code, else ``*``), or None."""
-        if language in self.judges:
+        if isinstance(language, str) and language in self.judges:
             return language
         return OTHER_LANGUAGES if OTHER_LANGUAGES in self.judges else None
 
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> JSONObject:
         return {"backend": "bylang", "routes": {k: j.identity() for k, j in self.judges.items()}}
 
     def method(self, task: TaskSpec) -> str:
         parts = [f"{k} -> {self.routes[k]}: {j.method(task)}" for k, j in self.judges.items()]
         return "per-language judge (bylang): " + "; ".join(parts)
 
-    def decoding(self, task: TaskSpec) -> dict[str, Any] | None:
-        per = {k: j.decoding(task) for k, j in self.judges.items()}
+    def decoding(self, task: TaskSpec) -> JSONObject | None:
+        per: dict[str, JSON] = {k: j.decoding(task) for k, j in self.judges.items()}
         return None if all(d is None for d in per.values()) else {"routes": per}
 
     def score_range(self, task: TaskSpec) -> tuple[float, float] | None:
@@ -60,14 +61,14 @@ class LanguageRouterJudge(Judge):
         ranges = {j.score_range(task) for j in self.judges.values()}
         return ranges.pop() if len(ranges) == 1 else None
 
-    def item_score_range(self, task: TaskSpec, item: Mapping[str, Any]) -> tuple[float, float] | None:
+    def item_score_range(self, task: TaskSpec, item: Item) -> tuple[float, float] | None:
         key = self.route(item.get("language"))
         return None if key is None else self.judges[key].item_score_range(task, item)
 
     def has_score_range(self, task: TaskSpec) -> bool:
         return all(j.has_score_range(task) for j in self.judges.values())
 
-    def score(self, task: TaskSpec, items: Sequence[Mapping[str, Any]]) -> list[Verdict]:
+    def score(self, task: TaskSpec, items: Sequence[Item]) -> list[Verdict]:
         out: list[Verdict | None] = [None] * len(items)
         groups: dict[str, list[int]] = {}
         for i, item in enumerate(items):
@@ -92,7 +93,7 @@ class LanguageRouterJudge(Judge):
         self.usage = sum((j.usage for j in self.judges.values()), Usage())
         return out  # type: ignore[return-value]  # every item was routed: no None is left
 
-    def backend_stats(self) -> dict[str, Any]:
+    def backend_stats(self) -> BackendStatsRecord:
         per = {k: j.backend_stats() for k, j in self.judges.items()}
         total = summed_backend_stats(list(per.values()))
         total["routes"] = per

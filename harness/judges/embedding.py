@@ -37,16 +37,16 @@ text, role and encoder identity), so a rerun encodes nothing it has seen before.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
-from harness.backends.base import BackendStats
+from harness.backends.base import BackendStats, BackendStatsRecord
 from harness.cache import RequestCache
 from harness.encoders import ENGINES, encoder_from_options
 from harness.encoders.baseline import ResponseBaseline, load_baseline
-from harness.judges.base import Judge, Verdict
+from harness.jsontypes import JSONObject
+from harness.judges.base import Item, Judge, Verdict, item_text, message_texts
 from harness.options import OptionError, check_option
 from harness.spec import JudgeSpec
 from harness.tasks import TaskSpec
@@ -105,7 +105,7 @@ class EmbeddingJudge(Judge):
         self.stats = BackendStats()
         self._last_encoded: set[tuple[str, str]] = set()
 
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> JSONObject:
         """The encoder's identity (engine, model, revision, quantisation, weights fingerprint), plus
         the response baseline's (name, vector SHA-256, source) when one is set."""
         if self.baseline is None:
@@ -164,17 +164,17 @@ class EmbeddingJudge(Judge):
         return out
 
     # -- scoring --------------------------------------------------------------------------------
-    def _context_text(self, item: Mapping[str, Any]) -> str:
-        ctx = [t["text"] for t in item["context"]]
+    def _context_text(self, item: Item) -> str:
+        ctx = message_texts(item, "context")
         if self.context_turns is not None:
             ctx = ctx[-self.context_turns :]
         return "\n".join(ctx)
 
-    def score(self, task: TaskSpec, items: Sequence[Mapping[str, Any]]) -> list[Verdict]:
+    def score(self, task: TaskSpec, items: Sequence[Item]) -> list[Verdict]:
         self._last_encoded = set()
         first, second = ROLE_MODES[self.roles]
         if task.level == "turn":
-            pairs = [(self._context_text(it), it["response"]) for it in items]
+            pairs = [(self._context_text(it), item_text(it, "response")) for it in items]
             ctx = self.embed([c for c, _ in pairs], first)
             resp = self.embed([r for _, r in pairs], second)
             out = []
@@ -190,7 +190,7 @@ class EmbeddingJudge(Judge):
                 out.append(self._verdict(cos - cm, used, raw))
             return out
         if task.level == "dialogue":
-            turn_lists = [[t["text"] for t in it["turns"]] for it in items]
+            turn_lists = [message_texts(it, "turns") for it in items]
             texts = [t for ts in turn_lists for t in ts]
             emb_a = self.embed(texts, first)
             emb_b = emb_a if second == first else self.embed(texts, second)
@@ -217,7 +217,7 @@ class EmbeddingJudge(Judge):
         cached = not any(u in self._last_encoded for u in used)
         return Verdict(val, "ok", raw, _hash(texts), cached=cached)
 
-    def backend_stats(self) -> dict[str, float]:
+    def backend_stats(self) -> BackendStatsRecord:
         return self.stats.to_dict()
 
     def close(self) -> None:

@@ -11,16 +11,16 @@ task's reasoning budget (MEDAL §5.3.1: 32,768 tokens instead of 8,192)."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
-from harness.backends.base import create_backend
+from harness.backends.base import BackendStatsRecord, create_backend
 from harness.cache import CachedBackend, RequestCache
-from harness.judges.base import Judge, Verdict
+from harness.jsontypes import JSONObject
+from harness.judges.base import Item, Judge, Verdict
 from harness.options import check_option
 from harness.spec import JudgeSpec
 from harness.tasks import TaskSpec, load_hook
-from harness.types import GenerationConfig, Response
+from harness.types import GenerationConfig, Request, Response
 
 # spec options read by the judge (or a task's procedure, e.g. CPDScore's n_calls), not passed to the backend
 JUDGE_OPTIONS = ("reasoning", "n_calls")
@@ -38,7 +38,7 @@ class LLMJudge(Judge):
         self.backend = create_backend(backend_spec)
         self.cached = CachedBackend(self.backend, cache)
 
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> JSONObject:
         return self.backend.identity()
 
     def generation_config(self, task: TaskSpec) -> GenerationConfig:
@@ -53,7 +53,7 @@ class LLMJudge(Judge):
             cfg = cfg.replace(seed=self.seed)
         return task.scorer.generation(cfg)  # e.g. token log-probs for the expected score
 
-    def decoding(self, task: TaskSpec) -> dict[str, Any]:
+    def decoding(self, task: TaskSpec) -> JSONObject:
         return self.generation_config(task).to_dict()
 
     def score_range(self, task: TaskSpec) -> tuple[float, float] | None:
@@ -65,7 +65,7 @@ class LLMJudge(Judge):
             return f"{task.scoring} via the task's protocol {task.procedure}"
         return task.scoring
 
-    def score(self, task: TaskSpec, items: Sequence[Mapping[str, Any]]) -> list[Verdict]:
+    def score(self, task: TaskSpec, items: Sequence[Item]) -> list[Verdict]:
         if task.procedure:  # a multi-call / multi-step protocol (e.g. CPDScore) through this judge's backend
             verdicts = load_hook(task.procedure)(self, task, items)
             if len(verdicts) != len(items):
@@ -93,7 +93,7 @@ class LLMJudge(Judge):
             out[i] = self._verdict(task, items[i], req, resp)
         return [v for v in out if v is not None]
 
-    def _verdict(self, task: TaskSpec, item: Mapping[str, Any], req, resp: Response) -> Verdict:
+    def _verdict(self, task: TaskSpec, item: Item, req: Request, resp: Response) -> Verdict:
         scored = task.scorer.score(resp, item)
         s = scored.score
         return Verdict(
@@ -107,7 +107,7 @@ class LLMJudge(Judge):
             cached=resp.cached,
         )
 
-    def backend_stats(self) -> dict[str, float]:
+    def backend_stats(self) -> BackendStatsRecord:
         return self.backend.stats.to_dict()
 
     def close(self) -> None:

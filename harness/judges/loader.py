@@ -4,11 +4,10 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from harness.cache import RequestCache
-from harness.judges.base import Judge, Verdict
+from harness.judges.base import Item, Judge, Verdict
 from harness.spec import JudgeSpec, SpecError, judge_kinds, parse_spec
 from harness.tasks import TaskSpec
 
@@ -47,7 +46,7 @@ def load_judge(spec: str | JudgeSpec, cache: RequestCache | None = None, seed: i
 def judge_items(
     spec: str,
     task: TaskSpec,
-    items: Sequence[Mapping[str, Any]],
+    items: Sequence[Item],
     *,
     batch_size: int = 32,
     cache_path: str | None = None,

@@ -24,11 +24,12 @@ Every member scores through the shared request cache, so a rerun recomputes noth
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
+from harness.backends.base import BackendStatsRecord
 from harness.cache import RequestCache
-from harness.judges.base import Judge, Verdict, close_all, summed_backend_stats
+from harness.jsontypes import JSON, JSONObject
+from harness.judges.base import Item, Judge, Verdict, close_all, summed_backend_stats
 from harness.judges.loader import load_judge
 from harness.spec import JudgeSpec, mean_members
 from harness.tasks import TaskSpec
@@ -78,7 +79,7 @@ class MeanEnsembleJudge(Judge):
             self._ranges[task.name] = out
         return self._ranges[task.name]
 
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> JSONObject:
         return {
             "backend": "mean",
             "members": [m.identity() for m in self.members],
@@ -92,14 +93,14 @@ class MeanEnsembleJudge(Judge):
             parts.append(f"{self._name(k)} on {where}: {judge.method(task)}")
         return "arithmetic mean of range-normalised member scores (xDial-Eval §5) over " + "; ".join(parts)
 
-    def decoding(self, task: TaskSpec) -> dict[str, Any] | None:
-        per_member = [m.decoding(task) for m in self.members]
+    def decoding(self, task: TaskSpec) -> JSONObject | None:
+        per_member: list[JSON] = [m.decoding(task) for m in self.members]
         return None if all(d is None for d in per_member) else {"members": per_member}
 
     def score_range(self, task: TaskSpec) -> tuple[float, float]:
         return (0.0, 1.0)
 
-    def score(self, task: TaskSpec, items: Sequence[Mapping[str, Any]]) -> list[Verdict]:
+    def score(self, task: TaskSpec, items: Sequence[Item]) -> list[Verdict]:
         ranges = self.ranges(task)  # before any member works: a missing range fails fast
         per_member = []
         for k, judge in enumerate(self.members):
@@ -123,19 +124,24 @@ class MeanEnsembleJudge(Judge):
         h = hashlib.sha256("\x00".join(v.prompt_hash for v in verdicts).encode()).hexdigest()[:16]
         usage = sum((v.usage for v in verdicts), Usage())
         cached = all(v.cached for v in verdicts)
-        parts, members, failed = [], [], []
+        parts: list[str] = []
+        members: list[JSON] = []
+        failed: list[tuple[int, Verdict]] = []
+        normalised: list[float] = []
         for k, (v, r) in enumerate(zip(verdicts, ranges, strict=True)):
-            rec: dict[str, Any] = {"spec": self._name(k), "status": v.status, "score": v.score}
+            rec: JSONObject = {"spec": self._name(k), "status": v.status, "score": v.score}
             # an ok verdict (it has a score) of a routed item always has its route's range
             if v.ok and v.score is not None and r is not None:
-                rec["normalised"] = normalise(float(v.score), r[0], r[1])
-                parts.append(f"{self._name(k)}={v.score:.6f} -> {rec['normalised']:.6f}")
+                x = normalise(float(v.score), r[0], r[1])
+                rec["normalised"] = x
+                normalised.append(x)
+                parts.append(f"{self._name(k)}={v.score:.6f} -> {x:.6f}")
             else:
                 failed.append((k, v))
                 parts.append(f"{self._name(k)}=None ({v.status})")
             rec.update({"raw": v.raw or None, "detail": v.detail or None})
             members.append(rec)
-        extra = {"members": members}
+        extra: JSONObject = {"members": members}
         if failed:
             status = next((v.status for _, v in failed if v.status != "ok"), "invalid_item")
             detail = "; ".join(
@@ -145,11 +151,11 @@ class MeanEnsembleJudge(Judge):
             return Verdict(
                 None, status, "; ".join(parts), h, detail=detail, usage=usage, cached=cached, extra=extra
             )
-        value = sum(m["normalised"] for m in members) / len(members)
+        value = sum(normalised) / len(members)
         raw = "; ".join(parts) + f"; mean={value:.6f}"
         return Verdict(value, "ok", raw, h, usage=usage, cached=cached, extra=extra)
 
-    def backend_stats(self) -> dict[str, Any]:
+    def backend_stats(self) -> BackendStatsRecord:
         per_member = [m.backend_stats() for m in self.members]
         total = summed_backend_stats(per_member)
         if "load_seconds" in total:

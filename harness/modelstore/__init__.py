@@ -22,15 +22,44 @@ import hashlib
 import importlib
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from harness.registry import Registry
 
 #: the record every materialised directory carries (source, versions, file hashes)
 RECORD = "dialeval_materialized.json"
+
+
+class SourceRecord(TypedDict, total=False):
+    """Where a materialised model's weights come from: the package and the file in it."""
+
+    package: str
+    package_version: str | None
+    file: str
+    sha256: str
+    license: str
+    #: how the package was found (installed, or fetched with pip)
+    obtained: str
+
+
+class ModelRecord(TypedDict, total=False):
+    """The :data:`RECORD` file of a materialised directory."""
+
+    model: str
+    architecture: str
+    parameters: int
+    dtype: str
+    materializer_version: int
+    source: SourceRecord
+    gguf_file: str
+    dequantisation: str
+    library_versions: dict[str, str | None]
+    #: file name (relative to the directory) -> SHA-256
+    files: dict[str, str]
+    seconds: float
 
 
 @dataclass(frozen=True)
@@ -98,7 +127,7 @@ def models_dir() -> Path:
     return Path(env).expanduser() if env else default_home() / "models"
 
 
-def _function(path: str) -> Callable[..., Any]:
+def _function(path: str) -> Callable[..., object]:
     mod, _, name = path.partition(":")
     return getattr(importlib.import_module(mod), name)
 
@@ -126,10 +155,13 @@ def materialize(
     """The directory of packaged model ``name``, written once (reused while current)."""
     entry = get_model(name)
     fn = _function(entry.materialize)
-    kwargs: dict[str, Any] = {"force": force, "progress": progress}
+    kwargs: dict[str, bool | Path] = {"force": force, "progress": progress}
     if source is not None:
         kwargs["source"] = Path(source).expanduser()
-    return Path(fn(Path(dest).expanduser() if dest is not None else None, **kwargs))
+    out = fn(Path(dest).expanduser() if dest is not None else None, **kwargs)
+    if not isinstance(out, str | os.PathLike):
+        raise TypeError(f"{entry.materialize} returned {out!r}, not the directory it wrote")
+    return Path(out)
 
 
 def is_packaged_name(target: str) -> bool:
@@ -150,15 +182,16 @@ def resolve(target: str, *, progress: bool = True) -> Path | None:
     return materialize(target, progress=progress)
 
 
-def read_record(path: str | Path) -> dict[str, Any] | None:
+def read_record(path: str | Path) -> ModelRecord | None:
+    """The record of a materialised directory (None when it has none, or an unreadable one)."""
     rec = Path(path) / RECORD
     if not rec.is_file():
         return None
     try:
-        data = json.loads(rec.read_text(encoding="utf-8"))
+        data: ModelRecord = json.loads(rec.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return None
-    return data if isinstance(data, dict) else None
+    return data if isinstance(data, Mapping) else None
 
 
 def weights_fingerprint(path: str | Path) -> str:
@@ -170,7 +203,7 @@ def weights_fingerprint(path: str | Path) -> str:
     return h.hexdigest()
 
 
-def materialised() -> list[tuple[Path, dict[str, Any]]]:
+def materialised() -> list[tuple[Path, ModelRecord]]:
     """Every directory under :func:`models_dir` that carries a record, with its record."""
     root = models_dir()
     if not root.is_dir():

