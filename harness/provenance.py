@@ -13,7 +13,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import harness
-from harness.types import JSONObject
+from harness.jsontypes import JSONObject
 
 LIBRARIES = (
     "torch",

@@ -21,10 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from harness import plugins
+from harness.jsontypes import JSONObject
 from harness.languages import LANGUAGES, SPEAKER_TAGS
 from harness.registry import Registry
 from harness.scorers import SCORERS, PYes, Scorer
-from harness.types import ChatMessage, GenerationConfig, JSONObject, Request
+from harness.types import ChatMessage, GenerationConfig, Request
 
 LEVELS = ("turn", "dialogue")
 EMBEDDING_METHODS = ("context_response_cosine", "adjacent_turn_cosine")

@@ -13,14 +13,10 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, NotRequired, TypeAlias, TypedDict
+from typing import Any, NotRequired, TypedDict
 
+from harness.jsontypes import JSONObject
 from harness.options import OptionKind, check_option
-
-#: a JSON value: an object, an array, a string, a number, a boolean or null
-JSON: TypeAlias = dict[str, "JSON"] | list["JSON"] | str | int | float | bool | None
-#: a JSON object (string keys): a request's JSON schema, a response's raw payload, a record's extras
-JSONObject: TypeAlias = dict[str, JSON]
 
 ROLES = ("system", "user", "assistant")
 

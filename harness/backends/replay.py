@@ -50,7 +50,7 @@ import yaml
 from harness.backends.base import Backend, Capabilities
 from harness.jsontypes import JSON, JSONObject
 from harness.options import check_option
-from harness.types import BackendError, Request, Response, TokenLogprob, Usage
+from harness.types import BackendError, Request, Response, TokenLogprob, TokenLogprobDict, Usage
 
 
 class ReplayResponse(TypedDict, total=False):
@@ -58,7 +58,7 @@ class ReplayResponse(TypedDict, total=False):
 
     text: str
     choice_logprobs: dict[str, float | None]
-    token_logprobs: list[JSONObject]
+    token_logprobs: list[TokenLogprobDict]
     usage: dict[str, int]
     finish_reason: str
     p_yes: float

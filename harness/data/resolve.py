@@ -29,7 +29,7 @@ import yaml
 
 from harness.cache import default_home
 from harness.data.layout import CARD_NAME, MANIFEST_NAME, SPLIT, card_configs
-from harness.types import JSONObject
+from harness.jsontypes import JSONObject
 
 log = logging.getLogger(__name__)
 

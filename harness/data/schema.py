@@ -62,7 +62,7 @@ from typing import Any, Literal
 from datasets import Features, List, Value
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from harness.types import JSONObject
+from harness.jsontypes import JSONObject
 
 ROLES: tuple[str, ...] = ("user", "assistant")
 LEVELS: tuple[str, ...] = ("turn", "dialogue")

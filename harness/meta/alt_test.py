@@ -50,7 +50,7 @@ from statsmodels.stats.multitest import multipletests
 from harness.meta.jsonable import to_json
 
 if TYPE_CHECKING:
-    from harness.meta.metric import JSON
+    from harness.jsontypes import JSON
 
 SCORINGS = ("accuracy", "neg_rmse")
 SCALES = ("raw", "zscore", "rank", "discretize")

@@ -35,7 +35,7 @@ from statsmodels.stats.contingency_tables import mcnemar
 from harness.meta.jsonable import to_json
 
 if TYPE_CHECKING:
-    from harness.meta.metric import JSON
+    from harness.jsontypes import JSON
 
 RateName = Literal["f1_pos", "f1_neg", "precision", "recall", "accuracy"]
 MetricName = Literal[

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from harness.meta.metric import JSON
+    from harness.jsontypes import JSON
 
 
 def to_json(value: object, *, nan_is_null: bool = False) -> JSON:

@@ -45,8 +45,8 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from harness.jsontypes import JSON
 from harness.meta.panel_vote import PanelView
-from harness.types import JSON  # noqa: F401  (re-exported: a JSON value, the content of a results.json section)
 
 if TYPE_CHECKING:
     from harness.tasks import TaskSpec

@@ -45,7 +45,7 @@ from harness.meta.jsonable import to_json
 from harness.meta.panel_vote import vote
 
 if TYPE_CHECKING:
-    from harness.meta.metric import JSON
+    from harness.jsontypes import JSON
 
 
 class JudgeAlpha(TypedDict):

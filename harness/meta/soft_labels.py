@@ -46,7 +46,7 @@ from harness.meta.jsonable import to_json
 from harness.meta.levels import aggregate
 
 if TYPE_CHECKING:
-    from harness.meta.metric import JSON
+    from harness.jsontypes import JSON
 
 HIGH_AGREEMENT = ("full", "majority")
 PROB_FLOOR = 1e-12

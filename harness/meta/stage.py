@@ -21,7 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from harness.meta.metric import JSON, LanguageEntries, MetaContext, MetaMetric, Need, merge_entries
+from harness.jsontypes import JSON
+from harness.meta.metric import LanguageEntries, MetaContext, MetaMetric, Need, merge_entries
 from harness.meta.registry import META_METRICS
 
 if TYPE_CHECKING:

@@ -37,6 +37,7 @@ import pandas as pd
 from scipy import stats
 
 from harness.cache import RequestCache, default_cache_path
+from harness.jsontypes import JSON
 from harness.qa.records import AverageQA, LanguageQA, Misaligned, QADocument, RowQA
 from harness.qa.scores import (
     COMET_DEFAULT,
@@ -47,7 +48,6 @@ from harness.qa.scores import (
     similarity,
 )
 from harness.qa.segments import Segment, parallel_segments, sample_segments
-from harness.types import JSON
 
 DEFAULT_ENCODER = "embed:multilingual-e5-small"
 QA_FILE = "qa.json"

@@ -20,11 +20,12 @@ from pathlib import Path
 import numpy as np
 
 from harness.cache import CachedBackend, RequestCache
+from harness.jsontypes import JSONObject
 from harness.languages import LANGUAGES
 from harness.qa.segments import Segment
 from harness.scorers import ParseScore
 from harness.tasks import PromptTemplate, TaskSpec
-from harness.types import ChatMessage, GenerationConfig, JSONObject, Request
+from harness.types import ChatMessage, GenerationConfig, Request
 
 SOURCE = "xDial-Eval (Zhang et al., 2023), App. A Table 6 (MT evaluation prompt)"
 COMET_DEFAULT = "Unbabel/wmt22-cometkiwi-da"

@@ -28,6 +28,7 @@ from scipy import stats
 
 from harness.cache import RequestCache
 from harness.executors import ExecutorConfig, executor_scope
+from harness.jsontypes import JSONObject
 from harness.meta.correlation import percentile_ci
 from harness.provenance import environment, harness_info, redact
 from harness.robustness.records import (
@@ -39,7 +40,6 @@ from harness.robustness.records import (
 )
 from harness.spec import JudgeSpec
 from harness.tasks import TaskSpec
-from harness.types import JSONObject
 
 if TYPE_CHECKING:
     from harness.judges.base import Verdict

@@ -26,6 +26,7 @@ from scipy import stats
 
 from harness.cache import CachedBackend, RequestCache
 from harness.executors import ExecutorConfig, executor_scope
+from harness.jsontypes import JSONObject
 from harness.provenance import environment, harness_info, redact
 from harness.robustness.records import (
     MedalC5,
@@ -37,7 +38,7 @@ from harness.robustness.records import (
 )
 from harness.spec import BACKEND_KINDS, JudgeSpec, parse_spec
 from harness.tasks import PromptTemplate
-from harness.types import GenerationConfig, JSONObject, Request, Response
+from harness.types import GenerationConfig, Request, Response
 
 SCHEMA_VERSION = "1.0"
 JUDGE_ONLY_OPTIONS = ("reasoning",)

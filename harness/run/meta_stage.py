@@ -16,9 +16,10 @@ from pathlib import Path
 
 from harness.data.layout import MANIFEST_NAME
 from harness.data.resolve import DatasetHandle
+from harness.jsontypes import JSON
 from harness.judges.base import Judge
 from harness.meta.issue_metrics import label_parse_failures
-from harness.meta.metric import JSON, LanguageEntries, MetaContext, MetaSettings, Need, PanelView
+from harness.meta.metric import LanguageEntries, MetaContext, MetaSettings, Need, PanelView
 from harness.meta.stage import (
     correlation_methods,
     evaluate_task,

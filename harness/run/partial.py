@@ -21,7 +21,7 @@ from harness.interrupt import STOP_SIGNALS, exit_status, signal_name
 from harness.types import BackendError
 
 if TYPE_CHECKING:
-    from harness.meta.metric import JSON
+    from harness.jsontypes import JSON
     from harness.run.runner import RunOutput
 
 #: exit status of a CLI command whose run ended incomplete (2 stays "bad input / nothing run")
@@ -74,9 +74,9 @@ def incomplete_marker(
 def incomplete_error(output: RunOutput) -> RunIncomplete:
     """The exception that hands an incomplete run's output to the caller: :class:`RunInterrupted`
     when a signal stopped it, else :class:`RunIncomplete`."""
-    inc = output.results["incomplete"]
+    inc = output.incomplete
     message = incomplete_message(output.results, output.output_dir)
-    if inc.get("signal"):
+    if inc is not None and inc.get("signal"):
         signum = next(s for s in STOP_SIGNALS if s.name == inc["signal"])
         return RunInterrupted(message, output, int(signum))
     return RunIncomplete(message, output)

@@ -78,7 +78,7 @@ from harness.run.document import (  # noqa: F401  (re-exported: the typed reader
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from harness.types import JSON, JSONObject
+    from harness.jsontypes import JSON, JSONObject
 
 SAMPLE_SCHEMA = pa.schema(
     [
@@ -176,7 +176,7 @@ def write_results_json(output_dir: str | Path, results: Mapping[str, object]) ->
     return results_path
 
 
-def write_document(output_dir: str | Path, document: Results) -> dict[str, object]:
+def write_document(output_dir: str | Path, document: Results) -> JSONObject:
     """Write a typed document as ``results.json`` atomically (NaN and infinities become null), as
     it was built: the fields it was given, no defaults added. Returns the JSON written."""
     results_path = Path(output_dir) / RESULTS_FILE

@@ -42,6 +42,7 @@ from harness.cache import RequestCache, default_cache_path
 from harness.data.registry import check_writable
 from harness.data.resolve import DatasetHandle, prepare_dataset
 from harness.executors import ExecutorConfig, ExecutorScope, executor_scope
+from harness.jsontypes import JSON, JSONObject
 from harness.judges.base import Judge
 from harness.judges.loader import DEFAULT_JUDGE, load_judge
 from harness.languages import normalize_languages
@@ -151,7 +152,7 @@ class RunOutput:
 
     def __init__(
         self,
-        results: dict[str, Any],
+        results: JSONObject,
         output_dir: Path,
         samples: pd.DataFrame | None = None,
         document: Results | None = None,
@@ -175,8 +176,10 @@ class RunOutput:
         return self._document
 
     @property
-    def incomplete(self) -> dict[str, Any] | None:
-        return self.results.get("incomplete")
+    def incomplete(self) -> Mapping[str, JSON] | None:
+        """The ``incomplete`` section of a run that stopped early (None when it finished)."""
+        section = self.results.get("incomplete")
+        return section if isinstance(section, Mapping) else None
 
 
 def _slug(s: str) -> str:
@@ -421,8 +424,8 @@ def _results_document(
     cache: RequestCache,
     timings: dict[str, float | None],
     *,
-    executor: dict[str, object],
-    samples: dict[str, object],
+    executor: Mapping[str, object],
+    samples: Mapping[str, object],
     incomplete: Mapping[str, object] | None,
     where: str,
 ) -> Results:

@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, ClassVar, TypedDict
 
+from harness.jsontypes import JSON, JSONObject
 from harness.parsing.score import ParsedScore
-from harness.types import JSON, GenerationConfig, JSONObject, Response
+from harness.types import GenerationConfig, Response
 
 if TYPE_CHECKING:
     from harness.tasks import TaskSpec

@@ -7,10 +7,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from harness.jsontypes import JSONObject
 from harness.parsing.issues_json import issues_schema, parse_issues
 from harness.parsing.score import ParsedScore
 from harness.scorers.base import RequestFields, Scorer, ScorerOutput, range_problems
-from harness.types import JSONObject, Response
+from harness.types import Response
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from harness.jsontypes import JSONObject
 from harness.parsing.logprobs import (
     continuation_word_logprob,
     expected_score,
@@ -13,7 +14,7 @@ from harness.parsing.logprobs import (
     p_yes,
 )
 from harness.scorers.base import RequestFields, Scorer, ScorerOutput, response_extra
-from harness.types import GenerationConfig, JSONObject, Response
+from harness.types import GenerationConfig, Response
 
 DIGITS = tuple(str(d) for d in range(1, 6))
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from harness.jsontypes import JSONObject
 from harness.parsing.scale import parse_scale_score
 from harness.parsing.written import parse_likert, parse_yes_no
 from harness.scorers.base import Scorer, ScorerOutput, range_problems, response_extra
 from harness.scorers.logprob import _labels_problems
-from harness.types import JSONObject, Response
+from harness.types import Response
 
 
 @dataclass(frozen=True, kw_only=True)

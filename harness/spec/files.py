@@ -29,10 +29,10 @@ from pathlib import Path
 
 import yaml
 
+from harness.jsontypes import JSONObject
 from harness.spec.grammar import parse
 from harness.spec.kinds import JUDGE_KINDS
 from harness.spec.model import JudgeSpec, SpecError, coerce, is_decoding
-from harness.types import JSONObject
 
 KEYS = ("kind", "target", "revision", "options", "members", "routes")
 

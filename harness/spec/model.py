@@ -7,7 +7,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
-from harness.types import GenerationConfig, JSONObject
+from harness.jsontypes import JSONObject
+from harness.types import GenerationConfig
 
 #: an option value as a spec string writes it (:func:`coerce`)
 OptionValue: TypeAlias = bool | int | float | str | None
