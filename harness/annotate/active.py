@@ -29,8 +29,19 @@ every weight is 1 and it *is* the ordinary sample correlation. Its CI is the del
 ``1 - π_i``, ``π_i ≈ min(1, M q_i)`` its inclusion probability (``1 - M / N`` for random
 selection).
 
+**Calibrated estimate.** Scores known for *every* item — the judge's, the surrogate's, and a group
+of each item known before annotation (the system that wrote the response, the source data set) —
+can also enter the estimate: ``estimate(..., pool_judge=, pool_surrogate=, pool_groups=)``
+calibrates the weights so that the weighted means of these auxiliaries equal their pool means (the
+generalised regression estimator; Deville & Särndal 1992). It stays consistent whatever the
+auxiliaries, and its variance is that of the part of each item's influence they do not predict:
+where the groups differ in their human labels, far fewer labels reach the same CI. A plan made with
+``calibrated=True`` (and recalibrated by :func:`replan` with ``groups=``) draws in proportion to
+that unpredicted part, from a regression of the human label on the group, the judge and the
+surrogate refitted on the labels so far.
+
 **Assumptions.** The labels of the pool are fixed (noisy draws independent of the selection given
-the item); the plan (judge and surrogate scores) is fixed before the first label, or recalibrated
+the item); the plan (judge and surrogate scores, groups) is fixed before the first label, or recalibrated
 by :func:`replan`, whose proposal for each later draw depends only on the labels before it, and the
 surrogate has not been trained on the labels it is scored against; the labelled items are a prefix of the plan's order
 (labels past the first unlabelled item of the order wait until that gap is filled); the number of
@@ -104,6 +115,9 @@ class ActivePlan:
     order: tuple[str, ...]
     policy: str = "active"
     floor: float = 0.0
+    #: the proposal targets the calibrated estimator (``estimate(..., calibrate=True)``): it follows
+    #: the part of each item's influence that the judge and the surrogate do not predict
+    calibrated: bool = False
     #: probability each item of ``order`` had when it was drawn
     step_q: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
 
@@ -149,6 +163,7 @@ def _draw(
     floor: float,
     done: Sequence[int] = (),
     done_q: np.ndarray | None = None,
+    calibrated: bool = False,
 ) -> ActivePlan:
     """Successive sampling without replacement proportional to ``q`` (Efraimidis–Spirakis keys:
     sorting ``log(U) / q`` gives that order), with each draw's probability at the time; the items
@@ -168,6 +183,7 @@ def _draw(
         order=tuple(ids[i] for i in (*done, *idx)),
         policy=policy,
         floor=floor,
+        calibrated=calibrated,
         step_q=np.concatenate((head, drawn / remaining)),
     )
 
@@ -186,6 +202,7 @@ def acquisition(
     metric: str = "pearson",
     surrogate_corr: float | None = None,
     judge_corr: float | None = None,
+    calibrated: bool = False,
 ) -> np.ndarray:
     """The variance-optimal proposal (before the floor): ``sqrt(E[ψ_i²])`` normalised to sum 1.
 
@@ -216,9 +233,22 @@ def acquisition(
     beta = np.linalg.solve(cov, c)
     tau2 = float(np.clip(1.0 - c @ beta, 0.05, 1.0))
     mean = beta[0] * z + beta[1] * g
-    u = mean[:, None] + math.sqrt(tau2) * _GH_NODES[None, :]
-    psi = z[:, None] * u - 0.5 * r_jh * (z[:, None] ** 2 + u**2)
-    a = np.sqrt((psi**2) @ _GH_WEIGHTS)
+    return _influence_proposal(z, mean, np.full(z.shape[0], tau2), r_jh, calibrated)
+
+
+def _influence_proposal(
+    z: np.ndarray, mean: np.ndarray, tau2: np.ndarray, r: float, calibrated: bool
+) -> np.ndarray:
+    """``sqrt(E[ψ_i²])`` (``sqrt(Var[ψ_i])`` when ``calibrated``) normalised to sum 1, for the
+    human label's standardised score predicted as ``u_i ~ N(mean_i, tau2_i)``."""
+    u = mean[:, None] + np.sqrt(tau2)[:, None] * _GH_NODES[None, :]
+    psi = z[:, None] * u - 0.5 * r * (z[:, None] ** 2 + u**2)
+    second = (psi**2) @ _GH_WEIGHTS
+    if calibrated:
+        # the calibrated estimate removes the part of ψ the known scores predict (its conditional
+        # mean, a quadratic in them under the model): what is left is the conditional variance
+        second = np.clip(second - (psi @ _GH_WEIGHTS) ** 2, 0.0, None)
+    a = np.sqrt(second)
     total = float(a.sum())
     return a / total if total > 0 else np.full(z.shape[0], 1.0 / z.shape[0])
 
@@ -233,6 +263,7 @@ def plan_active(
     metric: str = "pearson",
     surrogate_corr: float | None = None,
     judge_corr: float | None = None,
+    calibrated: bool = False,
 ) -> ActivePlan:
     """A plan that draws the items that move the judge–human ``metric`` most, more often:
     ``q = (1 - floor) * acquisition + floor / N`` (see :func:`acquisition`), every item at least
@@ -246,10 +277,12 @@ def plan_active(
         )
     j = _scores("judge", judge, n)
     s = None if surrogate is None else _scores("surrogate", surrogate, n)
-    acq = acquisition(j, s, metric=metric, surrogate_corr=surrogate_corr, judge_corr=judge_corr)
+    acq = acquisition(
+        j, s, metric=metric, surrogate_corr=surrogate_corr, judge_corr=judge_corr, calibrated=calibrated
+    )
     q = (1.0 - floor) * acq + floor / n
     q = q / q.sum()
-    return _draw(ids, q, seed, "active", floor)
+    return _draw(ids, q, seed, "active", floor, calibrated=calibrated)
 
 
 def replan(
@@ -262,12 +295,20 @@ def replan(
     seed: int,
     metric: str = "pearson",
     min_labels: int = 20,
+    groups: Sequence[str] | None = None,
 ) -> ActivePlan:
     """The plan recalibrated on the labels so far: the labelled prefix of ``plan.order`` stays as
     drawn; the remaining items are drawn again from a proposal whose judge–human and
     surrogate–human correlations are the weighted estimates from those labels (the defaults of
     :func:`acquisition` until there are ``min_labels``). The LURE weights stay unbiased: each draw's
     probability depends only on the labels before it.
+
+    ``groups``: a label per item of the pool known before annotation (the source data set, the
+    system that wrote the response), aligned with ``plan.item_ids``. With it, the human label is
+    predicted by a weighted least-squares regression on the group (one mean each), the judge and the
+    surrogate, refitted on the labels so far, with a residual variance per group (shrunk towards
+    the pooled one with the weight of :data:`GROUP_PRIOR_LABELS` labels): a surrogate of the human
+    label that can be far stronger than the second judge when groups differ in their labels.
 
     ``judge`` and ``surrogate``: the pool's scores, aligned with ``plan.item_ids``; ``human``: the
     labels of ``labelled``, aligned with it. A random plan is returned unchanged."""
@@ -282,7 +323,9 @@ def replan(
     m = plan.prefix(ids)
     pos = {item: k for k, item in enumerate(plan.item_ids)}
     head = [pos[i] for i in plan.order[:m]]
+    levels = None if groups is None else _group_index(groups, n)
     r_jh = r_gh = None
+    model: tuple[np.ndarray, np.ndarray] | None = None
     if m >= min_labels:
         w = plan.weights(ids)
         keep = w > 0
@@ -296,10 +339,71 @@ def replan(
         if g is not None:
             fit_g = _weighted_corr(*_pair(g[head], hh, ww, rank), ww)
             r_gh = None if fit_g is None else float(np.clip(fit_g[0], -0.9, 0.9))
-    acq = acquisition(j, g, metric=metric, surrogate_corr=r_gh, judge_corr=r_jh)
+        if levels is not None:
+            model = _group_model(j, g, levels, head, hh, ww, rank)
+    to_z = _normal_scores if metric == "spearman" else _standardise
+    if model is not None:
+        acq = _influence_proposal(to_z(j), model[0], model[1], r_jh or 0.0, plan.calibrated)
+    else:
+        acq = acquisition(
+            j, g, metric=metric, surrogate_corr=r_gh, judge_corr=r_jh, calibrated=plan.calibrated
+        )
     q = (1.0 - plan.floor) * acq + plan.floor / n
     q = q / q.sum()
-    return _draw(plan.item_ids, q, seed, plan.policy, plan.floor, head, plan.step_q[:m])
+    return _draw(
+        plan.item_ids, q, seed, plan.policy, plan.floor, head, plan.step_q[:m], calibrated=plan.calibrated
+    )
+
+
+#: weight, in labels, of the pooled residual variance in each group's (shrinkage towards it)
+GROUP_PRIOR_LABELS = 5
+
+
+def _group_index(groups: Sequence[str], n: int) -> np.ndarray:
+    """Each item's group as an index 0..G-1; ValueError unless there is one label per item."""
+    labels = [str(x) for x in groups]
+    if len(labels) != n:
+        raise ValueError(f"groups: expected {n} group labels, one per item, got {len(labels)}")
+    _, idx = np.unique(np.asarray(labels, dtype=object), return_inverse=True)
+    return idx.astype(int)
+
+
+def _group_model(
+    j: np.ndarray,
+    g: np.ndarray | None,
+    levels: np.ndarray,
+    head: list[int],
+    hh: np.ndarray,
+    ww: np.ndarray,
+    rank: bool,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The predicted standardised human score of every pool item, mean and variance: a weighted
+    least-squares fit on the labelled items (``head``, labels ``hh``, weights ``ww``) of the
+    human score on the group, the judge and the surrogate."""
+    to_z = _normal_scores if rank else _standardise
+    wpos = np.clip(ww, 0.0, None)
+    if rank:
+        u = stats.norm.ppf(np.clip(_weighted_midranks(hh, wpos), 1e-3, 1 - 1e-3))
+    else:
+        mu = float(wpos @ hh / wpos.sum())
+        sd = math.sqrt(float(wpos @ (hh - mu) ** 2 / wpos.sum())) or 1.0
+        u = (hh - mu) / sd
+    n_groups = int(levels.max()) + 1
+    cols = [np.eye(n_groups)[levels], to_z(j)[:, None]]
+    if g is not None:
+        cols.append(to_z(g)[:, None])
+    design = np.hstack(cols)
+    sq = np.sqrt(wpos)
+    coef = np.linalg.lstsq(design[head] * sq[:, None], u * sq, rcond=None)[0]
+    resid2 = (u - design[head] @ coef) ** 2
+    pooled = float(wpos @ resid2 / wpos.sum())
+    in_group = levels[head]
+    n_g = np.bincount(in_group, minlength=n_groups).astype(float)
+    w_g = np.bincount(in_group, weights=wpos, minlength=n_groups)
+    ss_g = np.bincount(in_group, weights=wpos * resid2, minlength=n_groups)
+    var_g = np.where(w_g > 0, ss_g / np.where(w_g > 0, w_g, 1.0), pooled)
+    shrunk = (n_g * var_g + GROUP_PRIOR_LABELS * pooled) / (n_g + GROUP_PRIOR_LABELS)
+    return design @ coef, np.clip(shrunk, 0.01, None)[levels]
 
 
 def _pair(x: np.ndarray, y: np.ndarray, w: np.ndarray, rank: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -375,6 +479,68 @@ def _weighted_corr(
     return r, float(np.sum(terms) / sw**2)
 
 
+#: labels below which the calibrated estimate falls back to the plain weighted one (the calibration
+#: fits up to five auxiliary moments; with fewer labels it adds more noise than it removes)
+MIN_CALIBRATION_LABELS = 20
+#: labels every group needs before the calibrated estimate uses the groups
+MIN_GROUP_LABELS = 3
+
+
+def _calibrated_corr(
+    x: np.ndarray, y: np.ndarray, w: np.ndarray, fpc: np.ndarray, aux: np.ndarray, aux_pool: np.ndarray
+) -> tuple[float, float] | None:
+    """The weighted Pearson correlation with calibrated weights, and its delta-method variance.
+
+    The weights are calibrated (linear calibration, Deville & Särndal 1992) so that the weighted
+    means of the auxiliary variables ``aux`` (functions of scores known for every item: the judge,
+    its square, the surrogate, ...) equal their pool means ``aux_pool``: the generalised regression
+    (GREG) estimator, a difference estimator with the auxiliaries' known pool totals. It stays
+    consistent for the pool value whatever the auxiliaries; its variance is that of each item's
+    influence ``ψ`` *minus* its regression on the auxiliaries, so what the scores predict of ``ψ``
+    costs no labels. None when undefined (no variation)."""
+    sw = float(w.sum())
+    abar = (w @ aux) / sw
+    dev = aux - abar
+    s = (dev * w[:, None]).T @ dev / sw
+    lam = np.linalg.lstsq(s, aux_pool - abar, rcond=None)[0]
+    wc = w * (1.0 + dev @ lam)
+    mx, my = (wc @ x) / sw, (wc @ y) / sw
+    dx, dy = x - mx, y - my
+    vx, vy, cxy = (wc @ dx**2) / sw, (wc @ dy**2) / sw, (wc @ (dx * dy)) / sw
+    if not (vx > 0 and vy > 0):
+        return None
+    r = float(np.clip(cxy / math.sqrt(vx * vy), -1.0, 1.0))
+    zx, zy = dx / math.sqrt(vx), dy / math.sqrt(vy)
+    psi = zx * zy - 0.5 * r * (zx**2 + zy**2)
+    design = np.column_stack((np.ones_like(x), aux))
+    sq = np.sqrt(w)
+    beta = np.linalg.lstsq(design * sq[:, None], psi * sq, rcond=None)[0]
+    resid = psi - design @ beta
+    # the residuals of a fit with p coefficients on n items are too small by n / (n - p) on average
+    n, p = x.shape[0], design.shape[1]
+    return r, float(np.sum(fpc * wc**2 * resid**2) / sw**2) * n / max(1, n - p)
+
+
+def _auxiliaries(
+    judge: np.ndarray, surrogate: np.ndarray | None, levels: np.ndarray | None = None
+) -> np.ndarray:
+    """The auxiliary variables of the calibrated estimate, one row per item: the pool-standardised
+    judge score and its square, with a surrogate its score, square and product with the judge, and
+    with groups each group's indicator and judge score (but the first's: the intercept spans them).
+    Under the Gaussian model of the human label the conditional mean of an item's influence is a
+    quadratic in the scores with a level and a judge slope per group: the auxiliaries span it."""
+    z = _standardise(judge)
+    cols = [z, z**2]
+    if surrogate is not None:
+        g = _standardise(surrogate)
+        cols += [g, g**2, z * g]
+    if levels is not None:
+        for k in range(1, int(levels.max()) + 1):
+            d = (levels == k).astype(float)
+            cols += [d, d * z]
+    return np.column_stack(cols)
+
+
 def estimate(
     plan: ActivePlan,
     labelled: Sequence[str],
@@ -384,6 +550,9 @@ def estimate(
     metric: str = "pearson",
     confidence: float = 0.95,
     seed: int = 0,
+    pool_judge: np.ndarray | None = None,
+    pool_surrogate: np.ndarray | None = None,
+    pool_groups: Sequence[str] | None = None,
 ) -> Estimate:
     """The judge–human ``metric`` over the plan's whole pool, from the labelled items.
 
@@ -391,8 +560,25 @@ def estimate(
     annotators), aligned with ``labelled``; ``judge``: their judge scores, aligned with ``labelled``
     or (a vector of the pool's size) with ``plan.item_ids``. Only the labelled prefix of
     the plan's order is used (see :meth:`ActivePlan.weights`). ``seed`` is accepted for a stable
-    interface (the delta-method CI draws no random numbers)."""
+    interface (the delta-method CI draws no random numbers).
+
+    ``pool_judge`` (and ``pool_surrogate``): the scores of every item of the pool, aligned with
+    ``plan.item_ids``; with them the Pearson estimate is *calibrated* to their known pool moments
+    (see :func:`_calibrated_corr`; from :data:`MIN_CALIBRATION_LABELS` labels on): a smaller CI
+    for the same labels, with any plan. Not for Spearman (the pool's ranks of the human labels are
+    unknown). ``pool_groups``: a group label per item of the pool (see :func:`replan`); the
+    estimate is then calibrated to each group's size and judge mean too (post-stratification), once
+    every group has :data:`MIN_GROUP_LABELS` labels."""
     _check_metric(metric)
+    if pool_judge is None and (pool_surrogate is not None or pool_groups is not None):
+        raise ValueError(
+            "pool_surrogate, pool_groups: give pool_judge too (the calibration needs the judge's pool scores)"
+        )
+    if pool_judge is not None and metric != "pearson":
+        raise ValueError(
+            f"pool_judge: the calibrated estimate is for the Pearson correlation, not {metric!r}; "
+            "leave pool_judge out"
+        )
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence: must be in (0, 1), got {confidence}")
     ids = list(labelled)
@@ -430,7 +616,20 @@ def estimate(
     pos = {item: k for k, item in enumerate(plan.item_ids)}
     q_used = plan.q[[pos[i] for i, u in zip(ids, used, strict=True) if u]]
     fpc = 1.0 - np.minimum(1.0, n_used * q_used)
-    got = _weighted_corr(x, y, wu, fpc)
+    if pool_judge is not None and n_used >= MIN_CALIBRATION_LABELS:
+        pj = _scores("pool_judge", pool_judge, plan.n_items)
+        ps = None if pool_surrogate is None else _scores("pool_surrogate", pool_surrogate, plan.n_items)
+        rows = [pos[i] for i, u in zip(ids, used, strict=True) if u]
+        levels = None if pool_groups is None else _group_index(pool_groups, plan.n_items)
+        if (
+            levels is not None
+            and np.bincount(levels[rows], minlength=int(levels.max()) + 1).min() < MIN_GROUP_LABELS
+        ):
+            levels = None  # a group without labels yet: calibrate on the scores only
+        aux = _auxiliaries(pj, ps, levels)
+        got = _calibrated_corr(x, y, wu, fpc, aux[rows], aux.mean(axis=0))
+    else:
+        got = _weighted_corr(x, y, wu, fpc)
     if got is None:
         return result(None, None)
     r, var = got

@@ -82,4 +82,5 @@ def test_the_table_names_where_active_selection_does_not_help():
     assert "more* labels than random on: B at 100, B at 200" in text
     assert "less than the goal on: C at 100" in text
     assert "goal ≤ 0.6× met on 1 of 3" in text
+    assert "By RMSE: xDial-Eval 2.00×" in text  # the fixture has no RMSE ratios: beyond the grid
     assert "**0.50×**" in text and "> grid" in text
