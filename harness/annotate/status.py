@@ -30,7 +30,7 @@ import pandas as pd
 from scipy.stats import bootstrap
 from sklearn.metrics import cohen_kappa_score
 
-from harness.annotate.active import Estimate, estimate
+from harness.annotate.active import MIN_CALIBRATION_LABELS, MIN_GROUP_LABELS, Estimate, estimate
 from harness.annotate.judge_runs import judge_scores, scores_for
 from harness.annotate.store import Progress, Project
 from harness.meta.agreement import ALPHA_LEVEL, AlphaLevel, adjacent_agreement, percent_agreement
@@ -128,6 +128,13 @@ class ActiveStatus:
     target_half_width: float
     more_labels: int | None  # labels still needed for the target CI half-width (None: no CI yet)
     unplanned: int  # items outside the plan (the judge run has no score for them)
+    #: ``plain`` (the LURE-weighted estimate) or ``calibrated`` (GREG, on the pool's judge and
+    #: surrogate scores and, once every group has enough labels, the groups)
+    estimator: str = "plain"
+    #: the groups entered the calibrated estimate
+    groups_used: bool = False
+    #: the rule of the items' groups (system, dataset, none; None for a project without them)
+    group_by: str | None = None
 
     def to_json(self) -> dict[str, object]:
         e = self.estimate
@@ -142,6 +149,10 @@ class ActiveStatus:
             "target_half_width": self.target_half_width,
             "more_labels": self.more_labels,
             "unplanned": self.unplanned,
+            "estimator": self.estimator,
+            "calibration_min_labels": MIN_CALIBRATION_LABELS,
+            "groups_used": self.groups_used,
+            "group_by": self.group_by,
         }
 
 
@@ -370,26 +381,56 @@ def active_status(
 ) -> ActiveStatus | None:
     """The estimate of an active project's judge–human correlation from its labels so far (LURE
     weights of :mod:`harness.annotate.active`), with the labels a target CI half-width needs; None
-    for a random project."""
+    for a random project. With the pool information stored at creation (the judge's and the
+    surrogate's score and the group of every planned item) the Pearson estimate is the calibrated
+    one from :data:`~harness.annotate.active.MIN_CALIBRATION_LABELS` labels on."""
     plan = project.active_plan()
     if plan is None:
         return None
     humans = human_means(project)
     planned = set(plan.item_ids)
     humans = humans[humans["item_id"].isin(planned)]
-    keys = list(zip(humans["config"], humans["record_id"], strict=True))
-    _, judge = scores_for(Path(project.meta["judge_run"]), project.meta.get("active_task") or None, keys)
+    labelled = list(humans["item_id"])
     metric = project.meta.get("active_metric", "pearson")
+    pool = project.active_pool()
+    if pool is not None:
+        pos = {item: k for k, item in enumerate(pool.item_ids)}
+        judge = pool.judge[[pos[i] for i in labelled]]
+    else:  # a project without stored pool scores: the judge run's scores of the labelled items
+        keys = list(zip(humans["config"], humans["record_id"], strict=True))
+        _, scores = scores_for(
+            Path(project.meta["judge_run"]), project.meta.get("active_task") or None, keys
+        )
+        judge = np.array([np.nan if j is None else j for j in scores], dtype=float)
+    # the calibrated estimate is for the Pearson correlation only
+    cal = pool if metric == "pearson" else None
     est = estimate(
         plan,
-        list(humans["item_id"]),
-        np.array([np.nan if j is None else j for j in judge], dtype=float),
+        labelled,
+        judge,
         humans["human"].to_numpy(dtype=float),
         metric=metric,
         confidence=confidence,
+        pool_judge=None if cal is None else cal.judge,
+        pool_surrogate=None if cal is None else cal.surrogate,
+        pool_groups=None if cal is None else cal.groups,
     )
+    calibrated = cal is not None and est.n_labels >= MIN_CALIBRATION_LABELS
+    groups_used = False
+    if calibrated and cal is not None and cal.groups is not None:
+        group_of = dict(zip(cal.item_ids, cal.groups, strict=True))
+        counts = pd.Series([group_of[i] for i in plan.order[: est.n_labels]]).value_counts()
+        groups_used = set(counts.index) == set(cal.groups) and int(counts.min()) >= MIN_GROUP_LABELS
     more = est.labels_for_half_width(target_half_width)
-    return ActiveStatus(est, target_half_width, more, project.n_items() - plan.n_items)
+    return ActiveStatus(
+        est,
+        target_half_width,
+        more,
+        project.n_items() - plan.n_items,
+        estimator="calibrated" if calibrated else "plain",
+        groups_used=groups_used,
+        group_by=None if pool is None else pool.group_by,
+    )
 
 
 def project_status(

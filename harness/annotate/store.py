@@ -62,6 +62,9 @@ _BATCH = 20_000
 ACTIVE_FLOOR = 0.1
 ACTIVE_METRIC = "pearson"
 Select = Literal["random", "active"]
+#: what an item's group (metadata known before labelling, for the calibrated estimate) is
+GroupBy = Literal["system", "dataset", "none"]
+GROUP_BY: tuple[str, ...] = ("system", "dataset", "none")
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -72,7 +75,8 @@ CREATE TABLE annotators (
 );
 CREATE TABLE items (
     id INTEGER PRIMARY KEY, key TEXT NOT NULL, config TEXT NOT NULL, record_id TEXT NOT NULL,
-    language TEXT NOT NULL, record TEXT NOT NULL, q REAL, step_q REAL
+    language TEXT NOT NULL, record TEXT NOT NULL, q REAL, step_q REAL,
+    system TEXT, grp TEXT, judge REAL, surrogate REAL
 );
 CREATE TABLE assignments (
     annotator INTEGER NOT NULL, item INTEGER NOT NULL, position INTEGER NOT NULL,
@@ -143,6 +147,19 @@ class ItemView:
             "turns": self.turns,
             "previous": self.previous,
         }
+
+
+@dataclass(frozen=True)
+class ActivePool:
+    """The pool information of an active project's calibrated estimate, one entry per planned
+    item (aligned with ``item_ids``): the judge's score, the surrogate's (None without a surrogate
+    run) and the group (None with ``--group-by none``)."""
+
+    item_ids: tuple[str, ...]
+    judge: np.ndarray
+    surrogate: np.ndarray | None
+    groups: tuple[str, ...] | None
+    group_by: str
 
 
 @dataclass(frozen=True)
@@ -285,12 +302,19 @@ class Project:
         judge_run: Path | None = None,
         seed: int = 0,
         surrogate_run: Path | None = None,
+        group_by: GroupBy | None = None,
         show_progress: bool = False,
     ) -> Project:
         """Create the project file at ``path`` (refused if it exists): read the items of the form's
         configs (in ``languages``, all if None), assign each to ``per_item`` annotators and order the
-        queues (``random``: a seeded shuffle; ``active``: the sampling plan of
-        :mod:`harness.annotate.active` over the judge run's scores)."""
+        queues (``random``: a seeded shuffle; ``active``: the calibrated sampling plan of
+        :mod:`harness.annotate.active` over the judge run's scores).
+
+        ``group_by`` (active selection): each item's group for the calibrated estimate, metadata
+        known before labelling — ``system`` (the system that wrote the item, where the dataset
+        records one; items without one are grouped by their config), ``dataset`` (the item's
+        config, i.e. its source set) or ``none``. Default: ``system`` when the dataset records a
+        system for any of the items, else ``dataset``."""
         from harness.tasks import TaskSpec, get_task
 
         path = Path(path)
@@ -310,6 +334,10 @@ class Project:
             raise ProjectError(
                 "--select active needs --judge-run RUN (the judge whose agreement is estimated)"
             )
+        if group_by is not None and group_by not in GROUP_BY:
+            raise ProjectError(f"unknown --group-by {group_by!r}; use {', '.join(GROUP_BY)}")
+        if group_by is not None and select != "active":
+            raise ProjectError("--group-by only applies to --select active (the groups calibrate its estimate)")
         spec = get_task(task) if isinstance(task, str) else task
         assert spec is None or isinstance(spec, TaskSpec)
         form = form_for(Path(dataset_dir), spec, config, dataset=dataset_ref)
@@ -333,6 +361,7 @@ class Project:
                     select=select,
                     judge_run=judge_run,
                     surrogate_run=surrogate_run,
+                    group_by=group_by,
                     seed=seed,
                     show_progress=show_progress,
                 )
@@ -674,7 +703,28 @@ class Project:
             order=tuple(r[0] for r in by_position),
             policy="active",
             floor=float(self.meta.get("active_floor", ACTIVE_FLOOR)),
+            calibrated=self.meta.get("active_calibrated") == "1",
             step_q=np.array([r[2] for r in by_position], dtype=float),
+        )
+
+    def active_pool(self) -> ActivePool | None:
+        """What the project knows of every planned item before labelling — the judge's and the
+        surrogate's scores and the group — aligned with :meth:`active_plan`'s ``item_ids``; None
+        for random selection, or a project made before these were stored."""
+        if self.meta.get("select") != "active" or "group_by" not in self.meta:
+            return None
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT key, judge, surrogate, grp FROM items WHERE q IS NOT NULL ORDER BY id"
+            ).fetchall()
+        surrogate = None if any(r[2] is None for r in rows) else np.array([r[2] for r in rows], dtype=float)
+        groups = None if self.meta["group_by"] == "none" else tuple(str(r[3]) for r in rows)
+        return ActivePool(
+            item_ids=tuple(r[0] for r in rows),
+            judge=np.array([r[1] for r in rows], dtype=float),
+            surrogate=surrogate,
+            groups=groups,
+            group_by=self.meta["group_by"],
         )
 
     def records(self) -> Iterator[tuple[str, str, dict[str, object]]]:
@@ -733,8 +783,8 @@ def _connect(path: Path) -> sqlite3.Connection:
 
 def _read_items(
     dataset_dir: Path, form: Form, languages: Sequence[str] | None
-) -> Iterator[list[tuple[str, str, str, str]]]:
-    """Batches of (config, record id, language, record JSON without its labels) of every row in
+) -> Iterator[list[tuple[str, str, str, str, str | None]]]:
+    """Batches of (config, record id, language, record JSON without its labels, system or None) of every row in
     ``languages``: DuckDB reads the Parquet files and writes each row's JSON (``to_json``), which
     keeps creating a project of a million items to seconds of reading."""
     import duckdb
@@ -746,14 +796,18 @@ def _read_items(
             path = str(Path(dataset_dir) / data_file(config))
             names = [c.name for c in pq.read_schema(path) if c.name not in drop]
             fields = ", ".join(f"{_quoted(n)} := {_quoted(n)}" for n in names)
-            sql = f"SELECT id, language, to_json(struct_pack({fields})) FROM read_parquet(?)"
+            system = "CAST(system AS VARCHAR)" if "system" in names else "NULL"
+            sql = f"SELECT id, language, to_json(struct_pack({fields})), {system} FROM read_parquet(?)"
             params: list[object] = [path]
             if languages is not None:
                 sql += " WHERE list_contains(?, language)"
                 params.append(list(languages))
             cursor = con.execute(sql, params)
             while rows := cursor.fetchmany(_BATCH):
-                yield [(config, str(rid), str(lang), str(record)) for rid, lang, record in rows]
+                yield [
+                    (config, str(rid), str(lang), str(record), None if sys_ is None else str(sys_))
+                    for rid, lang, record, sys_ in rows
+                ]
     finally:
         con.close()
 
@@ -775,6 +829,7 @@ def _create(
     select: Select,
     judge_run: Path | None,
     surrogate_run: Path | None,
+    group_by: GroupBy | None,
     seed: int,
     show_progress: bool,
 ) -> dict[str, str]:
@@ -806,13 +861,14 @@ def _create(
     rows_in_files = sum(pq.read_metadata(Path(dataset_dir) / data_file(c)).num_rows for c in form.configs)
     with _bar(show_progress, "reading items", total=None if languages else rows_in_files) as advance:
         for batch in _read_items(dataset_dir, form, languages):
-            items: list[tuple[int, str, str, str, str, str]] = []
-            for config, rid, language, record in batch:
+            items: list[tuple[int, str, str, str, str, str, str | None]] = []
+            for config, rid, language, record, system in batch:
                 key = hashlib.sha256(f"{salt}{config}\x00{rid}".encode()).hexdigest()[:16]
-                items.append((n, key, config, rid, language, record))
+                items.append((n, key, config, rid, language, record, system))
                 n += 1
             conn.executemany(
-                "INSERT INTO items (id, key, config, record_id, language, record) VALUES (?,?,?,?,?,?)", items
+                "INSERT INTO items (id, key, config, record_id, language, record, system) VALUES (?,?,?,?,?,?,?)",
+                items,
             )
             advance(len(items))
     if n == 0:
@@ -821,9 +877,13 @@ def _create(
             f"the dataset {dataset_ref} (configs {', '.join(form.configs)}) has no item{where}"
         )
     extra: dict[str, str] = {}
+    if select == "active":
+        extra["group_by"] = _set_groups(conn, group_by, dataset_ref)
     order, planned = _queue_order(conn, n, select, judge_run, surrogate_run, seed, rng, form.task, extra)
     if planned is not None:
-        conn.executemany("UPDATE items SET q = ?, step_q = ? WHERE id = ?", planned)
+        conn.executemany(
+            "UPDATE items SET q = ?, step_q = ?, judge = ?, surrogate = ? WHERE id = ?", planned
+        )
     conn.executemany("INSERT INTO meta VALUES (?, ?)", sorted(extra.items()))
     loads = [0] * len(annotators)
     with _bar(show_progress, "assigning items", total=n) as advance:
@@ -847,6 +907,26 @@ def _create(
     return tokens
 
 
+def _set_groups(conn: sqlite3.Connection, group_by: GroupBy | None, dataset_ref: str) -> str:
+    """Write each item's group (``grp``) by the rule ``group_by`` (None: ``system`` when the
+    dataset records a system for any item, else ``dataset``); the rule applied."""
+    has_system = conn.execute("SELECT EXISTS (SELECT 1 FROM items WHERE system IS NOT NULL)").fetchone()[0]
+    rule = group_by or ("system" if has_system else "dataset")
+    if rule == "system" and not has_system:
+        raise ProjectError(
+            f"--group-by system: the dataset {dataset_ref} records no system for any of the project's items; "
+            "use --group-by dataset (the item's config) or none"
+        )
+    if rule == "system":
+        conn.execute(
+            "UPDATE items SET grp = CASE WHEN system IS NOT NULL THEN 'system:' || system "
+            "ELSE 'dataset:' || config END"
+        )
+    elif rule == "dataset":
+        conn.execute("UPDATE items SET grp = 'dataset:' || config")
+    return rule
+
+
 def _queue_order(
     conn: sqlite3.Connection,
     n: int,
@@ -857,11 +937,12 @@ def _queue_order(
     rng: random.Random,
     task: str | None,
     meta: dict[str, str],
-) -> tuple[list[int], list[tuple[float, float, int]] | None]:
+) -> tuple[list[int], list[tuple[float, float, float, float | None, int]] | None]:
     """The order items enter the queues (item ids) and, for active selection, each planned item's
     (q, probability when drawn, item id) (:mod:`harness.annotate.active`). Random: a seeded shuffle.
-    Active: the plan's order over the items the judge run scored; items it could not score follow,
-    shuffled, outside the plan."""
+    Active: the calibrated plan's order over the items the judge run (and the surrogate run) scored;
+    items they could not score follow, shuffled, outside the plan. Each planned item's row also
+    carries the judge's and the surrogate's score (the pool moments of the calibrated estimate)."""
     order = list(range(n))
     rng.shuffle(order)
     if select == "random" or judge_run is None:
@@ -879,20 +960,32 @@ def _queue_order(
             "needs the run of the project's task on the same dataset (harness run --dataset ... --task ...)"
         )
     ids = [str(i) for i in scored]
+    pool_judge = np.array([judge[i] for i in scored], dtype=float)
+    pool_surrogate = None if surrogate is None else np.array([surrogate[i] for i in scored], dtype=float)
     plan = plan_active(
         ids,
-        np.array([judge[i] for i in scored], dtype=float),
-        None if surrogate is None else np.array([surrogate[i] for i in scored], dtype=float),
+        pool_judge,
+        pool_surrogate,
         seed=seed,
         floor=ACTIVE_FLOOR,
         metric=ACTIVE_METRIC,
+        calibrated=True,
     )
-    meta.update(active_task=task_name, active_floor=str(ACTIVE_FLOOR), active_metric=ACTIVE_METRIC)
+    meta.update(
+        active_task=task_name,
+        active_floor=str(ACTIVE_FLOOR),
+        active_metric=ACTIVE_METRIC,
+        active_calibrated="1",
+    )
     planned = [int(i) for i in plan.order]
-    q = dict(zip(plan.item_ids, plan.q, strict=True))
+    at = {item: k for k, item in enumerate(plan.item_ids)}
     in_plan = set(scored)
     rest = [i for i in order if i not in in_plan]
-    rows = [(float(q[str(i)]), float(sq), i) for i, sq in zip(planned, plan.step_q, strict=True)]
+    rows = []
+    for i, sq in zip(planned, plan.step_q, strict=True):
+        k = at[str(i)]
+        sur = None if pool_surrogate is None else float(pool_surrogate[k])
+        rows.append((float(plan.q[k]), float(sq), float(pool_judge[k]), sur, i))
     return planned + rest, rows
 
 

@@ -7,7 +7,7 @@ import json
 import socket
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 from rich.table import Table
@@ -17,7 +17,7 @@ from harness.cli.console import command_group, console, error_message, fail
 
 if TYPE_CHECKING:
     from harness.annotate.status import ProjectStatus
-    from harness.annotate.store import Project
+    from harness.annotate.store import GroupBy, Project
     from harness.meta.metric import MetricEntry
 
 annotate_app = command_group(
@@ -173,7 +173,18 @@ def start(
         Path | None,
         typer.Option(
             "--surrogate-run",
-            help="A second judge's run, stored with the active plan as its surrogate (recalibration with harness.annotate.active.replan uses it)",
+            help="A second judge's run: its scores of every planned item calibrate the active estimate "
+            "(harness annotate status)",
+        ),
+    ] = None,
+    group_by: Annotated[
+        str | None,
+        typer.Option(
+            "--group-by",
+            help="Active selection: each item's group for the calibrated estimate, known before labelling — "
+            "system (the system that wrote the item; items without one are grouped by their config), "
+            "dataset (the item's config, its source set) or none. Default: system when the dataset records "
+            "a system for any of the items, else dataset",
         ),
     ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the assignment and the item order")] = 0,
@@ -197,6 +208,10 @@ def start(
         fail("--select active needs --judge-run RUN (the judge run whose agreement the labels estimate)")
     if select == "random" and surrogate_run is not None:
         fail("--surrogate-run only applies to --select active")
+    if group_by is not None and group_by not in ("system", "dataset", "none"):
+        fail(f"--group-by {group_by!r}: use system, dataset or none")
+    if select == "random" and group_by is not None:
+        fail("--group-by only applies to --select active (the groups calibrate its estimate)")
     host = host or "127.0.0.1"
     port = DEFAULT_PORT if port is None else port
     try:
@@ -224,6 +239,7 @@ def start(
             select="active" if select == "active" else "random",
             judge_run=judge_run,
             surrogate_run=surrogate_run,
+            group_by=cast("GroupBy | None", group_by),
             seed=seed,
             show_progress=not quiet,
         )
@@ -233,7 +249,9 @@ def start(
     n_items = project.n_items()
     console.print(
         f"created {name} at {project.path}: {n_items} items of {ref} ({', '.join(project.form.configs)}), "
-        f"{per_item} annotator(s) per item, {select} order; form: {', '.join(project.form.dimensions)}"
+        f"{per_item} annotator(s) per item, {select} order"
+        + (f" (groups by {project.meta['group_by']})" if select == "active" else "")
+        + f"; form: {', '.join(project.form.dimensions)}"
     )
     if no_serve:
         _print_urls(project, f"http://{_display_host(host)}:{port}/", project.tokens())
@@ -360,11 +378,19 @@ def print_status(status: ProjectStatus) -> None:
             jt.add_row(lang, *cells, str(max(ns)) if ns else "—")
         console.print(jt)
     if status.active is not None:
+        from harness.annotate.active import MIN_CALIBRATION_LABELS
+
         act = status.active
         e = act.estimate
         more = "—" if act.more_labels is None else str(act.more_labels)
+        if act.estimator == "calibrated":
+            how = "calibrated estimate" + (f" (with the {act.group_by} groups)" if act.groups_used else "")
+        elif act.group_by is not None and e.metric == "pearson":
+            how = f"plain estimate (calibrated from {MIN_CALIBRATION_LABELS} labels on)"
+        else:
+            how = "plain estimate"
         console.print(
-            f"active estimate of the judge's {e.metric} over all {e.n_items} planned items: "
+            f"active {how} of the judge's {e.metric} over all {e.n_items} planned items: "
             f"{_stat_cell(e.value, e.ci)} from {e.n_labels} labelled item(s)"
             + (f" ({e.n_waiting} more wait for an earlier item of the order)" if e.n_waiting else "")
             + f"; labels still needed for a CI half-width of {act.target_half_width:g}: {more}"

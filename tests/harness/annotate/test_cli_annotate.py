@@ -219,6 +219,10 @@ def test_active_selection_orders_queues_by_the_plan_and_status_estimates(env, ju
     assert active["n_labels"] == 40 and active["n_items"] == 160 and active["metric"] == "pearson"
     assert active["value"] is not None and active["ci"][0] <= active["value"] <= active["ci"][1]
     assert active["more_labels"] is None or active["more_labels"] >= 0
+    # demo records no system: the items are grouped by their config, and 40 labels calibrate
+    assert active["group_by"] == "dataset" and active["estimator"] == "calibrated"
+    r = runner.invoke(app, ["annotate", "status", "act", "--bootstrap", "0"])
+    assert r.exit_code == 0 and "active calibrated estimate" in r.output, r.output
 
 
 def test_bad_input_is_one_error_line(env, judge_run):
@@ -232,6 +236,14 @@ def test_bad_input_is_one_error_line(env, judge_run):
     assert "duplicate annotator(s) a" in _error_line(runner.invoke(app, [*base, "--annotators", "a,b,a"]))
     assert "--select active needs --judge-run" in _error_line(
         runner.invoke(app, [*base, "--annotators", "a", "--select", "active"])
+    )
+    active = ["--select", "active", "--judge-run", str(judge_run), "--annotators", "a"]
+    assert "--group-by 'model': use system, dataset or none" in _error_line(
+        runner.invoke(app, [*base, *active, "--group-by", "model"])
+    )
+    assert "records no system" in _error_line(runner.invoke(app, [*base, *active, "--group-by", "system"]))
+    assert "--group-by only applies to --select active" in _error_line(
+        runner.invoke(app, [*base, "--annotators", "a", "--group-by", "dataset"])
     )
     assert runner.invoke(app, [*base, "--annotators", "a"]).exit_code == 0
     assert "already exists" in _error_line(runner.invoke(app, [*base, "--annotators", "b"]))
