@@ -398,9 +398,7 @@ def active_status(
         judge = pool.judge[[pos[i] for i in labelled]]
     else:  # a project without stored pool scores: the judge run's scores of the labelled items
         keys = list(zip(humans["config"], humans["record_id"], strict=True))
-        _, scores = scores_for(
-            Path(project.meta["judge_run"]), project.meta.get("active_task") or None, keys
-        )
+        _, scores = scores_for(Path(project.meta["judge_run"]), project.meta.get("active_task") or None, keys)
         judge = np.array([np.nan if j is None else j for j in scores], dtype=float)
     # the calibrated estimate is for the Pearson correlation only
     cal = pool if metric == "pearson" else None

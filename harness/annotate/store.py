@@ -337,7 +337,9 @@ class Project:
         if group_by is not None and group_by not in GROUP_BY:
             raise ProjectError(f"unknown --group-by {group_by!r}; use {', '.join(GROUP_BY)}")
         if group_by is not None and select != "active":
-            raise ProjectError("--group-by only applies to --select active (the groups calibrate its estimate)")
+            raise ProjectError(
+                "--group-by only applies to --select active (the groups calibrate its estimate)"
+            )
         spec = get_task(task) if isinstance(task, str) else task
         assert spec is None or isinstance(spec, TaskSpec)
         form = form_for(Path(dataset_dir), spec, config, dataset=dataset_ref)
@@ -881,9 +883,7 @@ def _create(
         extra["group_by"] = _set_groups(conn, group_by, dataset_ref)
     order, planned = _queue_order(conn, n, select, judge_run, surrogate_run, seed, rng, form.task, extra)
     if planned is not None:
-        conn.executemany(
-            "UPDATE items SET q = ?, step_q = ?, judge = ?, surrogate = ? WHERE id = ?", planned
-        )
+        conn.executemany("UPDATE items SET q = ?, step_q = ?, judge = ?, surrogate = ? WHERE id = ?", planned)
     conn.executemany("INSERT INTO meta VALUES (?, ?)", sorted(extra.items()))
     loads = [0] * len(annotators)
     with _bar(show_progress, "assigning items", total=n) as advance:
