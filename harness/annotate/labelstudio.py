@@ -36,7 +36,7 @@ from markdown_it import MarkdownIt
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from harness.annotate.form import Field, Form
-from harness.annotate.store import AnnotationError, ItemView, Project, Submission, direction
+from harness.annotate.store import AnnotationError, ItemView, Project, Submission
 
 #: the object tag that shows the transcript and the control that flags an item; no field may use them
 TRANSCRIPT = "transcript"
@@ -186,40 +186,13 @@ def task_for(view: ItemView) -> dict[str, object]:
     }
 
 
-def _turns(rows: object) -> list[dict[str, str | int]]:
-    messages = rows if isinstance(rows, list) else []
-    return [
-        {"role": str(m.get("role", "")), "text": str(m.get("text", "")), "turn": i}
-        for i, m in enumerate(messages, 1)
-        if isinstance(m, dict)
-    ]
-
-
-def _optional(value: object) -> str | None:
-    return None if value is None or value == "" else str(value)
-
-
 def _item_views(project: Project) -> Iterator[ItemView]:
     """Every item of the project, as an annotator would see it (the project's item order)."""
-    level = project.form.level
     records = list(project.records())
     for position, (key, _config, rec) in enumerate(records, 1):
         language = str(rec.get("language") or "")
-        yield ItemView(
-            item_id=key,
-            position=position,
-            total=len(records),
-            language=language,
-            direction=direction(language),
-            level=level,
-            context=_turns(rec.get("context")) if level == "turn" else [],
-            response=_optional(rec.get("response")) if level == "turn" else None,
-            response_role=(_optional(rec.get("response_role")) or "assistant") if level == "turn" else None,
-            reference=_optional(rec.get("reference")),
-            persona=_optional(rec.get("persona")),
-            scene=_optional(rec.get("scene")),
-            turns=_turns(rec.get("turns")) if level == "dialogue" else None,
-            previous=None,
+        yield ItemView.from_record(
+            key, language, rec, project.form.level, position=position, total=len(records)
         )
 
 

@@ -32,7 +32,7 @@ import re
 import secrets
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -130,6 +130,37 @@ class ItemView:
     turns: list[dict[str, str | int]] | None  # dialogue level
     previous: dict[str, float] | None  # the annotator's own earlier labels (after undo)
 
+    @classmethod
+    def from_record(
+        cls,
+        key: str,
+        language: str,
+        record: Mapping[str, object],
+        level: Literal["turn", "dialogue"],
+        *,
+        position: int,
+        total: int,
+        previous: dict[str, float] | None = None,
+    ) -> ItemView:
+        """The view of a stored source record (the page's and Label Studio's: one mapping)."""
+        turn = level == "turn"
+        return cls(
+            item_id=key,
+            position=position,
+            total=total,
+            language=language,
+            direction=direction(language),
+            level=level,
+            context=_numbered(record.get("context")) if turn else [],
+            response=_text(record.get("response")) if turn else None,
+            response_role=(_text(record.get("response_role")) or "assistant") if turn else None,
+            reference=_text(record.get("reference")),
+            persona=_text(record.get("persona")),
+            scene=_text(record.get("scene")),
+            turns=None if turn else _numbered(record.get("turns")),
+            previous=previous,
+        )
+
     def to_json(self) -> dict[str, object]:
         return {
             "item_id": self.item_id,
@@ -147,6 +178,20 @@ class ItemView:
             "turns": self.turns,
             "previous": self.previous,
         }
+
+
+def _numbered(rows: object) -> list[dict[str, str | int]]:
+    """A stored list of {role, text} messages with 1-based turn numbers (anything else: none)."""
+    messages = rows if isinstance(rows, list) else []
+    return [
+        {"role": str(m.get("role", "")), "text": str(m.get("text", "")), "turn": i}
+        for i, m in enumerate(messages, 1)
+        if isinstance(m, dict)
+    ]
+
+
+def _text(value: object) -> str | None:
+    return None if value is None or value == "" else str(value)
 
 
 @dataclass(frozen=True)
@@ -624,33 +669,13 @@ class Project:
             "SELECT labels FROM submissions WHERE item = ? AND annotator = ? AND retracted = 1 ORDER BY id DESC LIMIT 1",
             (item, aid),
         ).fetchone()
-        rec = json.loads(record)
-        level = self.form.level
-        context = turns = None
-        if level == "turn":
-            context = [
-                {"role": m["role"], "text": m["text"], "turn": i}
-                for i, m in enumerate(rec.get("context") or [], 1)
-            ]
-        else:
-            turns = [
-                {"role": m["role"], "text": m["text"], "turn": i}
-                for i, m in enumerate(rec.get("turns") or [], 1)
-            ]
-        return ItemView(
-            item_id=key,
+        return ItemView.from_record(
+            key,
+            language,
+            json.loads(record),
+            self.form.level,
             position=min(int(done) + 1, int(total)),
             total=int(total),
-            language=language,
-            direction=direction(language),
-            level=level,
-            context=context or [],
-            response=rec.get("response") if level == "turn" else None,
-            response_role=(rec.get("response_role") or "assistant") if level == "turn" else None,
-            reference=rec.get("reference"),
-            persona=rec.get("persona"),
-            scene=rec.get("scene"),
-            turns=turns,
             previous=json.loads(prev[0]) if prev else None,
         )
 
