@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
@@ -39,6 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from harness.annotate.store import AnnotationError, Project, Submission
+from harness.webserver import LocalServer
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -271,21 +271,13 @@ def create_app(project: Project) -> Starlette:
     return app
 
 
-class AnnotationServer:
+class AnnotationServer(LocalServer):
     """uvicorn serving :func:`create_app` on a bound socket, in the foreground (:meth:`run`) or in a
     background thread (``with AnnotationServer(project) as srv: srv.url``)."""
 
     def __init__(self, project: Project, host: str = "127.0.0.1", port: int = 0) -> None:
-        import uvicorn
-
-        from harness.view.server import bind, url_of
-
-        self.sock = bind(host, port)
-        self.url = url_of(self.sock)
         self.app = create_app(project)
-        config = uvicorn.Config(self.app, log_level="warning", lifespan="off", access_log=False)
-        self.server = uvicorn.Server(config)
-        self._thread: threading.Thread | None = None
+        super().__init__(self.app, host, port, name="annotation")
 
     def page_url(self, token: str) -> str:
         """The private address of one annotator's page."""
@@ -294,27 +286,12 @@ class AnnotationServer:
     def run(self) -> None:
         """Serve until Ctrl-C (or :attr:`server.should_exit`); returns normally on Ctrl-C."""
         try:
-            self.server.run(sockets=[self.sock])
+            super().run()
         except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it shut down on: the normal way to stop
             pass
         finally:
             self.app.state.store.close()
             self.sock.close()
-
-    def __enter__(self) -> AnnotationServer:
-        self._thread = threading.Thread(target=self.run, name="harness-annotate", daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the annotation server did not start")
-            time.sleep(0.02)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=10)
 
 
 def serve(

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import math
-import socket
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -36,6 +35,7 @@ from harness.view.compare import compare
 from harness.view.data import Payload, RunFiles
 from harness.view.overview import overview
 from harness.view.store import MAX_PAGE_SIZE, Query, SampleStore
+from harness.webserver import LocalServer
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -244,56 +244,9 @@ def create_app(viewer: Viewer) -> Starlette:
     return Starlette(routes=routes)
 
 
-def bind(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
-    """A listening socket (port 0: a free port chosen by the OS); a taken port is a clear error."""
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as e:
-        sock.close()
-        raise OSError(
-            f"cannot listen on {host}:{port} ({e.strerror or e}); pick another --port, or 0 for a free one"
-        ) from None
-    sock.listen(128)
-    return sock
-
-
-def url_of(sock: socket.socket) -> str:
-    host, port = sock.getsockname()[:2]
-    return f"http://{'[' + host + ']' if ':' in host else host}:{port}/"
-
-
-class ViewerServer:
+class ViewerServer(LocalServer):
     """uvicorn serving :func:`create_app` on a bound socket, in the foreground (:meth:`run`) or in a
     background thread (``with ViewerServer(...) as srv: srv.url``)."""
 
     def __init__(self, viewer: Viewer, host: str = "127.0.0.1", port: int = 0) -> None:
-        import uvicorn
-
-        self.sock = bind(host, port)
-        self.url = url_of(self.sock)
-        config = uvicorn.Config(create_app(viewer), log_level="warning", lifespan="off", access_log=False)
-        self.server = uvicorn.Server(config)
-        self._thread: threading.Thread | None = None
-
-    def run(self) -> None:
-        self.server.run(sockets=[self.sock])
-
-    def __enter__(self) -> ViewerServer:
-        import time
-
-        self._thread = threading.Thread(target=self.run, name="harness-view", daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the viewer server did not start")
-            time.sleep(0.02)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-        self.sock.close()
+        super().__init__(create_app(viewer), host, port, name="viewer")
