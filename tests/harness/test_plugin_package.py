@@ -192,7 +192,8 @@ def test_the_plugin_meta_metric_is_in_the_report_and_the_published_card(plugin_s
 def test_the_plugin_meta_metric_is_in_the_viewer(plugin_site, plugin_runs):
     """The static bundle of both runs in chromium: the overview's task table has the metric's column
     and the compare page tests it (paired bootstrap) next to the correlations."""
-    from tests.harness.view.test_browser import CHROMIUM, READY
+    from tests.fixtures.browser import CHROMIUM
+    from tests.harness.view.test_browser import READY
 
     tmp, outs = plugin_runs
     r = _harness(plugin_site, tmp, "view", str(outs["lenratio"]), str(outs["panel"]), "--bundle", "site")

@@ -22,33 +22,17 @@ import pytest
 
 from harness.annotate.store import Project
 from tests.fixtures.annotate_projects import medal_project, xdial_project
+from tests.fixtures.browser import artifacts, launch_chromium
 
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[3]
-CHROMIUM = Path(os.environ.get("DIALEVAL_CHROMIUM", "/usr/bin/chromium"))
-ARTIFACTS = Path(os.environ.get("DIALEVAL_TEST_ARTIFACTS", ROOT / "tests" / ".artifacts")) / "annotate"
+ARTIFACTS = artifacts("annotate")
 
 
 @pytest.fixture(scope="module")
 def browser():
-    try:
-        from playwright.sync_api import Error, sync_playwright
-    except ImportError as e:
-        pytest.fail(f"the browser tests need Playwright for Python (the dev extra): {e}")
-    if not CHROMIUM.is_file():
-        pytest.fail(
-            f"no chromium at {CHROMIUM}: install Debian's browser (`bash scripts/provision_tests.sh`, as the README's test command does) "
-            "or point DIALEVAL_CHROMIUM at one"
-        )
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        try:
-            b = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox", "--disable-gpu"])
-        except Error as e:
-            pytest.fail(f"chromium at {CHROMIUM} does not start: {e}")
-        yield b
-        b.close()
+    yield from launch_chromium(ARTIFACTS)
 
 
 class ServerProcess:

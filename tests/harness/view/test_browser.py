@@ -9,7 +9,6 @@ fail and say how to install it; they are never skipped.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -17,34 +16,18 @@ import pytest
 from harness.view.bundle import write_bundle
 from harness.view.data import read_runs
 from harness.view.server import Viewer, ViewerServer
+from tests.fixtures.browser import artifacts, launch_chromium
 
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[3]
-CHROMIUM = Path(os.environ.get("DIALEVAL_CHROMIUM", "/usr/bin/chromium"))
-ARTIFACTS = Path(os.environ.get("DIALEVAL_TEST_ARTIFACTS", ROOT / "tests" / ".artifacts")) / "viewer"
+ARTIFACTS = artifacts("viewer")
 READY = "document.body.dataset.ready === location.hash"
 
 
 @pytest.fixture(scope="module")
 def browser():
-    try:
-        from playwright.sync_api import Error, sync_playwright
-    except ImportError as e:
-        pytest.fail(f"the browser tests need Playwright for Python (the dev extra): {e}")
-    if not CHROMIUM.is_file():
-        pytest.fail(
-            f"no chromium at {CHROMIUM}: install Debian's browser (`bash scripts/provision_tests.sh`, as the README's test command does) "
-            "or point DIALEVAL_CHROMIUM at one"
-        )
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        try:
-            b = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox", "--disable-gpu"])
-        except Error as e:
-            pytest.fail(f"chromium at {CHROMIUM} does not start: {e}")
-        yield b
-        b.close()
+    yield from launch_chromium(ARTIFACTS)
 
 
 @pytest.fixture(scope="module")
